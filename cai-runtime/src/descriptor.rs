@@ -1,0 +1,560 @@
+//! The descriptor model: what `__cuda_array_interface__` (device) and `__array_interface__`
+//! (host) dicts hold, its validation against the spec, and a builder for exporting.
+//!
+//! One type serves both protocols: [`ArrayDescriptor<Device>`] ([`CudaArrayDescriptor`]) and
+//! [`ArrayDescriptor<Host>`] ([`HostArrayDescriptor`]) share shape, typestr, descr, strides and
+//! mask handling; only the device one has a `stream`, and only the device one may use versions
+//! other than 3.
+
+use std::fmt;
+
+use crate::descr::{Descr, write_py_str, write_py_tuple};
+use crate::element::{DType, Element};
+use crate::error::DescriptorError;
+use crate::layout::{Layout, Order};
+use crate::memory::{DeviceMemory, HostMemory};
+use crate::stream::Stream;
+use crate::typestr::{Kind, TypeStr};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Which protocol a descriptor belongs to: [`Device`] or [`Host`].
+pub trait Space: sealed::Sealed + Copy + fmt::Debug + 'static {
+    /// What the `stream` entry holds: `Option<Stream>` on the device, nothing on the host.
+    type StreamEntry: Clone + fmt::Debug + PartialEq + Eq + Default;
+    /// The Python attribute: `__cuda_array_interface__` or `__array_interface__`.
+    const ATTRIBUTE: &'static str;
+    /// The versions a descriptor may declare.
+    const VERSIONS: std::ops::RangeInclusive<u32>;
+    /// The version exported by default.
+    const DEFAULT_VERSION: u32;
+    /// The stream entry as a stream, if any.
+    fn stream_of(entry: &Self::StreamEntry) -> Option<Stream>;
+}
+
+/// The CUDA Array Interface (`__cuda_array_interface__`): device memory, versions 0 to 3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Device;
+
+/// The NumPy array interface (`__array_interface__`, its version 3): host memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Host;
+
+/// The host protocol has no `stream` entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct NoStream;
+
+impl sealed::Sealed for Device {}
+impl sealed::Sealed for Host {}
+
+impl Space for Device {
+    type StreamEntry = Option<Stream>;
+    const ATTRIBUTE: &'static str = "__cuda_array_interface__";
+    const VERSIONS: std::ops::RangeInclusive<u32> = 0..=3;
+    const DEFAULT_VERSION: u32 = 3;
+    fn stream_of(entry: &Option<Stream>) -> Option<Stream> {
+        *entry
+    }
+}
+
+impl Space for Host {
+    type StreamEntry = NoStream;
+    const ATTRIBUTE: &'static str = "__array_interface__";
+    const VERSIONS: std::ops::RangeInclusive<u32> = 3..=3;
+    const DEFAULT_VERSION: u32 = 3;
+    fn stream_of(_: &NoStream) -> Option<Stream> {
+        None
+    }
+}
+
+/// The `data` entry: `(pointer, read-only flag)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Data {
+    /// Address of the first item; 0 for arrays with no items.
+    pub ptr: u64,
+    /// Whether consumers must not write.
+    pub readonly: bool,
+}
+
+/// A descriptor of either protocol. Fields are public so that foreign descriptors can be
+/// represented as received; [`ArrayDescriptor::validate`] checks every rule of the spec, and
+/// [`DescriptorBuilder`] only builds valid ones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayDescriptor<S: Space> {
+    /// `shape`: size of each dimension.
+    pub shape: Vec<usize>,
+    /// `typestr`.
+    pub typestr: TypeStr,
+    /// `descr`, when given.
+    pub descr: Option<Descr>,
+    /// `data`.
+    pub data: Data,
+    /// `strides` in bytes; `None` means C-contiguous.
+    pub strides: Option<Vec<isize>>,
+    /// `mask`: a descriptor of the same protocol whose items say which items are valid.
+    pub mask: Option<Box<ArrayDescriptor<S>>>,
+    /// `version`.
+    pub version: u32,
+    /// `stream` (device only).
+    pub stream: S::StreamEntry,
+}
+
+/// A `__cuda_array_interface__` descriptor.
+pub type CudaArrayDescriptor = ArrayDescriptor<Device>;
+/// An `__array_interface__` descriptor.
+pub type HostArrayDescriptor = ArrayDescriptor<Host>;
+
+impl<S: Space> ArrayDescriptor<S> {
+    /// The layout described: explicit strides, or C order when `strides` is `None`.
+    pub fn layout(&self) -> Result<Layout, DescriptorError> {
+        let itemsize = self.typestr.itemsize();
+        Ok(match &self.strides {
+            Some(s) => Layout::strided(&self.shape, s, itemsize)?,
+            None => Layout::c_contiguous(&self.shape, itemsize)?,
+        })
+    }
+
+    /// The stream to synchronize on, if any (always `None` on the host).
+    pub fn stream(&self) -> Option<Stream> {
+        S::stream_of(&self.stream)
+    }
+
+    /// Every violation of the spec, in key order; empty when valid.
+    pub fn violations(&self) -> Vec<DescriptorError> {
+        let mut out = Vec::new();
+        self.collect_violations(&mut out);
+        out
+    }
+
+    /// The first violation of the spec, if any.
+    pub fn validate(&self) -> Result<(), DescriptorError> {
+        match self.violations().into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn collect_violations(&self, out: &mut Vec<DescriptorError>) {
+        if !S::VERSIONS.contains(&self.version) {
+            out.push(DescriptorError::Version {
+                version: self.version,
+                attribute: S::ATTRIBUTE,
+                supported: S::VERSIONS,
+            });
+        }
+        match self.layout() {
+            Err(e) => out.push(e),
+            Ok(layout) => {
+                if layout.is_empty() && self.data.ptr != 0 {
+                    out.push(DescriptorError::ZeroSizeData {
+                        ptr: self.data.ptr,
+                        shape: self.shape.clone(),
+                    });
+                }
+                if !layout.is_empty() && self.data.ptr == 0 {
+                    out.push(DescriptorError::NullData {
+                        shape: self.shape.clone(),
+                    });
+                }
+            }
+        }
+        if let Some(descr) = &self.descr {
+            let itemsize = self.typestr.itemsize();
+            if descr.itemsize() != Some(itemsize) {
+                out.push(DescriptorError::DescrSize {
+                    descr: descr.clone(),
+                    descr_size: descr.itemsize(),
+                    typestr: self.typestr,
+                    itemsize,
+                });
+            }
+        }
+        if let Some(stream) = self.stream()
+            && self.version < 3
+        {
+            out.push(DescriptorError::StreamNeedsV3 {
+                stream,
+                version: self.version,
+            });
+        }
+        if let Some(mask) = &self.mask {
+            let mut inner = Vec::new();
+            mask.collect_violations(&mut inner);
+            out.extend(
+                inner
+                    .into_iter()
+                    .map(|e| DescriptorError::Mask(Box::new(e))),
+            );
+            // cuDF's bit masks (`t` kind) pack items into bits, so their shape differs.
+            if mask.typestr.kind() != Kind::BitField && !broadcasts_to(&mask.shape, &self.shape) {
+                out.push(DescriptorError::MaskShape {
+                    mask_shape: mask.shape.clone(),
+                    shape: self.shape.clone(),
+                });
+            }
+        }
+    }
+
+    /// Checks that the described bytes lie inside the allocation `[alloc_start, alloc_start +
+    /// alloc_len)` that the data pointer points into.
+    pub fn check_within(&self, alloc_start: u64, alloc_len: usize) -> Result<(), DescriptorError> {
+        let layout = self.layout()?;
+        let Some(extent) = layout.extent() else {
+            return Ok(());
+        };
+        let offset = i128::from(self.data.ptr) - i128::from(alloc_start);
+        let fits = isize::try_from(offset)
+            .map(|o| layout.fits_in(o, alloc_len))
+            .unwrap_or(false);
+        if fits {
+            Ok(())
+        } else {
+            Err(DescriptorError::OutOfBounds {
+                shape: self.shape.clone(),
+                strides: layout.strides().to_vec(),
+                lo: offset + extent.lo as i128,
+                hi: offset + extent.hi as i128,
+                alloc_len,
+            })
+        }
+    }
+
+    /// Writes the descriptor as the Python dict literal the property returns (the mask as a
+    /// nested dict). Keys in NumPy's order; `stream` only on the device at version 3 and later.
+    pub fn write_python(&self, out: &mut impl fmt::Write) -> fmt::Result {
+        out.write_str("{'shape': ")?;
+        write_py_tuple(out, self.shape.iter())?;
+        out.write_str(", 'typestr': ")?;
+        write_py_str(out, &self.typestr.to_string())?;
+        if let Some(d) = &self.descr {
+            out.write_str(", 'descr': ")?;
+            d.write_python(out)?;
+        }
+        let readonly = if self.data.readonly { "True" } else { "False" };
+        write!(out, ", 'data': ({}, {readonly})", self.data.ptr)?;
+        out.write_str(", 'strides': ")?;
+        match &self.strides {
+            None => out.write_str("None")?,
+            Some(s) => write_py_tuple(out, s.iter())?,
+        }
+        if let Some(mask) = &self.mask {
+            out.write_str(", 'mask': ")?;
+            mask.write_python(out)?;
+        }
+        write!(out, ", 'version': {}", self.version)?;
+        if S::ATTRIBUTE == Device::ATTRIBUTE && self.version >= 3 {
+            match self.stream() {
+                None => out.write_str(", 'stream': None")?,
+                Some(s) => write!(out, ", 'stream': {s}")?,
+            }
+        }
+        out.write_char('}')
+    }
+}
+
+impl<S: Space> fmt::Display for ArrayDescriptor<S> {
+    /// The Python dict literal; see [`ArrayDescriptor::write_python`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_python(f)
+    }
+}
+
+/// NumPy broadcasting: `from` can be stretched to `to`.
+fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
+}
+
+/// Builds a valid descriptor for memory being exported; what `#[derive(CudaArrayInterface)]`
+/// and `#[derive(ArrayInterface)]` expand to, and usable by hand.
+///
+/// Defaults: one dimension covering the whole buffer, C order, writable unless the memory
+/// says otherwise, the protocol's default version, no stream, no mask.
+#[derive(Clone, Debug)]
+#[must_use = "call .build() to get the descriptor"]
+pub struct DescriptorBuilder<S: Space> {
+    ptr: u64,
+    byte_len: usize,
+    dtype: &'static DType,
+    writable: bool,
+    shape: Option<Vec<usize>>,
+    strides: Option<Vec<isize>>,
+    order: Order,
+    readonly: bool,
+    version: u32,
+    stream: S::StreamEntry,
+    mask: Option<ArrayDescriptor<S>>,
+}
+
+impl DescriptorBuilder<Device> {
+    /// Exports device memory with its own element type.
+    pub fn device<M: DeviceMemory + ?Sized>(memory: &M) -> Self {
+        Self::device_as::<M::Elem, M>(memory)
+    }
+
+    /// Exports device memory as items of `E` (the derive's `element = ...` override): the
+    /// buffer's bytes are reinterpreted, and must hold a whole number of `E` when no shape
+    /// is given.
+    pub fn device_as<E: Element, M: DeviceMemory + ?Sized>(memory: &M) -> Self {
+        let byte_len = memory.len().saturating_mul(size_of::<M::Elem>());
+        Self::new(
+            memory.device_ptr(),
+            byte_len,
+            &E::DTYPE,
+            memory.is_writable(),
+        )
+    }
+
+    /// The stream with pending work on the data (`None`: no synchronization needed).
+    pub fn stream(mut self, stream: Option<Stream>) -> Self {
+        self.stream = stream;
+        self
+    }
+}
+
+impl DescriptorBuilder<Host> {
+    /// Exports host memory with its own element type.
+    pub fn host<M: HostMemory + ?Sized>(memory: &M) -> Self {
+        Self::host_as::<M::Elem, M>(memory)
+    }
+
+    /// Exports host memory as items of `E`; see [`DescriptorBuilder::device_as`].
+    pub fn host_as<E: Element, M: HostMemory + ?Sized>(memory: &M) -> Self {
+        let byte_len = memory.len().saturating_mul(size_of::<M::Elem>());
+        Self::new(
+            memory.host_ptr() as usize as u64,
+            byte_len,
+            &E::DTYPE,
+            memory.is_writable(),
+        )
+    }
+}
+
+impl<S: Space> DescriptorBuilder<S> {
+    /// Exports `byte_len` bytes at `ptr` holding items described by `dtype`.
+    pub fn new(ptr: u64, byte_len: usize, dtype: &'static DType, writable: bool) -> Self {
+        DescriptorBuilder {
+            ptr,
+            byte_len,
+            dtype,
+            writable,
+            shape: None,
+            strides: None,
+            order: Order::C,
+            readonly: false,
+            version: S::DEFAULT_VERSION,
+            stream: S::StreamEntry::default(),
+            mask: None,
+        }
+    }
+
+    /// The shape (default: one dimension covering the buffer).
+    pub fn shape(mut self, shape: impl Into<Vec<usize>>) -> Self {
+        self.shape = Some(shape.into());
+        self
+    }
+
+    /// Explicit byte strides (default: contiguous in [`DescriptorBuilder::order`]).
+    pub fn strides(mut self, strides: Option<Vec<isize>>) -> Self {
+        self.strides = strides;
+        self
+    }
+
+    /// Order of a contiguous layout when no strides are given (default C).
+    pub fn order(mut self, order: Order) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Exports the data read-only (always so when the memory is not writable).
+    pub fn readonly(mut self, readonly: bool) -> Self {
+        self.readonly = readonly;
+        self
+    }
+
+    /// The protocol version to declare (device: 3 by default, 2 for older consumers).
+    pub fn version(mut self, version: u32) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// A mask descriptor.
+    pub fn mask(mut self, mask: Option<ArrayDescriptor<S>>) -> Self {
+        self.mask = mask;
+        self
+    }
+
+    /// Checks everything and builds the descriptor: the layout fits the buffer, arithmetic
+    /// does not overflow, zero-size arrays export pointer 0, `strides` is `None` exactly when
+    /// C-contiguous, and the result satisfies [`ArrayDescriptor::validate`].
+    pub fn build(self) -> Result<ArrayDescriptor<S>, DescriptorError> {
+        let itemsize = self.dtype.itemsize();
+        let shape = match self.shape {
+            Some(s) => s,
+            None => {
+                if itemsize == 0 || self.byte_len % itemsize != 0 {
+                    return Err(DescriptorError::BufferNotWhole {
+                        byte_len: self.byte_len,
+                        typestr: self.dtype.typestr(),
+                        itemsize,
+                    });
+                }
+                vec![self.byte_len / itemsize]
+            }
+        };
+        let layout = match &self.strides {
+            Some(s) => Layout::strided(&shape, s, itemsize)?,
+            None => Layout::contiguous(&shape, itemsize, self.order)?,
+        };
+        if !layout.fits_in(0, self.byte_len) {
+            let e = layout
+                .extent()
+                .unwrap_or(crate::layout::Extent { lo: 0, hi: 0 });
+            return Err(DescriptorError::OutOfBounds {
+                shape,
+                strides: layout.strides().to_vec(),
+                lo: e.lo as i128,
+                hi: e.hi as i128,
+                alloc_len: self.byte_len,
+            });
+        }
+        let descriptor = ArrayDescriptor {
+            typestr: self.dtype.typestr(),
+            descr: Some(self.dtype.descr()),
+            data: Data {
+                ptr: if layout.is_empty() { 0 } else { self.ptr },
+                readonly: self.readonly || !self.writable,
+            },
+            strides: layout.exported_strides().map(<[isize]>::to_vec),
+            shape,
+            mask: self.mask.map(Box::new),
+            version: self.version,
+            stream: self.stream,
+        };
+        descriptor.validate()?;
+        Ok(descriptor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::RawDeviceMemory;
+
+    fn dev(len: usize) -> RawDeviceMemory<f32> {
+        // SAFETY: never dereferenced; these tests only compute descriptors.
+        unsafe { RawDeviceMemory::from_raw_parts(0x7f00_0000_0000, len) }
+    }
+
+    #[test]
+    fn default_is_one_dimension_c_order_v3() {
+        let d = DescriptorBuilder::device(&dev(6)).build().unwrap();
+        assert_eq!(
+            d.to_string(),
+            "{'shape': (6,), 'typestr': '<f4', 'descr': [('', '<f4')], 'data': (139637976727552, False), 'strides': None, 'version': 3, 'stream': None}"
+        );
+    }
+
+    #[test]
+    fn f_order_exports_strides_and_stream() {
+        let d = DescriptorBuilder::device(&dev(6))
+            .shape([2, 3])
+            .order(Order::F)
+            .stream(Some(Stream::PerThreadDefault))
+            .build()
+            .unwrap();
+        assert_eq!(d.strides, Some(vec![4, 8]));
+        assert_eq!(d.stream(), Some(Stream::PerThreadDefault));
+    }
+
+    #[test]
+    fn zero_size_exports_null_pointer() {
+        let d = DescriptorBuilder::device(&dev(6))
+            .shape([0, 3])
+            .build()
+            .unwrap();
+        assert_eq!(d.data.ptr, 0);
+    }
+
+    #[test]
+    fn shape_larger_than_buffer_is_refused() {
+        let e = DescriptorBuilder::device(&dev(6))
+            .shape([3, 3])
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`shape` = (3, 3) with `strides` = (12, 4) touches bytes [0, 36) but the buffer holds 24 bytes"
+        );
+    }
+
+    #[test]
+    fn stream_needs_version_3() {
+        let e = DescriptorBuilder::device(&dev(6))
+            .version(2)
+            .stream(Some(Stream::LegacyDefault))
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(e, DescriptorError::StreamNeedsV3 { version: 2, .. }),
+            "{e}"
+        );
+        let v2 = DescriptorBuilder::device(&dev(6))
+            .version(2)
+            .build()
+            .unwrap();
+        assert!(!v2.to_string().contains("stream"));
+    }
+
+    #[test]
+    fn validation_reports_every_violation() {
+        let mut d = DescriptorBuilder::device(&dev(6)).build().unwrap();
+        d.version = 7;
+        d.data.ptr = 0;
+        d.descr = Some(Descr::simple(TypeStr::parse("<f8").unwrap()));
+        let v = d.violations();
+        assert_eq!(v.len(), 3, "{v:?}");
+        assert_eq!(v[0].key(), "version");
+        assert_eq!(v[1].key(), "data");
+        assert_eq!(v[2].key(), "descr");
+    }
+
+    #[test]
+    fn mask_must_broadcast() {
+        let mask = DescriptorBuilder::device(&dev(6))
+            .shape([3, 2])
+            .build()
+            .unwrap();
+        let e = DescriptorBuilder::device(&dev(6))
+            .shape([2, 3])
+            .mask(Some(mask))
+            .build()
+            .unwrap_err();
+        assert_eq!(e.key(), "mask");
+        let row = DescriptorBuilder::device(&dev(3))
+            .shape([1, 3])
+            .build()
+            .unwrap();
+        DescriptorBuilder::device(&dev(6))
+            .shape([2, 3])
+            .mask(Some(row))
+            .build()
+            .unwrap();
+    }
+
+    #[test]
+    fn check_within_allocation() {
+        let d = DescriptorBuilder::device(&dev(6)).build().unwrap();
+        let base = d.data.ptr;
+        d.check_within(base, 24).unwrap();
+        d.check_within(base - 8, 32).unwrap();
+        assert_eq!(d.check_within(base, 20).unwrap_err().key(), "shape");
+        assert!(d.check_within(base + 4, 100).is_err());
+    }
+}

@@ -1,0 +1,207 @@
+//! The [`Element`] trait: which Rust types can be array items, and their NumPy type strings.
+//!
+//! Like rust-numpy's `Element`, each implementation states the dtype that describes the type's
+//! memory exactly. Scalars map to NumPy's `dtype.str`; `#[repr(C)]` structs get one from
+//! `#[derive(Element)]`, with typestr `|V<size>` and a `descr` equal to NumPy's, padding included.
+//!
+//! ## bfloat16
+//! NumPy has no bfloat16 type string. `half::bf16` is an element only with the `bf16` feature,
+//! which exports it as `<V2`, the type string recent PyTorch versions export (earlier ones used
+//! `<f2`, which consumers then read as float16: silently wrong values). `<V2` is "two opaque
+//! bytes": consumers that do not know the convention see raw bytes instead of wrong numbers.
+//! Without the feature, using `bf16` as an element is a compile error that names the feature.
+
+use crate::descr::{Descr, DescrField, DescrFormat};
+use crate::typestr::{ByteOrder, Kind, TypeStr};
+
+/// A Rust type that can be an item of an exported array.
+///
+/// # Safety
+/// [`Element::DTYPE`] must describe `Self`'s memory exactly: its size equals
+/// `size_of::<Self>()` and, for structs, every field's offset, type and sub-array shape are the
+/// real ones. `#[derive(Element)]` guarantees this with `offset_of!` and `size_of`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an array element: it has no NumPy type string",
+    label = "not an array element",
+    note = "elements are bool, i8..i64, u8..u64, isize, usize, f32, f64, `half::f16` (feature `half`), `num_complex::Complex<f32 | f64>` (feature `complex`), and `#[repr(C)]` structs with `#[derive(Element)]`",
+    note = "`half::bf16` has no NumPy type string; enable the `bf16` feature of cai-runtime to export it as `<V2` as PyTorch does"
+)]
+pub unsafe trait Element: Copy + 'static {
+    /// The dtype describing `Self`.
+    const DTYPE: DType;
+}
+
+/// A compile-time description of an element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    /// A plain type with a type string (already canonical).
+    Scalar(TypeStr),
+    /// A `#[repr(C)]` struct.
+    Struct(StructDType),
+}
+
+/// A structured element: size and fields in declaration order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StructDType {
+    /// `size_of::<Self>()`, trailing padding included.
+    pub size: usize,
+    /// The fields.
+    pub fields: &'static [FieldDType],
+}
+
+/// One field of a [`StructDType`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldDType {
+    /// The field name (`f0`, `f1`... for tuple structs, as NumPy names unnamed fields).
+    pub name: &'static str,
+    /// Byte offset in the struct.
+    pub offset: usize,
+    /// The field's item type.
+    pub dtype: &'static DType,
+    /// Sub-array shape for array fields such as `[[f32; 3]; 2]` (here `[2, 3]`); empty otherwise.
+    pub shape: &'static [usize],
+}
+
+impl DType {
+    /// Size of one item in bytes.
+    pub const fn itemsize(&self) -> usize {
+        match self {
+            DType::Scalar(t) => t.itemsize(),
+            DType::Struct(s) => s.size,
+        }
+    }
+
+    /// The type string: the scalar's own, or `|V<size>` for structs.
+    pub const fn typestr(&self) -> TypeStr {
+        match self {
+            DType::Scalar(t) => *t,
+            DType::Struct(s) => TypeStr::void(s.size),
+        }
+    }
+
+    /// The `descr` list NumPy gives for this dtype: `[('', typestr)]` for scalars; for structs
+    /// the fields with `('', '|V<n>')` entries for every gap and for trailing padding.
+    pub fn descr(&self) -> Descr {
+        match self {
+            DType::Scalar(t) => Descr::simple(*t),
+            DType::Struct(s) => s.descr(),
+        }
+    }
+}
+
+impl StructDType {
+    fn descr(&self) -> Descr {
+        let mut fields: Vec<&FieldDType> = self.fields.iter().collect();
+        fields.sort_by_key(|f| f.offset);
+        let mut out = Vec::with_capacity(fields.len() * 2);
+        let mut at = 0usize;
+        for f in fields {
+            if f.offset > at {
+                out.push(DescrField::padding(f.offset - at));
+            }
+            let format = match f.dtype {
+                DType::Scalar(t) => DescrFormat::Type(*t),
+                DType::Struct(s) => DescrFormat::Nested(s.descr()),
+            };
+            out.push(DescrField {
+                name: f.name.to_owned(),
+                title: None,
+                format,
+                shape: f.shape.to_vec(),
+            });
+            let count: usize = f.shape.iter().product();
+            at = f.offset + f.dtype.itemsize() * count;
+        }
+        if self.size > at {
+            out.push(DescrField::padding(self.size - at));
+        }
+        Descr(out)
+    }
+}
+
+macro_rules! scalar_elements {
+    ($($ty:ty => $kind:ident),* $(,)?) => {$(
+        // SAFETY: a primitive of this size and kind; NumPy's dtype of the same kind and size
+        // has the same bit layout in the host's byte order.
+        unsafe impl Element for $ty {
+            const DTYPE: DType = DType::Scalar(
+                TypeStr::new(ByteOrder::HOST, Kind::$kind, std::mem::size_of::<$ty>()).canonical(),
+            );
+        }
+    )*};
+}
+
+scalar_elements! {
+    bool => Bool,
+    i8 => Int, i16 => Int, i32 => Int, i64 => Int, isize => Int,
+    u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt, usize => UInt,
+    f32 => Float, f64 => Float,
+}
+
+#[cfg(feature = "half")]
+scalar_elements! { half::f16 => Float }
+
+#[cfg(feature = "complex")]
+scalar_elements! {
+    num_complex::Complex<f32> => Complex,
+    num_complex::Complex<f64> => Complex,
+}
+
+// SAFETY: bf16 is two bytes; `<V2` claims only "two opaque bytes", which is true.
+#[cfg(feature = "bf16")]
+unsafe impl Element for half::bf16 {
+    const DTYPE: DType = DType::Scalar(TypeStr::new(ByteOrder::Little, Kind::Void, 2));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts<T: Element>() -> String {
+        T::DTYPE.typestr().to_string()
+    }
+
+    #[test]
+    fn scalars_match_numpy_dtype_str() {
+        assert_eq!(ts::<bool>(), "|b1");
+        assert_eq!(ts::<i8>(), "|i1");
+        assert_eq!(ts::<u8>(), "|u1");
+        #[cfg(target_endian = "little")]
+        {
+            assert_eq!(ts::<i16>(), "<i2");
+            assert_eq!(ts::<u64>(), "<u8");
+            assert_eq!(ts::<f32>(), "<f4");
+            assert_eq!(ts::<f64>(), "<f8");
+        }
+        assert_eq!(<f32 as Element>::DTYPE.descr().to_string(), "[('', '<f4')]");
+    }
+
+    #[test]
+    fn struct_descr_has_gaps_and_trailing_padding() {
+        static F: [FieldDType; 2] = [
+            FieldDType {
+                name: "a",
+                offset: 0,
+                dtype: &<u8 as Element>::DTYPE,
+                shape: &[],
+            },
+            FieldDType {
+                name: "b",
+                offset: 8,
+                dtype: &<i16 as Element>::DTYPE,
+                shape: &[2, 3],
+            },
+        ];
+        let d = DType::Struct(StructDType {
+            size: 24,
+            fields: &F,
+        });
+        assert_eq!(d.typestr().to_string(), "|V24");
+        #[cfg(target_endian = "little")]
+        assert_eq!(
+            d.descr().to_string(),
+            "[('a', '|u1'), ('', '|V7'), ('b', '<i2', (2, 3)), ('', '|V4')]"
+        );
+        assert_eq!(d.descr().itemsize(), Some(24));
+    }
+}

@@ -1,0 +1,148 @@
+//! [`DescriptorError`]: every way a descriptor can break the spec, each naming the key and the
+//! offending value.
+
+use std::fmt;
+
+use crate::descr::{Descr, write_py_tuple};
+use crate::layout::LayoutError;
+use crate::stream::{Stream, StreamError};
+use crate::typestr::{TypeStr, TypeStrError};
+
+fn tuple<T: fmt::Display>(v: &[T]) -> String {
+    let mut s = String::new();
+    let _ = write_py_tuple(&mut s, v.iter());
+    s
+}
+
+/// A descriptor that breaks a rule of the CUDA Array Interface or NumPy array interface.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DescriptorError {
+    /// `typestr` does not parse.
+    #[error(transparent)]
+    TypeStr(#[from] TypeStrError),
+    /// `shape`/`strides` arithmetic overflows or does not match.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// `stream` = 0.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// `version` is not one the protocol has.
+    #[error("`version` = {version} is not a version of {attribute} (supported: {}..={})", supported.start(), supported.end())]
+    Version {
+        /// The version declared.
+        version: u32,
+        /// The protocol's attribute name.
+        attribute: &'static str,
+        /// The versions allowed.
+        supported: std::ops::RangeInclusive<u32>,
+    },
+    /// A `stream` in a descriptor declaring a version before 3.
+    #[error(
+        "`stream` = {stream} needs `version` 3 or later, but `version` = {version}: versions before 3 have no `stream` key, so export version 3 or drop the stream"
+    )]
+    StreamNeedsV3 {
+        /// The stream.
+        stream: Stream,
+        /// The version declared.
+        version: u32,
+    },
+    /// Null `data` pointer for an array that has items.
+    #[error(
+        "`data` pointer is 0 but `shape` = {} has items: only zero-size arrays may use 0",
+        tuple(shape)
+    )]
+    NullData {
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// Non-null `data` pointer for an array with no items.
+    #[error(
+        "`data` pointer is {ptr:#x} but `shape` = {} has no items: the spec requires 0 for zero-size arrays",
+        tuple(shape)
+    )]
+    ZeroSizeData {
+        /// The pointer.
+        ptr: u64,
+        /// The shape.
+        shape: Vec<usize>,
+    },
+    /// `descr` describes another item size than `typestr`.
+    #[error("`descr` = {descr} describes {} bytes but `typestr` = '{typestr}' has item size {itemsize}", descr_size.map_or_else(|| "an overflowing number of".to_owned(), |n| n.to_string()))]
+    DescrSize {
+        /// The descr list.
+        descr: Descr,
+        /// Its size (None on overflow).
+        descr_size: Option<usize>,
+        /// The type string.
+        typestr: TypeStr,
+        /// The type string's item size.
+        itemsize: usize,
+    },
+    /// `mask` does not broadcast to `shape`.
+    #[error(
+        "`mask` has shape {} which does not broadcast to `shape` = {}",
+        tuple(mask_shape),
+        tuple(shape)
+    )]
+    MaskShape {
+        /// The mask's shape.
+        mask_shape: Vec<usize>,
+        /// The array's shape.
+        shape: Vec<usize>,
+    },
+    /// The mask descriptor itself is invalid.
+    #[error("`mask`: {0}")]
+    Mask(Box<DescriptorError>),
+    /// The array reaches outside its buffer or allocation.
+    #[error(
+        "`shape` = {} with `strides` = {} touches bytes [{lo}, {hi}) but the buffer holds {alloc_len} bytes",
+        tuple(shape),
+        tuple(strides)
+    )]
+    OutOfBounds {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The byte strides in effect.
+        strides: Vec<isize>,
+        /// First byte touched, relative to the buffer start.
+        lo: i128,
+        /// One past the last byte touched, relative to the buffer start.
+        hi: i128,
+        /// The buffer's length in bytes.
+        alloc_len: usize,
+    },
+    /// No shape given and the buffer is not a whole number of items.
+    #[error(
+        "the buffer holds {byte_len} bytes, not a whole number of '{typestr}' items of {itemsize} bytes: give an explicit `shape`"
+    )]
+    BufferNotWhole {
+        /// Buffer length in bytes.
+        byte_len: usize,
+        /// The element type string.
+        typestr: TypeStr,
+        /// Its item size.
+        itemsize: usize,
+    },
+}
+
+impl DescriptorError {
+    /// The descriptor key the error is about (`"shape"`, `"strides"`, `"data"`...).
+    pub fn key(&self) -> &'static str {
+        match self {
+            DescriptorError::TypeStr(_) => "typestr",
+            DescriptorError::Layout(
+                LayoutError::ShapeOverflow { .. }
+                | LayoutError::Index { .. }
+                | LayoutError::Axis { .. },
+            ) => "shape",
+            DescriptorError::Layout(_) => "strides",
+            DescriptorError::Stream(_) | DescriptorError::StreamNeedsV3 { .. } => "stream",
+            DescriptorError::Version { .. } => "version",
+            DescriptorError::NullData { .. } | DescriptorError::ZeroSizeData { .. } => "data",
+            DescriptorError::DescrSize { .. } => "descr",
+            DescriptorError::MaskShape { .. } | DescriptorError::Mask(_) => "mask",
+            DescriptorError::OutOfBounds { .. } | DescriptorError::BufferNotWhole { .. } => "shape",
+        }
+    }
+}

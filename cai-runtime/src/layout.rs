@@ -1,0 +1,517 @@
+//! Shapes and byte strides: C and F order, contiguity as NumPy defines it, the bytes an array
+//! touches, and NumPy-style views (transpose, slicing with negative steps, integer indexing).
+//!
+//! All arithmetic is checked: a shape whose byte size or extent does not fit in `isize` (NumPy's
+//! limit too) is a [`LayoutError`], never a wrapped number.
+
+use crate::descr::write_py_tuple;
+
+/// Memory order of a contiguous layout.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Order {
+    /// Row-major: the last index varies fastest.
+    #[default]
+    C,
+    /// Column-major: the first index varies fastest.
+    F,
+}
+
+/// Why a layout cannot exist. Every variant carries the values involved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    /// `shape` times the item size does not fit in `isize`.
+    #[error(
+        "`shape` = {} with item size {itemsize} overflows: the array would need more than isize::MAX bytes",
+        tuple(shape)
+    )]
+    ShapeOverflow {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The item size in bytes.
+        itemsize: usize,
+    },
+    /// `strides` has another length than `shape`.
+    #[error("`strides` = {} has {} entries but `shape` = {} has {}: expected one stride per dimension", tuple(strides), strides.len(), tuple(shape), shape.len())]
+    StridesLength {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The strides.
+        strides: Vec<isize>,
+    },
+    /// The bytes spanned by `shape` and `strides` do not fit in `isize`.
+    #[error(
+        "`strides` = {} with `shape` = {} overflows: the byte extent does not fit in isize",
+        tuple(strides),
+        tuple(shape)
+    )]
+    ExtentOverflow {
+        /// The shape.
+        shape: Vec<usize>,
+        /// The strides.
+        strides: Vec<isize>,
+    },
+    /// An axis number is not below the number of dimensions.
+    #[error("axis {axis} is out of range for an array of {ndim} dimensions")]
+    Axis {
+        /// The axis.
+        axis: usize,
+        /// Number of dimensions.
+        ndim: usize,
+    },
+    /// A transpose order is not a permutation of the axes.
+    #[error("axes {} are not a permutation of 0..{ndim}", tuple(axes))]
+    Permutation {
+        /// The axes given.
+        axes: Vec<usize>,
+        /// Number of dimensions.
+        ndim: usize,
+    },
+    /// A slice step of zero.
+    #[error("slice step cannot be zero")]
+    ZeroStep,
+    /// An integer index outside the dimension.
+    #[error("index {index} is out of bounds for axis {axis} with size {size}")]
+    Index {
+        /// The index.
+        index: isize,
+        /// The axis.
+        axis: usize,
+        /// The dimension's size.
+        size: usize,
+    },
+}
+
+fn tuple<T: std::fmt::Display>(v: &[T]) -> String {
+    let mut s = String::new();
+    let _ = write_py_tuple(&mut s, v.iter());
+    s
+}
+
+/// Byte range an array touches, relative to its data pointer: `lo` is the lowest byte offset
+/// (negative with negative strides), `hi` is one past the highest byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Extent {
+    /// Lowest byte offset touched.
+    pub lo: isize,
+    /// One past the highest byte offset touched.
+    pub hi: isize,
+}
+
+impl Extent {
+    /// Number of bytes between `lo` and `hi`.
+    pub fn len(&self) -> usize {
+        self.hi.abs_diff(self.lo)
+    }
+
+    /// Whether the range is empty.
+    pub fn is_empty(&self) -> bool {
+        self.hi <= self.lo
+    }
+}
+
+/// A shape with byte strides for items of a given size.
+///
+/// Invariant (checked by every constructor): the element count times the item size, and the
+/// byte extent, fit in `isize`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Layout {
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    itemsize: usize,
+}
+
+/// Bytes of `shape` with `itemsize`, checked against `isize::MAX`.
+pub fn checked_nbytes(shape: &[usize], itemsize: usize) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(itemsize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize)
+}
+
+impl Layout {
+    /// A contiguous layout in the given order.
+    pub fn contiguous(
+        shape: &[usize],
+        itemsize: usize,
+        order: Order,
+    ) -> Result<Layout, LayoutError> {
+        let overflow = || LayoutError::ShapeOverflow {
+            shape: shape.to_vec(),
+            itemsize,
+        };
+        checked_nbytes(shape, itemsize).ok_or_else(overflow)?;
+        let mut strides = vec![0isize; shape.len()];
+        let mut step = itemsize;
+        let dims: Box<dyn Iterator<Item = usize>> = match order {
+            Order::C => Box::new((0..shape.len()).rev()),
+            Order::F => Box::new(0..shape.len()),
+        };
+        for i in dims {
+            // Zero dimensions count as 1, as in NumPy's `_array_fill_strides`, so the running
+            // product can exceed the (zero) total: it is checked separately.
+            strides[i] = isize::try_from(step).map_err(|_| overflow())?;
+            step = step.checked_mul(shape[i].max(1)).ok_or_else(overflow)?;
+        }
+        Ok(Layout {
+            shape: shape.to_vec(),
+            strides,
+            itemsize,
+        })
+    }
+
+    /// A C-ordered (row-major) contiguous layout.
+    pub fn c_contiguous(shape: &[usize], itemsize: usize) -> Result<Layout, LayoutError> {
+        Layout::contiguous(shape, itemsize, Order::C)
+    }
+
+    /// An F-ordered (column-major) contiguous layout.
+    pub fn f_contiguous(shape: &[usize], itemsize: usize) -> Result<Layout, LayoutError> {
+        Layout::contiguous(shape, itemsize, Order::F)
+    }
+
+    /// A layout with explicit byte strides.
+    pub fn strided(
+        shape: &[usize],
+        strides: &[isize],
+        itemsize: usize,
+    ) -> Result<Layout, LayoutError> {
+        if shape.len() != strides.len() {
+            return Err(LayoutError::StridesLength {
+                shape: shape.to_vec(),
+                strides: strides.to_vec(),
+            });
+        }
+        checked_nbytes(shape, itemsize).ok_or_else(|| LayoutError::ShapeOverflow {
+            shape: shape.to_vec(),
+            itemsize,
+        })?;
+        let layout = Layout {
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            itemsize,
+        };
+        layout
+            .compute_extent()
+            .ok_or_else(|| LayoutError::ExtentOverflow {
+                shape: shape.to_vec(),
+                strides: strides.to_vec(),
+            })?;
+        Ok(layout)
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The byte strides.
+    pub fn strides(&self) -> &[isize] {
+        &self.strides
+    }
+
+    /// Item size in bytes.
+    pub fn itemsize(&self) -> usize {
+        self.itemsize
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// Number of items (1 for a 0-d array). Cannot overflow (constructor invariant).
+    pub fn size(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the array has no items.
+    pub fn is_empty(&self) -> bool {
+        self.shape.contains(&0)
+    }
+
+    /// Bytes of the items themselves (`size * itemsize`).
+    pub fn nbytes(&self) -> usize {
+        self.size() * self.itemsize
+    }
+
+    /// NumPy's `C_CONTIGUOUS` flag: dimensions of size 1 are ignored, and an array with no
+    /// items is contiguous whatever its strides.
+    pub fn is_c_contiguous(&self) -> bool {
+        self.is_contiguous_in(self.shape.len(), |n, i| n - 1 - i)
+    }
+
+    /// NumPy's `F_CONTIGUOUS` flag, with the same rules as [`Layout::is_c_contiguous`].
+    pub fn is_f_contiguous(&self) -> bool {
+        self.is_contiguous_in(self.shape.len(), |_, i| i)
+    }
+
+    fn is_contiguous_in(&self, n: usize, axis: impl Fn(usize, usize) -> usize) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        let mut expected = self.itemsize as isize;
+        for i in 0..n {
+            let a = axis(n, i);
+            let dim = self.shape[a];
+            if dim != 1 {
+                if self.strides[a] != expected {
+                    return false;
+                }
+                // Cannot overflow: bounded by nbytes, which fits in isize.
+                expected *= dim as isize;
+            }
+        }
+        true
+    }
+
+    /// The `strides` entry to export: `None` exactly when the array is C-contiguous (what NumPy
+    /// and the CUDA Array Interface v3 prescribe), else the byte strides.
+    pub fn exported_strides(&self) -> Option<&[isize]> {
+        if self.is_c_contiguous() {
+            None
+        } else {
+            Some(&self.strides)
+        }
+    }
+
+    /// The bytes touched relative to the data pointer, or `None` for an array with no items.
+    pub fn extent(&self) -> Option<Extent> {
+        if self.is_empty() {
+            return None;
+        }
+        // Checked at construction.
+        self.compute_extent()
+    }
+
+    fn compute_extent(&self) -> Option<Extent> {
+        if self.is_empty() {
+            return Some(Extent { lo: 0, hi: 0 });
+        }
+        let mut lo = 0isize;
+        let mut hi = 0isize;
+        for (&d, &s) in self.shape.iter().zip(&self.strides) {
+            let span = isize::try_from(d - 1).ok()?.checked_mul(s)?;
+            if span < 0 {
+                lo = lo.checked_add(span)?;
+            } else {
+                hi = hi.checked_add(span)?;
+            }
+        }
+        let hi = hi.checked_add(isize::try_from(self.itemsize).ok()?)?;
+        Some(Extent { lo, hi })
+    }
+
+    /// Whether an array with this layout, whose data pointer lies `offset` bytes into an
+    /// allocation of `alloc_len` bytes, stays inside the allocation.
+    pub fn fits_in(&self, offset: isize, alloc_len: usize) -> bool {
+        match self.extent() {
+            None => true,
+            Some(e) => {
+                let (Some(lo), Some(hi)) = (offset.checked_add(e.lo), offset.checked_add(e.hi))
+                else {
+                    return false;
+                };
+                lo >= 0 && (hi as usize) <= alloc_len
+            }
+        }
+    }
+
+    /// NumPy's `a.transpose(axes)`.
+    pub fn permute(&self, axes: &[usize]) -> Result<Layout, LayoutError> {
+        let n = self.ndim();
+        let mut seen = vec![false; n];
+        let bad = || LayoutError::Permutation {
+            axes: axes.to_vec(),
+            ndim: n,
+        };
+        if axes.len() != n {
+            return Err(bad());
+        }
+        for &a in axes {
+            if a >= n || std::mem::replace(&mut seen[a], true) {
+                return Err(bad());
+            }
+        }
+        Ok(Layout {
+            shape: axes.iter().map(|&a| self.shape[a]).collect(),
+            strides: axes.iter().map(|&a| self.strides[a]).collect(),
+            itemsize: self.itemsize,
+        })
+    }
+
+    /// NumPy's `a.T`: reversed axes.
+    pub fn transposed(&self) -> Layout {
+        Layout {
+            shape: self.shape.iter().rev().copied().collect(),
+            strides: self.strides.iter().rev().copied().collect(),
+            itemsize: self.itemsize,
+        }
+    }
+
+    /// Python's `a[..., start:stop:step, ...]` on `axis`, with Python's rules for negative and
+    /// omitted bounds. Returns the view and the byte offset of its first item.
+    pub fn slice(
+        &self,
+        axis: usize,
+        start: Option<isize>,
+        stop: Option<isize>,
+        step: isize,
+    ) -> Result<(Layout, isize), LayoutError> {
+        let n = self.ndim();
+        if axis >= n {
+            return Err(LayoutError::Axis { axis, ndim: n });
+        }
+        if step == 0 {
+            return Err(LayoutError::ZeroStep);
+        }
+        let len = self.shape[axis] as isize;
+        let (start, count) = adjust_slice(len, start, stop, step);
+        // NumPy (mapping.c) points an empty slice at the first item with step 1.
+        let (start, step) = if count == 0 { (0, 1) } else { (start, step) };
+        let overflow = || LayoutError::ExtentOverflow {
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+        };
+        let stride = self.strides[axis].checked_mul(step).ok_or_else(overflow)?;
+        // Cannot overflow: `start` indexes an existing item, inside the checked extent.
+        let offset = start * self.strides[axis];
+        let mut out = self.clone();
+        out.shape[axis] = count;
+        out.strides[axis] = stride;
+        out.compute_extent().ok_or_else(overflow)?;
+        Ok((out, offset))
+    }
+
+    /// `a[..., index, ...]`: removes `axis`, returning the view and its byte offset.
+    pub fn index(&self, axis: usize, index: isize) -> Result<(Layout, isize), LayoutError> {
+        let n = self.ndim();
+        if axis >= n {
+            return Err(LayoutError::Axis { axis, ndim: n });
+        }
+        let size = self.shape[axis];
+        let i = if index < 0 {
+            index + size as isize
+        } else {
+            index
+        };
+        if i < 0 || i >= size as isize {
+            return Err(LayoutError::Index { index, axis, size });
+        }
+        let mut out = self.clone();
+        out.shape.remove(axis);
+        let stride = out.strides.remove(axis);
+        Ok((out, i * stride))
+    }
+}
+
+/// CPython's `PySlice_AdjustIndices`: the first index and the number of items.
+fn adjust_slice(
+    len: isize,
+    start: Option<isize>,
+    stop: Option<isize>,
+    step: isize,
+) -> (isize, usize) {
+    let clamp = |v: isize, neg_lo: isize, hi: isize| -> isize {
+        if v < 0 {
+            (v + len).max(neg_lo)
+        } else {
+            v.min(hi)
+        }
+    };
+    let (start, stop) = if step > 0 {
+        (
+            start.map_or(0, |s| clamp(s, 0, len)),
+            stop.map_or(len, |s| clamp(s, 0, len)),
+        )
+    } else {
+        (
+            start.map_or(len - 1, |s| clamp(s, -1, len - 1)),
+            stop.map_or(-1, |s| clamp(s, -1, len - 1)),
+        )
+    };
+    let count = if step > 0 {
+        if stop > start {
+            (stop - start - 1) / step + 1
+        } else {
+            0
+        }
+    } else if start > stop {
+        (start - stop - 1) / (-step) + 1
+    } else {
+        0
+    };
+    (start, count as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguous_strides() {
+        let c = Layout::c_contiguous(&[2, 3, 4], 8).unwrap();
+        assert_eq!(c.strides(), &[96, 32, 8]);
+        let f = Layout::f_contiguous(&[2, 3, 4], 8).unwrap();
+        assert_eq!(f.strides(), &[8, 16, 48]);
+        assert!(c.is_c_contiguous() && !c.is_f_contiguous());
+        assert!(f.is_f_contiguous() && !f.is_c_contiguous());
+        assert_eq!(c.exported_strides(), None);
+        assert_eq!(f.exported_strides(), Some(&[8isize, 16, 48][..]));
+    }
+
+    #[test]
+    fn zero_d_and_zero_size() {
+        let s = Layout::c_contiguous(&[], 4).unwrap();
+        assert_eq!((s.size(), s.extent()), (1, Some(Extent { lo: 0, hi: 4 })));
+        assert!(s.is_c_contiguous() && s.is_f_contiguous());
+        let z = Layout::strided(&[3, 0], &[-5, 7], 4).unwrap();
+        assert!(z.is_c_contiguous() && z.is_f_contiguous());
+        assert_eq!(z.extent(), None);
+        assert!(z.fits_in(0, 0));
+    }
+
+    #[test]
+    fn negative_strides_extent() {
+        let base = Layout::c_contiguous(&[4, 5], 2).unwrap();
+        let (v, off) = base.slice(1, None, None, -2).unwrap();
+        assert_eq!(
+            (v.shape(), v.strides(), off),
+            (&[4usize, 3][..], &[10isize, -4][..], 8)
+        );
+        let e = v.extent().unwrap();
+        assert_eq!((e.lo, e.hi), (-8, 32));
+        assert!(v.fits_in(off, base.nbytes()));
+        assert!(!v.fits_in(0, base.nbytes()));
+    }
+
+    #[test]
+    fn overflow_is_an_error() {
+        assert!(matches!(
+            Layout::c_contiguous(&[usize::MAX, 2], 1),
+            Err(LayoutError::ShapeOverflow { .. })
+        ));
+        assert!(matches!(
+            Layout::c_contiguous(&[1 << 62, 4], 1),
+            Err(LayoutError::ShapeOverflow { .. })
+        ));
+        assert!(matches!(
+            Layout::strided(&[3, 3], &[isize::MAX, 1], 1),
+            Err(LayoutError::ExtentOverflow { .. })
+        ));
+        let e = Layout::strided(&[2], &[1, 2], 4).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`strides` = (1, 2) has 2 entries but `shape` = (2,) has 1: expected one stride per dimension"
+        );
+    }
+
+    #[test]
+    fn python_slice_rules() {
+        assert_eq!(adjust_slice(10, None, None, 1), (0, 10));
+        assert_eq!(adjust_slice(10, Some(-3), None, 1), (7, 3));
+        assert_eq!(adjust_slice(10, None, None, -1), (9, 10));
+        assert_eq!(adjust_slice(10, Some(100), Some(-100), -3), (9, 4));
+        assert_eq!(adjust_slice(10, Some(5), Some(2), 1), (5, 0));
+        assert_eq!(adjust_slice(0, None, None, -1), (-1, 0));
+    }
+}

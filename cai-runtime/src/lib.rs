@@ -1,0 +1,70 @@
+//! # cai-runtime
+//!
+//! Make Rust types that hold GPU (or host) memory speak the CUDA Array Interface
+//! (`__cuda_array_interface__`, version 3) and the NumPy array interface
+//! (`__array_interface__`), so that CuPy, Numba, PyTorch, JAX and NumPy can use them zero-copy.
+//!
+//! ```
+//! use cai_runtime::{CudaArrayInterface, RawDeviceMemory};
+//!
+//! #[derive(CudaArrayInterface)]
+//! struct Matrix {
+//!     #[cai(data)]
+//!     buf: RawDeviceMemory<f32>,
+//!     #[cai(shape)]
+//!     dims: [usize; 2],
+//! }
+//!
+//! // SAFETY: illustration only; the address is never dereferenced.
+//! let buf = unsafe { RawDeviceMemory::from_raw_parts(0x7f00_0000_0000, 6) };
+//! let m = Matrix { buf, dims: [2, 3] };
+//! let d = m.cuda_array_interface().unwrap();
+//! assert_eq!(d.shape, [2, 3]);
+//! assert_eq!(d.typestr.to_string(), "<f4");
+//! assert_eq!(d.strides, None); // C-contiguous
+//! ```
+//!
+//! Where things live:
+//! - [`typestr`]: the type-string grammar; [`descr`]: `descr` lists; [`element`]: the
+//!   [`Element`] trait mapping Rust types to type strings.
+//! - [`layout`]: shapes, byte strides, contiguity, extents (pure arithmetic, NumPy's rules).
+//! - [`descriptor`]: the descriptor model, validation and the export builder.
+//! - [`stream`]: the `stream` entry; [`memory`]: what may back device and host arrays.
+//! - [`interface`]: the traits the derives implement and the traits annotated fields need.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+pub mod descr;
+pub mod descriptor;
+pub mod element;
+pub mod error;
+pub mod interface;
+pub mod layout;
+pub mod memory;
+pub mod stream;
+pub mod typestr;
+
+pub use descr::{Descr, DescrField, DescrFormat};
+pub use descriptor::{
+    ArrayDescriptor, CudaArrayDescriptor, Data, DescriptorBuilder, Device, Host,
+    HostArrayDescriptor, NoStream, Space,
+};
+pub use element::{DType, Element, FieldDType, StructDType};
+pub use error::DescriptorError;
+pub use interface::{ArrayInterface, AsMask, AsShape, AsStrides, CudaArrayInterface};
+pub use layout::{Extent, Layout, LayoutError, Order};
+pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
+pub use stream::{AsStream, Stream, StreamError, StreamHandle};
+pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
+
+/// The derives, re-exported so that users depend on this crate alone (as with serde).
+#[cfg(feature = "derive")]
+pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
+
+/// Support for the derives' generated code; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use core::mem::{offset_of, size_of};
+    pub use core::result::Result::{Err, Ok};
+}

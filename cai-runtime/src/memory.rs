@@ -1,0 +1,162 @@
+//! What can back an exported array: device-accessible memory for `__cuda_array_interface__`,
+//! host memory for `__array_interface__`.
+//!
+//! The CUDA Array Interface requires `data` to be device-accessible, so host containers such
+//! as `Vec<T>` implement [`HostMemory`] and never [`DeviceMemory`]: deriving
+//! `CudaArrayInterface` over one is a compile error that says to derive `ArrayInterface`.
+
+use std::marker::PhantomData;
+
+use crate::element::Element;
+
+/// Memory a CUDA kernel can address: a device pointer and a length in elements.
+///
+/// # Safety
+/// `device_ptr()` must be a device-accessible address (or 0 when `len()` is 0) valid for
+/// `len()` items of `Elem` for as long as `self` lives, and `is_writable()` may only be true if
+/// consumers may write those bytes.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not device memory, so it cannot back a `__cuda_array_interface__`",
+    label = "not device-accessible memory",
+    note = "the CUDA Array Interface requires `data` to be a device-accessible pointer; host memory such as `Vec<T>`, slices and arrays is not",
+    note = "for host memory derive `ArrayInterface` (the NumPy `__array_interface__`) instead",
+    note = "device memory implements `cai_runtime::DeviceMemory`: `cai_runtime::RawDeviceMemory<T>` wraps a pointer allocated elsewhere"
+)]
+pub unsafe trait DeviceMemory {
+    /// The item type stored.
+    type Elem: Element;
+    /// The device address of the first item (0 allowed when empty).
+    fn device_ptr(&self) -> u64;
+    /// Number of items.
+    fn len(&self) -> usize;
+    /// Whether there are no items.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether consumers may write through the exported pointer (false forces `readonly`).
+    fn is_writable(&self) -> bool {
+        true
+    }
+}
+
+/// Host memory: a pointer into this process's address space and a length in elements.
+///
+/// # Safety
+/// `host_ptr()` must be valid for reads of `len()` items of `Elem` for as long as `self` lives
+/// (and for writes too when `is_writable()` is true).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not host memory, so it cannot back an `__array_interface__`",
+    label = "not host memory",
+    note = "host memory is `Vec<T>`, `Box<[T]>`, `[T; N]`, `&[T]` or `&mut [T]` with `T: Element` (or a type implementing `cai_runtime::HostMemory`)",
+    note = "for device memory derive `CudaArrayInterface` instead"
+)]
+pub unsafe trait HostMemory {
+    /// The item type stored.
+    type Elem: Element;
+    /// Address of the first item.
+    fn host_ptr(&self) -> *const Self::Elem;
+    /// Number of items.
+    fn len(&self) -> usize;
+    /// Whether there are no items.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Whether consumers may write through the exported pointer (false forces `readonly`).
+    fn is_writable(&self) -> bool {
+        true
+    }
+}
+
+macro_rules! host_slices {
+    ($( [$($g:tt)*] $ty:ty, writable: $w:expr; )*) => {$(
+        // SAFETY: the pointer and length of a live slice owned or borrowed by `self`.
+        unsafe impl<$($g)*> HostMemory for $ty {
+            type Elem = T;
+            fn host_ptr(&self) -> *const T {
+                self.as_ptr()
+            }
+            fn len(&self) -> usize {
+                <[T]>::len(self)
+            }
+            fn is_writable(&self) -> bool {
+                $w
+            }
+        }
+    )*};
+}
+
+host_slices! {
+    [T: Element] Vec<T>, writable: true;
+    [T: Element] Box<[T]>, writable: true;
+    [T: Element, const N: usize] [T; N], writable: true;
+    [T: Element] &mut [T], writable: true;
+    // A shared borrow must not be written through: always exported read-only.
+    [T: Element] &[T], writable: false;
+}
+
+/// Device memory allocated elsewhere (another library, a raw `cuMemAlloc`), described by its
+/// address and length. It does not own the memory.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RawDeviceMemory<T> {
+    ptr: u64,
+    len: usize,
+    writable: bool,
+    _elem: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for RawDeviceMemory<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for RawDeviceMemory<T> {}
+
+impl<T: Element> RawDeviceMemory<T> {
+    /// Wraps `len` items of `T` at device address `ptr`.
+    ///
+    /// # Safety
+    /// `ptr` must be device-accessible and valid for `len` items of `T` for as long as this
+    /// value, and any descriptor exported from it, is in use (or 0 with `len == 0`).
+    pub const unsafe fn from_raw_parts(ptr: u64, len: usize) -> Self {
+        RawDeviceMemory {
+            ptr,
+            len,
+            writable: true,
+            _elem: PhantomData,
+        }
+    }
+
+    /// The same memory, exported read-only.
+    pub const fn read_only(mut self) -> Self {
+        self.writable = false;
+        self
+    }
+}
+
+// SAFETY: `from_raw_parts`'s contract is exactly this trait's.
+unsafe impl<T: Element> DeviceMemory for RawDeviceMemory<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn is_writable(&self) -> bool {
+        self.writable
+    }
+}
+
+// SAFETY: forwards to `T`, which is borrowed for the reference's lifetime.
+unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for &T {
+    type Elem = T::Elem;
+    fn device_ptr(&self) -> u64 {
+        (**self).device_ptr()
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn is_writable(&self) -> bool {
+        (**self).is_writable()
+    }
+}

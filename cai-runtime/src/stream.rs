@@ -1,0 +1,122 @@
+//! The `stream` entry of a CUDA Array Interface v3 descriptor.
+//!
+//! The spec gives integers a meaning: 1 is the legacy default stream, 2 the per-thread default
+//! stream, any other value a `cudaStream_t` handle, and 0 is disallowed (ambiguous between
+//! `None` and the default streams). [`Stream`] cannot hold 0. `None` (no synchronization needed)
+//! is `Option<Stream>::None`.
+
+use std::fmt;
+use std::num::NonZeroU64;
+
+/// A stream a consumer must synchronize on (or enqueue its work on) before using the data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// The legacy default stream, exported as `1`.
+    LegacyDefault,
+    /// The per-thread default stream, exported as `2`.
+    PerThreadDefault,
+    /// Any other stream: its `cudaStream_t` / `CUstream` handle, never 0, 1 or 2.
+    Handle(StreamHandle),
+}
+
+/// A `cudaStream_t` handle that is neither null nor one of the default-stream sentinels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamHandle(NonZeroU64);
+
+impl StreamHandle {
+    /// The raw handle value (at least 3).
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+}
+
+/// A `stream` value the spec disallows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StreamError {
+    /// `stream = 0`.
+    #[error(
+        "`stream` = 0 is disallowed by the CUDA Array Interface: 0 is ambiguous between None and the default streams; use None (no synchronization), 1 (legacy default stream) or 2 (per-thread default stream)"
+    )]
+    Zero,
+}
+
+impl Stream {
+    /// The stream for a `stream` integer: 1 and 2 are the default streams, 0 is refused.
+    pub fn from_raw(value: u64) -> Result<Stream, StreamError> {
+        match value {
+            0 => Err(StreamError::Zero),
+            1 => Ok(Stream::LegacyDefault),
+            2 => Ok(Stream::PerThreadDefault),
+            // `value` is at least 3 here.
+            n => Ok(Stream::Handle(StreamHandle(
+                NonZeroU64::new(n).ok_or(StreamError::Zero)?,
+            ))),
+        }
+    }
+
+    /// The integer exported in the `stream` entry (never 0).
+    pub fn as_raw(self) -> u64 {
+        match self {
+            Stream::LegacyDefault => 1,
+            Stream::PerThreadDefault => 2,
+            Stream::Handle(h) => h.get(),
+        }
+    }
+}
+
+impl fmt::Display for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.as_raw())
+    }
+}
+
+/// Types a derived struct can name as its stream with `#[cai(stream)]`: they say which stream
+/// work on the data was enqueued on, or `None` when there is none pending.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a CUDA stream, so it cannot be the `stream` of a CUDA Array Interface",
+    label = "not a stream",
+    note = "`#[cai(stream)]` takes a field of type `cai_runtime::Stream` or `Option<cai_runtime::Stream>` (or a type implementing `cai_runtime::AsStream`)",
+    note = "remove `#[cai(stream)]` if no work on the data is pending on any stream: the descriptor then exports `stream: None`"
+)]
+pub trait AsStream {
+    /// The stream to export, or `None` when no synchronization is needed.
+    fn cai_stream(&self) -> Option<Stream>;
+}
+
+impl AsStream for Stream {
+    fn cai_stream(&self) -> Option<Stream> {
+        Some(*self)
+    }
+}
+
+impl AsStream for Option<Stream> {
+    fn cai_stream(&self) -> Option<Stream> {
+        *self
+    }
+}
+
+impl<T: AsStream + ?Sized> AsStream for &T {
+    fn cai_stream(&self) -> Option<Stream> {
+        (**self).cai_stream()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_values_round_trip_and_zero_is_refused() {
+        assert_eq!(Stream::from_raw(0), Err(StreamError::Zero));
+        assert_eq!(Stream::from_raw(1), Ok(Stream::LegacyDefault));
+        assert_eq!(Stream::from_raw(2), Ok(Stream::PerThreadDefault));
+        for v in [1, 2, 3, 0xdead_beef, u64::MAX] {
+            assert_eq!(Stream::from_raw(v).unwrap().as_raw(), v);
+        }
+        assert!(
+            StreamError::Zero
+                .to_string()
+                .starts_with("`stream` = 0 is disallowed")
+        );
+    }
+}

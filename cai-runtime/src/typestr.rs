@@ -1,0 +1,557 @@
+//! The NumPy array-interface type string (`typestr`): `<f4`, `|b1`, `>U3`, `<M8[ns]`, `|V12`...
+//!
+//! Grammar (NumPy array interface, shared by the CUDA Array Interface): one byte-order character
+//! (`<` little, `>` big, `|` not applicable, `=` native), one kind character, then the item size
+//! as a decimal integer (in characters for `U`, in bits for `t`), and for the datetime kinds `m`
+//! and `M` an optional `[unit]` such as `[ns]` or `[10ms]`.
+//!
+//! [`TypeStr::canonical`] normalises a parsed type string the way NumPy's `dtype(s).str` does,
+//! so that two spellings of one type compare equal.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Byte order character of a type string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ByteOrder {
+    /// `<`
+    Little,
+    /// `>`
+    Big,
+    /// `|`: byte order does not apply (one-byte and byte-string types).
+    NotApplicable,
+    /// `=`: the machine's own order.
+    Native,
+}
+
+impl ByteOrder {
+    /// The machine's own order, spelled explicitly (`<` on little-endian hosts), as NumPy prints it.
+    #[cfg(target_endian = "little")]
+    pub const HOST: ByteOrder = ByteOrder::Little;
+    /// The machine's own order, spelled explicitly (`>` on big-endian hosts), as NumPy prints it.
+    #[cfg(target_endian = "big")]
+    pub const HOST: ByteOrder = ByteOrder::Big;
+
+    /// The character used in a type string.
+    pub const fn as_char(self) -> char {
+        match self {
+            ByteOrder::Little => '<',
+            ByteOrder::Big => '>',
+            ByteOrder::NotApplicable => '|',
+            ByteOrder::Native => '=',
+        }
+    }
+
+    const fn from_char(c: char) -> Option<ByteOrder> {
+        Some(match c {
+            '<' => ByteOrder::Little,
+            '>' => ByteOrder::Big,
+            '|' => ByteOrder::NotApplicable,
+            '=' => ByteOrder::Native,
+            _ => return None,
+        })
+    }
+}
+
+/// Kind character of a type string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `t`: bit field; the number counts bits (cuDF exports null masks as `<t1`).
+    BitField,
+    /// `b`: boolean.
+    Bool,
+    /// `i`: signed integer.
+    Int,
+    /// `u`: unsigned integer.
+    UInt,
+    /// `f`: floating point.
+    Float,
+    /// `c`: complex floating point.
+    Complex,
+    /// `m`: timedelta.
+    TimeDelta,
+    /// `M`: datetime.
+    DateTime,
+    /// `O`: Python object (a pointer).
+    Object,
+    /// `S`: byte string; the number counts bytes.
+    Bytes,
+    /// `U`: UCS-4 string; the number counts characters (4 bytes each).
+    Unicode,
+    /// `V`: raw bytes ("void"), also the type string of structured types.
+    Void,
+}
+
+impl Kind {
+    /// The character used in a type string.
+    pub const fn as_char(self) -> char {
+        match self {
+            Kind::BitField => 't',
+            Kind::Bool => 'b',
+            Kind::Int => 'i',
+            Kind::UInt => 'u',
+            Kind::Float => 'f',
+            Kind::Complex => 'c',
+            Kind::TimeDelta => 'm',
+            Kind::DateTime => 'M',
+            Kind::Object => 'O',
+            Kind::Bytes => 'S',
+            Kind::Unicode => 'U',
+            Kind::Void => 'V',
+        }
+    }
+
+    const fn from_char(c: char) -> Option<Kind> {
+        Some(match c {
+            't' => Kind::BitField,
+            'b' => Kind::Bool,
+            'i' => Kind::Int,
+            'u' => Kind::UInt,
+            'f' => Kind::Float,
+            'c' => Kind::Complex,
+            'm' => Kind::TimeDelta,
+            'M' => Kind::DateTime,
+            'O' => Kind::Object,
+            'S' => Kind::Bytes,
+            'U' => Kind::Unicode,
+            'V' => Kind::Void,
+            _ => return None,
+        })
+    }
+
+    /// The item sizes this kind allows (`None`: any size).
+    fn allowed_sizes(self) -> Option<&'static [usize]> {
+        Some(match self {
+            Kind::Bool => &[1],
+            Kind::Int | Kind::UInt => &[1, 2, 4, 8],
+            Kind::Float => &[2, 4, 8, 16],
+            Kind::Complex => &[8, 16, 32],
+            Kind::TimeDelta | Kind::DateTime => &[8],
+            Kind::Object => &[std::mem::size_of::<usize>()],
+            Kind::BitField => &[1, 2, 4, 8, 16, 32, 64],
+            Kind::Bytes | Kind::Unicode | Kind::Void => return None,
+        })
+    }
+}
+
+/// Base unit of a datetime or timedelta type (`[ns]`, `[D]`...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeUnitBase {
+    /// `Y`
+    Year,
+    /// `M`
+    Month,
+    /// `W`
+    Week,
+    /// `D`
+    Day,
+    /// `h`
+    Hour,
+    /// `m`
+    Minute,
+    /// `s`
+    Second,
+    /// `ms`
+    Milli,
+    /// `us` (NumPy also reads `μs`)
+    Micro,
+    /// `ns`
+    Nano,
+    /// `ps`
+    Pico,
+    /// `fs`
+    Femto,
+    /// `as`
+    Atto,
+}
+
+impl TimeUnitBase {
+    const ALL: [(&'static str, TimeUnitBase); 13] = [
+        ("Y", TimeUnitBase::Year),
+        ("M", TimeUnitBase::Month),
+        ("W", TimeUnitBase::Week),
+        ("D", TimeUnitBase::Day),
+        ("h", TimeUnitBase::Hour),
+        ("m", TimeUnitBase::Minute),
+        ("s", TimeUnitBase::Second),
+        ("ms", TimeUnitBase::Milli),
+        ("us", TimeUnitBase::Micro),
+        ("ns", TimeUnitBase::Nano),
+        ("ps", TimeUnitBase::Pico),
+        ("fs", TimeUnitBase::Femto),
+        ("as", TimeUnitBase::Atto),
+    ];
+
+    /// The unit's spelling inside `[...]`.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, u)| *u == self)
+            .map(|(s, _)| *s)
+            .unwrap_or("?")
+    }
+
+    fn parse(s: &str) -> Option<TimeUnitBase> {
+        let s = if s == "μs" { "us" } else { s };
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, u)| *u)
+    }
+}
+
+/// A datetime unit: a multiplier and a base unit, as in `[10ms]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TimeUnit {
+    /// The multiplier (1 when not written).
+    pub count: u32,
+    /// The base unit.
+    pub base: TimeUnitBase,
+}
+
+/// A parsed array-interface type string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TypeStr {
+    order: ByteOrder,
+    kind: Kind,
+    /// The number as written: bytes, except characters for `U` and bits for `t`.
+    count: usize,
+    unit: Option<TimeUnit>,
+}
+
+/// Why a type string was refused. Every variant carries the offending text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TypeStrError {
+    /// Too short to hold byte order, kind and size.
+    #[error(
+        "typestr {0:?} is too short: expected a byte order (<, >, | or =), a kind letter and an item size, as in '<f4'"
+    )]
+    TooShort(String),
+    /// The first character is not `<`, `>`, `|` or `=`.
+    #[error(
+        "typestr {value:?} starts with {found:?}: the first character must be a byte order, one of <, >, | or ="
+    )]
+    ByteOrder {
+        /// The whole type string.
+        value: String,
+        /// The character found.
+        found: char,
+    },
+    /// The second character is not a known kind.
+    #[error("typestr {value:?} has kind {found:?}: expected one of t b i u f c m M O S U V")]
+    Kind {
+        /// The whole type string.
+        value: String,
+        /// The character found.
+        found: char,
+    },
+    /// The size is missing or not a decimal number.
+    #[error(
+        "typestr {0:?} has no valid item size: expected decimal digits after the kind letter, as in '<f4'"
+    )]
+    Size(String),
+    /// The size is not one this kind has.
+    #[error("typestr {value:?}: kind '{kind}' has no item size {size} (allowed: {allowed})")]
+    SizeForKind {
+        /// The whole type string.
+        value: String,
+        /// The kind character.
+        kind: char,
+        /// The size found.
+        size: usize,
+        /// The sizes allowed, comma separated.
+        allowed: String,
+    },
+    /// A `[unit]` suffix is malformed, unknown, or given to a kind other than `m` and `M`.
+    #[error("typestr {value:?} has an invalid datetime unit: {reason}")]
+    Unit {
+        /// The whole type string.
+        value: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The item size in bytes does not fit in `usize`.
+    #[error("typestr {0:?}: item size overflows")]
+    Overflow(String),
+}
+
+impl TypeStr {
+    /// A type string from its parts, unchecked; for constants such as [`crate::Element`] impls.
+    /// `count` is in bytes, except characters for [`Kind::Unicode`] and bits for
+    /// [`Kind::BitField`].
+    pub const fn new(order: ByteOrder, kind: Kind, count: usize) -> TypeStr {
+        TypeStr {
+            order,
+            kind,
+            count,
+            unit: None,
+        }
+    }
+
+    /// `|V<size>`: raw bytes, the type string of structured elements.
+    pub const fn void(size: usize) -> TypeStr {
+        TypeStr::new(ByteOrder::NotApplicable, Kind::Void, size)
+    }
+
+    /// The same type with a datetime unit (only meaningful for `m` and `M`).
+    pub const fn with_unit(mut self, unit: TimeUnit) -> TypeStr {
+        self.unit = Some(unit);
+        self
+    }
+
+    /// The byte order as written.
+    pub const fn byte_order(&self) -> ByteOrder {
+        self.order
+    }
+
+    /// The kind.
+    pub const fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The number as written after the kind letter.
+    pub const fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The datetime unit, if any.
+    pub const fn unit(&self) -> Option<TimeUnit> {
+        self.unit
+    }
+
+    /// The size of one item in bytes (`U`: 4 bytes a character; `t`: bits rounded up to bytes).
+    pub const fn itemsize(&self) -> usize {
+        match self.kind {
+            Kind::Unicode => self.count.saturating_mul(4),
+            Kind::BitField => self.count.div_ceil(8),
+            _ => self.count,
+        }
+    }
+
+    /// The spelling NumPy's `dtype(s).str` gives: `=` becomes the host order, types for which
+    /// order means nothing (one byte, `S`, `V`, `O`) get `|`, and `|` on a multi-byte number
+    /// becomes the host order.
+    pub const fn canonical(&self) -> TypeStr {
+        let order = match self.kind {
+            Kind::Bytes | Kind::Void | Kind::Object => ByteOrder::NotApplicable,
+            Kind::Unicode => match self.order {
+                ByteOrder::Big | ByteOrder::Little => self.order,
+                _ => ByteOrder::HOST,
+            },
+            _ if self.count <= 1 && !matches!(self.kind, Kind::BitField) => {
+                ByteOrder::NotApplicable
+            }
+            _ => match self.order {
+                ByteOrder::Big | ByteOrder::Little => self.order,
+                _ => ByteOrder::HOST,
+            },
+        };
+        TypeStr {
+            order,
+            kind: self.kind,
+            count: self.count,
+            unit: self.unit,
+        }
+    }
+
+    /// Whether both name the same type once canonical (`=f4` and `<f4` on a little-endian host).
+    pub fn same_type(&self, other: &TypeStr) -> bool {
+        self.canonical() == other.canonical()
+    }
+
+    /// Parses a type string; see the module documentation for the grammar.
+    pub fn parse(s: &str) -> Result<TypeStr, TypeStrError> {
+        let mut chars = s.chars();
+        let (Some(o), Some(k)) = (chars.next(), chars.next()) else {
+            return Err(TypeStrError::TooShort(s.to_owned()));
+        };
+        let order = ByteOrder::from_char(o).ok_or_else(|| TypeStrError::ByteOrder {
+            value: s.to_owned(),
+            found: o,
+        })?;
+        let kind = Kind::from_char(k).ok_or_else(|| TypeStrError::Kind {
+            value: s.to_owned(),
+            found: k,
+        })?;
+        let rest = chars.as_str();
+        let digits_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (digits, suffix) = rest.split_at(digits_end);
+        if digits.is_empty() {
+            return Err(TypeStrError::Size(s.to_owned()));
+        }
+        let count: usize = digits
+            .parse()
+            .map_err(|_| TypeStrError::Overflow(s.to_owned()))?;
+        let unit = if suffix.is_empty() {
+            None
+        } else {
+            Some(parse_unit(s, kind, suffix)?)
+        };
+        let ts = TypeStr {
+            order,
+            kind,
+            count,
+            unit,
+        };
+        if kind == Kind::Unicode && count.checked_mul(4).is_none() {
+            return Err(TypeStrError::Overflow(s.to_owned()));
+        }
+        if let Some(allowed) = kind.allowed_sizes()
+            && !allowed.contains(&count)
+        {
+            return Err(TypeStrError::SizeForKind {
+                value: s.to_owned(),
+                kind: k,
+                size: count,
+                allowed: allowed
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        Ok(ts)
+    }
+}
+
+fn parse_unit(s: &str, kind: Kind, suffix: &str) -> Result<TimeUnit, TypeStrError> {
+    let err = |reason| TypeStrError::Unit {
+        value: s.to_owned(),
+        reason,
+    };
+    if !matches!(kind, Kind::DateTime | Kind::TimeDelta) {
+        return Err(err("only kinds 'm' and 'M' take a [unit] suffix"));
+    }
+    let inner = suffix
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .ok_or_else(|| err("expected a unit in square brackets, as in '<M8[ns]'"))?;
+    let split = inner
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(inner.len());
+    let (n, base) = inner.split_at(split);
+    let count = if n.is_empty() {
+        1
+    } else {
+        n.parse::<u32>()
+            .ok()
+            .filter(|c| *c > 0)
+            .ok_or_else(|| err("the unit multiplier must be a positive 32-bit integer"))?
+    };
+    let base = TimeUnitBase::parse(base)
+        .ok_or_else(|| err("unknown unit; expected one of Y M W D h m s ms us ns ps fs as"))?;
+    Ok(TimeUnit { count, base })
+}
+
+impl FromStr for TypeStr {
+    type Err = TypeStrError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        TypeStr::parse(s)
+    }
+}
+
+impl fmt::Display for TypeStr {
+    /// Writes the type string as parsed or constructed; use [`TypeStr::canonical`] first for
+    /// NumPy's spelling. Objects are written `|O` as NumPy does.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.order.as_char(), self.kind.as_char())?;
+        if self.kind != Kind::Object {
+            write!(f, "{}", self.count)?;
+        }
+        if let Some(u) = self.unit {
+            if u.count == 1 {
+                write!(f, "[{}]", u.base.as_str())?;
+            } else {
+                write!(f, "[{}{}]", u.count, u.base.as_str())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canon(s: &str) -> String {
+        TypeStr::parse(s).unwrap().canonical().to_string()
+    }
+
+    #[test]
+    fn canonical_matches_numpy_spelling() {
+        // Expected values are NumPy 2.4's `dtype(s).str` on a little-endian host.
+        for (input, numpy) in [
+            ("<b1", "|b1"),
+            ("=i4", "<i4"),
+            ("|i4", "<i4"),
+            (">i1", "|i1"),
+            ("<S5", "|S5"),
+            ("|U3", "<U3"),
+            (">U3", ">U3"),
+            ("<V2", "|V2"),
+            ("<O8", "|O"),
+            ("M8[ns]", "<M8[ns]"),
+            ("<M8[2ms]", "<M8[2ms]"),
+            ("f04", "<f4"),
+        ] {
+            let input = if input.starts_with(['<', '>', '|', '=']) {
+                input.to_owned()
+            } else {
+                format!("={input}")
+            };
+            assert_eq!(canon(&input), numpy, "{input}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_value() {
+        let e = TypeStr::parse("<f3").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "typestr \"<f3\": kind 'f' has no item size 3 (allowed: 2, 4, 8, 16)"
+        );
+        assert!(matches!(
+            TypeStr::parse("f4"),
+            Err(TypeStrError::ByteOrder { .. })
+        ));
+        assert!(matches!(
+            TypeStr::parse("<x4"),
+            Err(TypeStrError::Kind { .. })
+        ));
+        assert!(matches!(TypeStr::parse("<f"), Err(TypeStrError::Size(_))));
+        assert!(matches!(
+            TypeStr::parse("<"),
+            Err(TypeStrError::TooShort(_))
+        ));
+        assert!(matches!(
+            TypeStr::parse("<f4[ns]"),
+            Err(TypeStrError::Unit { .. })
+        ));
+        assert!(matches!(
+            TypeStr::parse("<M8[xx]"),
+            Err(TypeStrError::Unit { .. })
+        ));
+        assert!(matches!(
+            TypeStr::parse("<V99999999999999999999999"),
+            Err(TypeStrError::Overflow(_))
+        ));
+        assert!(matches!(
+            TypeStr::parse(&format!("<U{}", usize::MAX / 2)),
+            Err(TypeStrError::Overflow(_))
+        ));
+    }
+
+    #[test]
+    fn itemsize_by_kind() {
+        assert_eq!(TypeStr::parse("<U3").unwrap().itemsize(), 12);
+        assert_eq!(TypeStr::parse("<t1").unwrap().itemsize(), 1);
+        assert_eq!(TypeStr::parse("|V12").unwrap().itemsize(), 12);
+        assert_eq!(TypeStr::parse("<c16").unwrap().itemsize(), 16);
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in ["<f4", ">i8", "|b1", "|V0", "<U0", "<m8[10us]", "<M8", "<t1"] {
+            assert_eq!(TypeStr::parse(s).unwrap().to_string(), s);
+        }
+    }
+}
