@@ -1,16 +1,41 @@
-//! Derive macros for cai; use them through `cai-runtime`, which re-exports them.
-extern crate proc_macro;
-use proc_macro::TokenStream;
+//! Derive macros of cai: `#[derive(CudaArrayInterface)]`, `#[derive(ArrayInterface)]` and
+//! `#[derive(Element)]`. Use them through `cai-runtime`, which re-exports them; the attribute
+//! reference is in the runtime's and the repository's documentation.
+//!
+//! Layout of this crate (after serde_derive and thiserror-impl): `internals/` parses and checks
+//! (`ast` → `attr` → `check`, errors collected in `ctxt`), `expand/` generates code from checked
+//! input only, with a fallback impl beside errors.
 
+#![forbid(unsafe_code)]
+
+mod expand;
+mod internals;
+
+use proc_macro::TokenStream;
+use syn::{DeriveInput, parse_macro_input};
+
+use internals::check::Protocol;
+
+/// Implements `CudaArrayInterface` (the `__cuda_array_interface__` descriptor) for a struct
+/// holding device memory. See the cai-runtime documentation for the `#[cai(...)]` keys.
 #[proc_macro_derive(CudaArrayInterface, attributes(cai))]
 pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
-    TokenStream::new()
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::interface::derive(&input, Protocol::Device).into()
 }
+
+/// Implements `ArrayInterface` (NumPy's `__array_interface__` descriptor) for a struct holding
+/// host memory, with the same `#[cai(...)]` keys except `stream` and `version`.
 #[proc_macro_derive(ArrayInterface, attributes(cai))]
 pub fn derive_array_interface(input: TokenStream) -> TokenStream {
-    TokenStream::new()
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::interface::derive(&input, Protocol::Host).into()
 }
+
+/// Implements `Element` for a `#[repr(C)]` struct whose fields are elements (or arrays of
+/// them): typestr `|V<size>` and a `descr` equal to NumPy's, padding included.
 #[proc_macro_derive(Element, attributes(cai))]
 pub fn derive_element(input: TokenStream) -> TokenStream {
-    TokenStream::new()
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::element::derive(&input).into()
 }

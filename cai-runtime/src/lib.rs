@@ -66,5 +66,5 @@ pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
 #[doc(hidden)]
 pub mod __private {
     pub use core::mem::{offset_of, size_of};
-    pub use core::result::Result::{Err, Ok};
+    pub use core::result::Result;
 }

@@ -1,0 +1,221 @@
+//! `#[derive(CudaArrayInterface)]` and `#[derive(ArrayInterface)]`: both expand to a chain of
+//! `DescriptorBuilder` calls, so all layout logic lives (and is tested) in the runtime.
+
+use std::collections::HashSet;
+
+use proc_macro2::{TokenStream, TokenTree};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::krate;
+use crate::internals::ast::{Container, Field};
+use crate::internals::attr::Order;
+use crate::internals::check::{self, Plan, Protocol, Readonly, Source};
+use crate::internals::ctxt::Ctxt;
+
+pub fn derive(input: &syn::DeriveInput, protocol: Protocol) -> TokenStream {
+    let cx = Ctxt::new();
+    let cont = Container::from_ast(&cx, input, protocol.derive_name(), protocol.keys());
+    let plan = cont
+        .as_ref()
+        .and_then(|c| check::interface(&cx, c, protocol));
+    let krate = krate(cont.as_ref().map(|c| &c.attrs));
+    match (cx.check(), cont.as_ref(), plan) {
+        (Ok(()), Some(cont), Some(plan)) => expand(cont, &plan, protocol, &krate),
+        (result, _, _) => {
+            let errors = result.err().map(|e| e.to_compile_error());
+            let fallback = fallback(input, protocol, &krate);
+            quote!(#errors #fallback)
+        }
+    }
+}
+
+struct Names {
+    trait_: TokenStream,
+    method: TokenStream,
+    descriptor: TokenStream,
+    space: TokenStream,
+    memory: TokenStream,
+}
+
+fn names(protocol: Protocol, krate: &TokenStream) -> Names {
+    match protocol {
+        Protocol::Device => Names {
+            trait_: quote!(#krate::CudaArrayInterface),
+            method: quote!(cuda_array_interface),
+            descriptor: quote!(#krate::CudaArrayDescriptor),
+            space: quote!(#krate::Device),
+            memory: quote!(#krate::DeviceMemory),
+        },
+        Protocol::Host => Names {
+            trait_: quote!(#krate::ArrayInterface),
+            method: quote!(array_interface),
+            descriptor: quote!(#krate::HostArrayDescriptor),
+            space: quote!(#krate::Host),
+            memory: quote!(#krate::HostMemory),
+        },
+    }
+}
+
+/// Whether a type mentions one of the struct's type parameters (then a where-clause bound is
+/// needed; on concrete types a bound would only add a "trivial bounds" note to the error).
+fn mentions(ty: &syn::Type, params: &HashSet<String>) -> bool {
+    fn walk(ts: TokenStream, params: &HashSet<String>) -> bool {
+        ts.into_iter().any(|t| match t {
+            TokenTree::Ident(i) => params.contains(&i.to_string()),
+            TokenTree::Group(g) => walk(g.stream(), params),
+            _ => false,
+        })
+    }
+    walk(ty.to_token_stream(), params)
+}
+
+fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream) -> TokenStream {
+    let Names {
+        trait_,
+        method,
+        descriptor,
+        space,
+        memory,
+    } = names(protocol, krate);
+    let ident = cont.ident;
+    let params: HashSet<String> = cont
+        .generics
+        .type_params()
+        .map(|p| p.ident.to_string())
+        .collect();
+    let mut bounds: Vec<TokenStream> = Vec::new();
+    let mut bound = |ty: &syn::Type, tr: TokenStream| {
+        if mentions(ty, &params) {
+            bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
+        }
+    };
+
+    let data_ty = plan.data.ty;
+    let data = &plan.data.member;
+    bound(data_ty, memory.clone());
+    let ctor = match protocol {
+        Protocol::Device => quote!(device),
+        Protocol::Host => quote!(host),
+    };
+    let start = match plan.element {
+        None => {
+            quote_spanned!(data_ty.span()=> #krate::DescriptorBuilder::#ctor::<#data_ty>(&self.#data))
+        }
+        Some(elem) => {
+            bound(elem, quote!(#krate::Element));
+            let ctor_as = quote::format_ident!("{}_as", ctor.to_string());
+            quote_spanned!(elem.span()=> #krate::DescriptorBuilder::#ctor_as::<#elem, #data_ty>(&self.#data))
+        }
+    };
+
+    let mut calls: Vec<TokenStream> = Vec::new();
+    let mut value_of = |src: &Source, tr: TokenStream, m: TokenStream| -> Option<TokenStream> {
+        match src {
+            Source::Default => None,
+            Source::Field(f) => {
+                let (ty, mem) = (f.ty, &f.member);
+                if mentions(ty, &params) {
+                    bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
+                }
+                Some(quote_spanned!(ty.span()=> #tr::#m(&self.#mem)))
+            }
+            Source::Expr(e) => Some(quote_spanned!(e.span()=> #tr::#m(&(#e)))),
+        }
+    };
+    if let Some(v) = value_of(&plan.shape, quote!(#krate::AsShape), quote!(to_shape)) {
+        calls.push(quote!(.shape(#v)));
+    }
+    if let Some(v) = value_of(&plan.strides, quote!(#krate::AsStrides), quote!(to_strides)) {
+        calls.push(quote!(.strides(#v)));
+    }
+    if plan.order == Order::F {
+        calls.push(quote!(.order(#krate::Order::F)));
+    }
+    match plan.readonly {
+        Readonly::No => {}
+        Readonly::Always => calls.push(quote!(.readonly(true))),
+        Readonly::Field(f) => {
+            let (ty, mem) = (f.ty, &f.member);
+            calls.push(
+                quote_spanned!(ty.span()=> .readonly({ let readonly: bool = self.#mem; readonly })),
+            );
+        }
+    }
+    if let Some(v) = plan.version {
+        calls.push(quote!(.version(#v)));
+    }
+    if let Some(f) = plan.stream {
+        let tr = quote!(#krate::AsStream);
+        calls.push(field_call(
+            f,
+            &tr,
+            quote!(cai_stream),
+            &params,
+            &mut bounds,
+            |v| quote!(.stream(#v)),
+        ));
+    }
+    if let Some(f) = plan.mask {
+        let tr = quote!(#krate::AsMask<#space>);
+        calls.push(field_call(
+            f,
+            &tr,
+            quote!(mask_descriptor),
+            &params,
+            &mut bounds,
+            |v| quote!(.mask(#v?)),
+        ));
+    }
+
+    let (impl_generics, ty_generics, where_clause) = cont.generics.split_for_impl();
+    let mut where_clause = where_clause
+        .cloned()
+        .unwrap_or_else(|| syn::parse_quote!(where));
+    for b in bounds {
+        where_clause.predicates.push(syn::parse_quote!(#b));
+    }
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #trait_ for #ident #ty_generics #where_clause {
+            fn #method(&self) -> #krate::__private::Result<#descriptor, #krate::DescriptorError> {
+                #start #(#calls)* .build()
+            }
+        }
+    }
+}
+
+fn field_call(
+    f: &Field,
+    tr: &TokenStream,
+    m: TokenStream,
+    params: &HashSet<String>,
+    bounds: &mut Vec<TokenStream>,
+    wrap: impl Fn(TokenStream) -> TokenStream,
+) -> TokenStream {
+    let (ty, mem) = (f.ty, &f.member);
+    if mentions(ty, params) {
+        bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
+    }
+    wrap(quote_spanned!(ty.span()=> <#ty as #tr>::#m(&self.#mem)))
+}
+
+/// The impl emitted beside errors, so uses of the trait elsewhere do not fail too.
+fn fallback(input: &syn::DeriveInput, protocol: Protocol, krate: &TokenStream) -> TokenStream {
+    let Names {
+        trait_,
+        method,
+        descriptor,
+        ..
+    } = names(protocol, krate);
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        #[automatically_derived]
+        impl #impl_generics #trait_ for #ident #ty_generics #where_clause {
+            fn #method(&self) -> #krate::__private::Result<#descriptor, #krate::DescriptorError> {
+                ::core::unreachable!()
+            }
+        }
+    }
+}
