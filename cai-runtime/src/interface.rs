@@ -131,6 +131,29 @@ impl<T: AsStrides> AsStrides for Option<T> {
     }
 }
 
+/// Fields usable as the read-only flag with `#[cai(readonly)]`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a read-only flag",
+    label = "expected `bool`",
+    note = "`#[cai(readonly)]` on a field takes a `bool` field (true: consumers must not write); to make every export read-only, put `#[cai(readonly)]` on the struct instead"
+)]
+pub trait AsReadonly {
+    /// Whether the data must be exported read-only.
+    fn is_readonly(&self) -> bool;
+}
+
+impl AsReadonly for bool {
+    fn is_readonly(&self) -> bool {
+        *self
+    }
+}
+
+impl<T: AsReadonly + ?Sized> AsReadonly for &T {
+    fn is_readonly(&self) -> bool {
+        (**self).is_readonly()
+    }
+}
+
 /// Values usable as a mask with `#[cai(mask)]`: an array exporting the same protocol, or an
 /// `Option` of one.
 #[diagnostic::on_unimplemented(

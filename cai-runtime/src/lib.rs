@@ -52,7 +52,7 @@ pub use descriptor::{
 };
 pub use element::{DType, Element, FieldDType, StructDType};
 pub use error::DescriptorError;
-pub use interface::{ArrayInterface, AsMask, AsShape, AsStrides, CudaArrayInterface};
+pub use interface::{ArrayInterface, AsMask, AsReadonly, AsShape, AsStrides, CudaArrayInterface};
 pub use layout::{Extent, Layout, LayoutError, Order};
 pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
 pub use stream::{AsStream, Stream, StreamError, StreamHandle};

@@ -23,7 +23,17 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
         (result, _) => {
             let errors = result.err().map(|e| e.to_compile_error());
             let ident = &input.ident;
-            let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+            let (impl_generics, ty_generics, _) = input.generics.split_for_impl();
+            // `Self: Copy + 'static` keeps the fallback itself from adding errors on generic
+            // or non-Copy structs.
+            let mut where_clause = input
+                .generics
+                .where_clause
+                .clone()
+                .unwrap_or_else(|| syn::parse_quote!(where));
+            where_clause
+                .predicates
+                .push(syn::parse_quote!(Self: ::core::marker::Copy + 'static));
             quote! {
                 #errors
                 // SAFETY: never compiled into a program: the errors above stop the build.

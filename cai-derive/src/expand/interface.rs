@@ -110,18 +110,10 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     };
 
     let mut calls: Vec<TokenStream> = Vec::new();
-    let mut value_of = |src: &Source, tr: TokenStream, m: TokenStream| -> Option<TokenStream> {
-        match src {
-            Source::Default => None,
-            Source::Field(f) => {
-                let (ty, mem) = (f.ty, &f.member);
-                if mentions(ty, &params) {
-                    bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
-                }
-                Some(quote_spanned!(ty.span()=> #tr::#m(&self.#mem)))
-            }
-            Source::Expr(e) => Some(quote_spanned!(e.span()=> #tr::#m(&(#e)))),
-        }
+    let mut value_of = |src: &Source, tr: TokenStream, m: TokenStream| match src {
+        Source::Default => None,
+        Source::Field(f) => Some(field_call(f, &tr, m, &params, &mut bounds)),
+        Source::Expr(e) => Some(quote_spanned!(e.span()=> #tr::#m(&(#e)))),
     };
     if let Some(v) = value_of(&plan.shape, quote!(#krate::AsShape), quote!(to_shape)) {
         calls.push(quote!(.shape(#v)));
@@ -136,10 +128,9 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
         Readonly::No => {}
         Readonly::Always => calls.push(quote!(.readonly(true))),
         Readonly::Field(f) => {
-            let (ty, mem) = (f.ty, &f.member);
-            calls.push(
-                quote_spanned!(ty.span()=> .readonly({ let readonly: bool = self.#mem; readonly })),
-            );
+            let tr = quote!(#krate::AsReadonly);
+            let v = field_call(f, &tr, quote!(is_readonly), &params, &mut bounds);
+            calls.push(quote!(.readonly(#v)));
         }
     }
     if let Some(v) = plan.version {
@@ -147,25 +138,13 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     }
     if let Some(f) = plan.stream {
         let tr = quote!(#krate::AsStream);
-        calls.push(field_call(
-            f,
-            &tr,
-            quote!(cai_stream),
-            &params,
-            &mut bounds,
-            |v| quote!(.stream(#v)),
-        ));
+        let v = field_call(f, &tr, quote!(cai_stream), &params, &mut bounds);
+        calls.push(quote!(.stream(#v)));
     }
     if let Some(f) = plan.mask {
         let tr = quote!(#krate::AsMask<#space>);
-        calls.push(field_call(
-            f,
-            &tr,
-            quote!(mask_descriptor),
-            &params,
-            &mut bounds,
-            |v| quote!(.mask(#v?)),
-        ));
+        let v = field_call(f, &tr, quote!(mask_descriptor), &params, &mut bounds);
+        calls.push(quote!(.mask(#v?)));
     }
 
     let (impl_generics, ty_generics, where_clause) = cont.generics.split_for_impl();
@@ -185,19 +164,20 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     }
 }
 
+/// `<FieldTy as Trait>::method(&self.field)`, spanned at the field's type so that a missing
+/// impl is reported there; adds the where-clause bound when the type is generic.
 fn field_call(
     f: &Field,
     tr: &TokenStream,
     m: TokenStream,
     params: &HashSet<String>,
     bounds: &mut Vec<TokenStream>,
-    wrap: impl Fn(TokenStream) -> TokenStream,
 ) -> TokenStream {
     let (ty, mem) = (f.ty, &f.member);
     if mentions(ty, params) {
         bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
     }
-    wrap(quote_spanned!(ty.span()=> <#ty as #tr>::#m(&self.#mem)))
+    quote_spanned!(ty.span()=> <#ty as #tr>::#m(&self.#mem))
 }
 
 /// The impl emitted beside errors, so uses of the trait elsewhere do not fail too.

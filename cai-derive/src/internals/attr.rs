@@ -71,6 +71,8 @@ pub struct ContainerAttrs {
     pub readonly: Attr<()>,
     pub version: Attr<u32>,
     pub krate: Attr<syn::Path>,
+    /// `data` was put on the struct (already reported; a missing-data error would repeat it).
+    pub misplaced_data: bool,
 }
 
 /// Attributes on a field.
@@ -236,9 +238,11 @@ impl ContainerAttrs {
             readonly: Attr::none("readonly"),
             version: Attr::none("version"),
             krate: Attr::none("crate"),
+            misplaced_data: false,
         };
         for_each_key(cx, attrs, |key, meta| {
             if !keys.container.contains(&key) {
+                out.misplaced_data |= key == "data";
                 return misplaced(cx, meta, key, Place::Container, keys);
             }
             match key {

@@ -150,7 +150,7 @@ pub fn interface<'a>(cx: &Ctxt, cont: &'a Container<'a>, protocol: Protocol) -> 
         Protocol::Host => "host memory, e.g. `#[cai(data)] buf: Vec<f32>`",
     };
     let data = unique(cx, cont, "data", |f| f.attrs.data.is_set());
-    if data.is_none() {
+    if data.is_none() && !cont.attrs.misplaced_data {
         cx.error_spanned_by(
             cont.ident,
             format!(
