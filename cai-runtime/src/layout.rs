@@ -120,12 +120,22 @@ pub struct Layout {
     itemsize: usize,
 }
 
-/// Bytes of `shape` with `itemsize`, checked against `isize::MAX`.
+/// Bytes of `shape` with `itemsize`, or `None` unless the item size, the number of items and
+/// the number of bytes all fit in `isize` (as NumPy's `npy_intp` requires). A zero dimension
+/// makes the count 0 whatever the other dimensions are.
 pub fn checked_nbytes(shape: &[usize], itemsize: usize) -> Option<usize> {
-    shape
+    const MAX: usize = isize::MAX as usize;
+    if itemsize > MAX {
+        return None;
+    }
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    let count = shape
         .iter()
-        .try_fold(itemsize, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= isize::MAX as usize)
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= MAX)?;
+    count.checked_mul(itemsize).filter(|&n| n <= MAX)
 }
 
 impl Layout {
@@ -135,22 +145,23 @@ impl Layout {
         itemsize: usize,
         order: Order,
     ) -> Result<Layout, LayoutError> {
-        let overflow = || LayoutError::ShapeOverflow {
+        checked_nbytes(shape, itemsize).ok_or_else(|| LayoutError::ShapeOverflow {
             shape: shape.to_vec(),
             itemsize,
-        };
-        checked_nbytes(shape, itemsize).ok_or_else(overflow)?;
+        })?;
         let mut strides = vec![0isize; shape.len()];
-        let mut step = itemsize;
-        let dims: Box<dyn Iterator<Item = usize>> = match order {
-            Order::C => Box::new((0..shape.len()).rev()),
-            Order::F => Box::new(0..shape.len()),
-        };
-        for i in dims {
-            // Zero dimensions count as 1, as in NumPy's `_array_fill_strides`, so the running
-            // product can exceed the (zero) total: it is checked separately.
-            strides[i] = isize::try_from(step).map_err(|_| overflow())?;
-            step = step.checked_mul(shape[i].max(1)).ok_or_else(overflow)?;
+        // NumPy 2 gives arrays created with no items all-zero strides; otherwise every partial
+        // product is at most the checked total, so nothing below can overflow.
+        if !shape.contains(&0) {
+            let mut step = itemsize as isize;
+            let mut fill = |i: usize| {
+                strides[i] = step;
+                step *= shape[i] as isize;
+            };
+            match order {
+                Order::C => (0..shape.len()).rev().for_each(&mut fill),
+                Order::F => (0..shape.len()).for_each(&mut fill),
+            }
         }
         Ok(Layout {
             shape: shape.to_vec(),
@@ -221,7 +232,11 @@ impl Layout {
 
     /// Number of items (1 for a 0-d array). Cannot overflow (constructor invariant).
     pub fn size(&self) -> usize {
-        self.shape.iter().product()
+        if self.is_empty() {
+            0
+        } else {
+            self.shape.iter().product()
+        }
     }
 
     /// Whether the array has no items.

@@ -1,0 +1,164 @@
+//! Property tests of the layout arithmetic and the export builder: no input panics, overflow is
+//! always an error, and what is accepted is consistent.
+
+use cai_runtime::{
+    DescriptorBuilder, DescriptorError, Device, Element, Layout, LayoutError, Order,
+    RawDeviceMemory, TypeStr,
+};
+use proptest::prelude::*;
+
+fn small_shape() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(0usize..6, 0..5)
+}
+
+/// Any dimension sizes, including ones whose product overflows.
+fn wild_shape() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(
+        prop_oneof![
+            0usize..4,
+            any::<usize>(),
+            Just(usize::MAX),
+            Just(1usize << 62)
+        ],
+        0..5,
+    )
+}
+
+fn order() -> impl Strategy<Value = Order> {
+    prop_oneof![Just(Order::C), Just(Order::F)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn contiguous_layouts_are_contiguous(shape in small_shape(), itemsize in 1usize..17, order in order()) {
+        let l = Layout::contiguous(&shape, itemsize, order).unwrap();
+        prop_assert_eq!(l.size(), shape.iter().product::<usize>());
+        match order {
+            Order::C => prop_assert!(l.is_c_contiguous()),
+            Order::F => prop_assert!(l.is_f_contiguous()),
+        }
+        // F order of a shape is the transpose of C order of the reversed shape.
+        let rev: Vec<usize> = shape.iter().rev().copied().collect();
+        if order == Order::F {
+            prop_assert_eq!(l.transposed(), Layout::c_contiguous(&rev, itemsize).unwrap());
+        }
+        match l.extent() {
+            None => prop_assert!(l.is_empty()),
+            Some(e) => prop_assert_eq!((e.lo, e.hi), (0, (l.size() * itemsize) as isize)),
+        }
+        prop_assert!(l.fits_in(0, l.nbytes()));
+        prop_assert_eq!(l.exported_strides().is_none(), l.is_c_contiguous());
+    }
+
+    #[test]
+    fn overflow_is_an_error_never_a_wrap(shape in wild_shape(), itemsize in prop_oneof![1usize..17, any::<usize>()], order in order()) {
+        let max = isize::MAX as u128;
+        let count = if shape.contains(&0) {
+            Some(0)
+        } else {
+            shape.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128))
+        };
+        let exact = count.and_then(|c| c.checked_mul(itemsize as u128));
+        let fits = itemsize as u128 <= max && count.is_some_and(|c| c <= max) && exact.is_some_and(|n| n <= max);
+        match Layout::contiguous(&shape, itemsize, order) {
+            Ok(l) => {
+                prop_assert!(fits);
+                prop_assert_eq!(l.nbytes() as u128, exact.unwrap());
+            }
+            Err(LayoutError::ShapeOverflow { shape: s, itemsize: i }) => {
+                prop_assert!(!fits);
+                prop_assert_eq!((s, i), (shape, itemsize));
+            }
+            Err(e) => prop_assert!(false, "unexpected {e}"),
+        }
+    }
+
+    #[test]
+    fn arbitrary_strides_never_panic(
+        shape in wild_shape(),
+        strides in prop::collection::vec(any::<isize>(), 0..5),
+        itemsize in 0usize..33,
+    ) {
+        if let Ok(l) = Layout::strided(&shape, &strides, itemsize) {
+            prop_assert_eq!(shape.len(), strides.len());
+            if let Some(e) = l.extent() {
+                prop_assert!(e.lo <= 0 && e.hi >= itemsize as isize && e.lo < e.hi || itemsize == 0);
+            }
+            let _ = (l.is_c_contiguous(), l.is_f_contiguous(), l.exported_strides());
+        }
+    }
+
+    #[test]
+    fn views_stay_inside_their_base(
+        shape in prop::collection::vec(1usize..7, 1..4),
+        itemsize in 1usize..9,
+        order in order(),
+        ops in prop::collection::vec((0usize..4, prop::option::of(-9isize..9), prop::option::of(-9isize..9), prop_oneof![-4isize..0, 1isize..5]), 0..4),
+    ) {
+        let base = Layout::contiguous(&shape, itemsize, order).unwrap();
+        let mut view = base.clone();
+        let mut offset = 0isize;
+        for (axis, start, stop, step) in ops {
+            if view.ndim() == 0 { break; }
+            let (v, off) = view.slice(axis % view.ndim(), start, stop, step).unwrap();
+            view = v;
+            offset += off;
+        }
+        prop_assert!(view.fits_in(offset, base.nbytes()));
+    }
+
+    #[test]
+    fn builder_never_panics_and_accepts_only_what_fits(
+        len in 0usize..64,
+        shape in prop::option::of(wild_shape()),
+        strides in prop::option::of(prop::collection::vec(-64isize..64, 0..5)),
+        version in 0u32..5,
+    ) {
+        // SAFETY: never dereferenced; only descriptors are computed.
+        let mem = unsafe { RawDeviceMemory::<f32>::from_raw_parts(0x1000, len) };
+        let result = DescriptorBuilder::<Device>::device(&mem)
+            .shape(shape.clone().unwrap_or_else(|| vec![len]))
+            .strides(strides)
+            .version(version)
+            .build();
+        match result {
+            Ok(d) => {
+                prop_assert!(d.validate().is_ok());
+                d.check_within(0x1000, len * 4).unwrap();
+                prop_assert!(d.layout().unwrap().is_empty() == (d.data.ptr == 0));
+            }
+            Err(e) => {
+                // Every error names a key of the descriptor.
+                prop_assert!(["shape", "strides", "version", "data"].contains(&e.key()), "{e}");
+                prop_assert!(!e.to_string().is_empty());
+                if let DescriptorError::Version { version: v, .. } = e { prop_assert!(v > 3); }
+            }
+        }
+    }
+
+    #[test]
+    fn typestr_parse_never_panics_and_round_trips(s in "[<>|=x]?[biufcmMOSUVtq]?[0-9]{0,22}(\\[[0-9]{0,3}[a-zμ]{0,3}\\]?)?") {
+        if let Ok(t) = TypeStr::parse(&s) {
+            let again = TypeStr::parse(&t.to_string()).unwrap();
+            prop_assert!(again.same_type(&t));
+            prop_assert_eq!(again.canonical(), t.canonical());
+        }
+    }
+}
+
+#[test]
+fn element_itemsizes_match_size_of() {
+    fn check<T: Element>() {
+        assert_eq!(T::DTYPE.itemsize(), size_of::<T>());
+    }
+    check::<bool>();
+    check::<i8>();
+    check::<u16>();
+    check::<i32>();
+    check::<u64>();
+    check::<isize>();
+    check::<f32>();
+    check::<f64>();
+}
