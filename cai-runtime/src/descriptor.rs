@@ -398,7 +398,7 @@ impl<S: Space> DescriptorBuilder<S> {
         let shape = match self.shape {
             Some(s) => s,
             None => {
-                if itemsize == 0 || self.byte_len % itemsize != 0 {
+                if itemsize == 0 || !self.byte_len.is_multiple_of(itemsize) {
                     return Err(DescriptorError::BufferNotWhole {
                         byte_len: self.byte_len,
                         typestr: self.dtype.typestr(),

@@ -266,3 +266,36 @@ def test_layout_errors_name_the_problem():
     assert errors[1] == "slice step cannot be zero"
     assert errors[2] == "index 3 is out of bounds for axis 0 with size 3"
     assert errors[3] == "axes (0, 0) are not a permutation of 0..2"
+
+
+# ---------------------------------------------------------------- whole descriptors
+
+DESCRIPTOR_ELEMENTS = {
+    "bool": np.bool_, "i8": np.int8, "u16": np.uint16, "i64": np.int64, "f32": np.float32,
+    "f64": np.float64, "Complex<f64>": np.complex128,
+    "Particle": STRUCTS["Particle"], "Nested": STRUCTS["Nested"],
+}
+
+
+def test_host_descriptor_dicts_equal_numpys():
+    rng = random.Random(SEED)
+    cases = []
+    for name in DESCRIPTOR_ELEMENTS:
+        for _ in range(30):
+            ndim = rng.randrange(0, 4)
+            shape = [rng.choice([0, 1, 2, 3, 5]) for _ in range(ndim)]
+            cases.append({"element": name, "shape": shape, "order": rng.choice("CF")})
+    answers = oracle({"descriptors": cases})["descriptors"]
+    for case, ours in zip(cases, answers, strict=True):
+        assert "literal" in ours, (case, ours)
+        d = ast.literal_eval(ours["literal"])
+        a = np.zeros(case["shape"], dtype=DESCRIPTOR_ELEMENTS[case["element"]], order=case["order"])
+        theirs = a.__array_interface__
+        # Same keys and values, but for the pointer: ours is made up, and zero-size arrays
+        # export 0 as the CUDA Array Interface requires.
+        assert set(d) == set(theirs), case
+        for key in theirs:
+            if key != "data":
+                assert d[key] == theirs[key], (case, key)
+        assert d["data"][1] is False
+        assert d["data"][0] == (0 if a.size == 0 else 0x1000), case

@@ -243,7 +243,7 @@ pub fn element(cx: &Ctxt, cont: &Container) {
     }
     if !cont.generics.params.is_empty() {
         cx.error_spanned_by(
-            &cont.generics,
+            cont.generics,
             "#[derive(Element)] does not support generic structs: an element's type string must be one constant; derive it on a concrete struct",
         );
     }

@@ -7,7 +7,7 @@
 
 use std::io::Read;
 
-use cai_runtime::{DType, Element, Layout, LayoutError, Order, TypeStr};
+use cai_runtime::{DType, DescriptorBuilder, Element, Host, Layout, LayoutError, Order, TypeStr};
 use num_complex::Complex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -18,6 +18,16 @@ struct Request {
     typestrs: Vec<String>,
     #[serde(default)]
     layouts: Vec<LayoutCase>,
+    #[serde(default)]
+    descriptors: Vec<DescriptorCase>,
+}
+
+/// A host array of a named element type, exported at a made-up address.
+#[derive(Deserialize)]
+struct DescriptorCase {
+    element: String,
+    shape: Vec<usize>,
+    order: String,
 }
 
 #[derive(Deserialize)]
@@ -136,6 +146,37 @@ struct Aligned {
     b: u8,
 }
 
+fn descriptor(case: &DescriptorCase) -> Value {
+    let Some(dtype) = dtype_named(&case.element) else {
+        return json!({"error": format!("unknown element {}", case.element)});
+    };
+    let order = if case.order == "F" { Order::F } else { Order::C };
+    let nbytes = case.shape.iter().product::<usize>() * dtype.itemsize();
+    match DescriptorBuilder::<Host>::new(0x1000, nbytes, dtype, true)
+        .shape(case.shape.clone())
+        .order(order)
+        .build()
+    {
+        Ok(d) => json!({"literal": d.to_string()}),
+        Err(e) => json!({"error": e.to_string()}),
+    }
+}
+
+fn dtype_named(name: &str) -> Option<&'static DType> {
+    Some(match name {
+        "bool" => &<bool as Element>::DTYPE,
+        "i8" => &<i8 as Element>::DTYPE,
+        "u16" => &<u16 as Element>::DTYPE,
+        "i64" => &<i64 as Element>::DTYPE,
+        "f32" => &<f32 as Element>::DTYPE,
+        "f64" => &<f64 as Element>::DTYPE,
+        "Complex<f64>" => &<Complex<f64> as Element>::DTYPE,
+        "Particle" => &<Particle as Element>::DTYPE,
+        "Nested" => &<Nested as Element>::DTYPE,
+        _ => return None,
+    })
+}
+
 fn element<T: Element>(name: &str) -> Value {
     let dt: DType = T::DTYPE;
     json!({
@@ -193,6 +234,7 @@ fn main() {
             Ok(a) => serde_json::to_value(a).unwrap_or(Value::Null),
             Err(e) => json!({"error": e.to_string()}),
         }).collect::<Vec<_>>(),
+        "descriptors": req.descriptors.iter().map(descriptor).collect::<Vec<_>>(),
         "elements": elements(),
     });
     println!("{out}");

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs every test of the project: formatting, clippy, the Rust unit/integration/property/UI
+# tests, a build without default features, the NumPy oracle (pytest, in .venv), and the demo.
+# Needs no GPU and no CUDA toolkit. This is the command README.md names and .ci/run calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+echo "== cargo fmt"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+echo "== cargo build (cai-runtime without default features)"
+cargo build -p cai-runtime --no-default-features
+echo "== cargo test"
+cargo test --workspace --all-features
+echo "== pytest (NumPy oracle)"
+cargo build -p cai-oracle
+CAI_ORACLE="$PWD/target/debug/cai-oracle" .venv/bin/python -m pytest tests/python -q
+echo "== demo"
+cargo run --quiet --example demo >/dev/null
+echo "all tests passed"
