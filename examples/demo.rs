@@ -26,7 +26,11 @@ impl HostMatrix {
         let mut values = vec![0.0; rows * cols];
         for i in 0..rows {
             for j in 0..cols {
-                let k = if column_major { j * rows + i } else { i * cols + j };
+                let k = if column_major {
+                    j * rows + i
+                } else {
+                    i * cols + j
+                };
                 values[k] = (10 * i + j) as f32;
             }
         }

@@ -150,7 +150,11 @@ fn descriptor(case: &DescriptorCase) -> Value {
     let Some(dtype) = dtype_named(&case.element) else {
         return json!({"error": format!("unknown element {}", case.element)});
     };
-    let order = if case.order == "F" { Order::F } else { Order::C };
+    let order = if case.order == "F" {
+        Order::F
+    } else {
+        Order::C
+    };
     let nbytes = case.shape.iter().product::<usize>() * dtype.itemsize();
     match DescriptorBuilder::<Host>::new(0x1000, nbytes, dtype, true)
         .shape(case.shape.clone())
