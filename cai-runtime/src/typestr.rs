@@ -375,12 +375,16 @@ impl TypeStr {
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         let (digits, suffix) = rest.split_at(digits_end);
-        if digits.is_empty() {
+        let count: usize = if digits.is_empty() && kind == Kind::Object {
+            // NumPy spells objects `|O`, without a size: a pointer.
+            std::mem::size_of::<usize>()
+        } else if digits.is_empty() {
             return Err(TypeStrError::Size(s.to_owned()));
-        }
-        let count: usize = digits
-            .parse()
-            .map_err(|_| TypeStrError::Overflow(s.to_owned()))?;
+        } else {
+            digits
+                .parse()
+                .map_err(|_| TypeStrError::Overflow(s.to_owned()))?
+        };
         let unit = if suffix.is_empty() {
             None
         } else {
@@ -550,8 +554,24 @@ mod tests {
 
     #[test]
     fn display_round_trips() {
-        for s in ["<f4", ">i8", "|b1", "|V0", "<U0", "<m8[10us]", "<M8", "<t1"] {
+        for s in [
+            "<f4",
+            ">i8",
+            "|b1",
+            "|V0",
+            "<U0",
+            "<m8[10us]",
+            "<M8",
+            "<t1",
+            "|O",
+        ] {
             assert_eq!(TypeStr::parse(s).unwrap().to_string(), s);
         }
+        // NumPy prints objects without a size; both spellings are one type.
+        assert!(
+            TypeStr::parse("|O8")
+                .unwrap()
+                .same_type(&TypeStr::parse("|O").unwrap())
+        );
     }
 }

@@ -29,7 +29,7 @@ fn order() -> impl Strategy<Value = Order> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn contiguous_layouts_are_contiguous(shape in small_shape(), itemsize in 1usize..17, order in order()) {
