@@ -176,6 +176,13 @@ mod tests {
         assert_eq!(<f32 as Element>::DTYPE.descr().to_string(), "[('', '<f4')]");
     }
 
+    #[cfg(feature = "bf16")]
+    #[test]
+    fn bf16_is_two_opaque_bytes_like_pytorch() {
+        assert_eq!(ts::<half::bf16>(), "<V2");
+        assert_eq!(<half::bf16 as Element>::DTYPE.itemsize(), 2);
+    }
+
     #[test]
     fn struct_descr_has_gaps_and_trailing_padding() {
         static F: [FieldDType; 2] = [

@@ -250,6 +250,41 @@ def test_layouts_agree_with_numpy():
     assert all(n > 20 for n in kinds.values()), kinds
 
 
+def test_explicit_strides_agree_with_numpy():
+    """Any strides, zero and negative included, through np.lib.stride_tricks.as_strided."""
+    rng = random.Random(SEED + 1)
+    cases = []
+    for _ in range(2000):
+        ndim = rng.randrange(0, 4)
+        itemsize = rng.choice(ITEMSIZES)
+        shape = [rng.choice([0, 1, 1, 2, 3, 4]) for _ in range(ndim)]
+        strides = [rng.choice([0, itemsize, -itemsize, 2 * itemsize, rng.randrange(-64, 65) * itemsize])
+                   for _ in range(ndim)]
+        cases.append({"itemsize": itemsize, "shape": shape, "strides": strides})
+    answers = oracle({"layouts": cases})["layouts"]
+    zero = 0
+    for case, ours in zip(cases, answers, strict=True):
+        shape, strides, itemsize = case["shape"], case["strides"], case["itemsize"]
+        span = sum(abs(s) * max(d - 1, 0) for d, s in zip(shape, strides)) + itemsize
+        buf = np.zeros(2 * span + itemsize, dtype="u1")
+        start = buf[span:].view(DTYPE_OF[itemsize])  # room on both sides of the data pointer
+        a = np.lib.stride_tricks.as_strided(start, shape=shape, strides=strides)
+        where = f"case {case}"
+        assert "error" not in ours, (case, ours)
+        assert ours["c_contiguous"] == a.flags.c_contiguous, where
+        assert ours["f_contiguous"] == a.flags.f_contiguous, where
+        exported = None if ours["exported_strides"] is None else tuple(ours["exported_strides"])
+        assert exported == a.__array_interface__["strides"], where
+        if a.size:
+            ptr = a.__array_interface__["data"][0]
+            lo, hi = byte_bounds(a)
+            assert tuple(ours["extent"]) == (lo - ptr, hi - ptr), where
+            zero += 0 in strides
+        else:
+            assert ours["extent"] is None, where
+    assert zero > 100
+
+
 def test_layout_errors_name_the_problem():
     answers = oracle(
         {

@@ -34,7 +34,11 @@ struct DescriptorCase {
 struct LayoutCase {
     itemsize: usize,
     shape: Vec<usize>,
+    #[serde(default)]
     order: String,
+    /// Explicit byte strides (any sign, zero included) instead of a contiguous order.
+    #[serde(default)]
+    strides: Option<Vec<isize>>,
     #[serde(default)]
     ops: Vec<Op>,
 }
@@ -69,7 +73,10 @@ fn layout(case: &LayoutCase) -> Result<LayoutAnswer, LayoutError> {
     } else {
         Order::C
     };
-    let mut l = Layout::contiguous(&case.shape, case.itemsize, order)?;
+    let mut l = match &case.strides {
+        Some(s) => Layout::strided(&case.shape, s, case.itemsize)?,
+        None => Layout::contiguous(&case.shape, case.itemsize, order)?,
+    };
     let mut offset = 0isize;
     for op in &case.ops {
         let (next, off) = match op {
