@@ -2,7 +2,8 @@
 //! structured elements.
 
 use cai_runtime::{
-    ArrayInterface, CudaArrayInterface, DescriptorError, Element, RawDeviceMemory, Stream,
+    ArrayInterface, CudaArrayInterface, DescriptorError, DeviceMemory, Element, RawDeviceMemory,
+    Stream,
 };
 use num_complex::Complex;
 
@@ -274,4 +275,19 @@ mod renamed {
         let r = Renamed { buf: super::dev(2) };
         assert_eq!(r.cuda_array_interface().unwrap().shape, [2]);
     }
+}
+
+#[derive(CudaArrayInterface)]
+#[cai(shape = self.buf.len(), strides = [-4isize], offset = 4 * (self.buf.len() - 1))]
+struct Reversed {
+    #[cai(data)]
+    buf: RawDeviceMemory<f32>,
+}
+
+#[test]
+fn offset_points_inside_the_buffer_for_negative_strides() {
+    let d = Reversed { buf: dev(5) }.cuda_array_interface().unwrap();
+    assert_eq!(d.data.ptr, BASE + 16);
+    assert_eq!(d.strides, Some(vec![-4]));
+    d.check_within(BASE, 20).unwrap();
 }

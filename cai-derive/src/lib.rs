@@ -32,6 +32,15 @@ pub fn derive_array_interface(input: TokenStream) -> TokenStream {
     expand::interface::derive(&input, Protocol::Host).into()
 }
 
+/// In place of PyO3's `#[pymethods]` on a `#[pyclass]`'s own impl block: adds the
+/// `__cuda_array_interface__` (`cuda`) and/or `__array_interface__` (`host`) property to it,
+/// so classes with their own methods need neither a second block nor `multiple-pymethods`.
+#[cfg(feature = "python")]
+#[proc_macro_attribute]
+pub fn pymethods(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::python::attribute(args.into(), item.into()).into()
+}
+
 /// Implements `Element` for a `#[repr(C)]` struct whose fields are elements (or arrays of
 /// them): typestr `|V<size>` and a `descr` equal to NumPy's, padding included.
 #[proc_macro_derive(Element, attributes(cai))]

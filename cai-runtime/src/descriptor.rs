@@ -32,6 +32,8 @@ pub trait Space: sealed::Sealed + Copy + fmt::Debug + 'static {
     const DEFAULT_VERSION: u32;
     /// The stream entry as a stream, if any.
     fn stream_of(entry: &Self::StreamEntry) -> Option<Stream>;
+    /// The stream entry for a stream (the host protocol ignores it).
+    fn stream_entry(stream: Option<Stream>) -> Self::StreamEntry;
 }
 
 /// The CUDA Array Interface (`__cuda_array_interface__`): device memory, versions 0 to 3.
@@ -57,6 +59,9 @@ impl Space for Device {
     fn stream_of(entry: &Option<Stream>) -> Option<Stream> {
         *entry
     }
+    fn stream_entry(stream: Option<Stream>) -> Option<Stream> {
+        stream
+    }
 }
 
 impl Space for Host {
@@ -66,6 +71,9 @@ impl Space for Host {
     const DEFAULT_VERSION: u32 = 3;
     fn stream_of(_: &NoStream) -> Option<Stream> {
         None
+    }
+    fn stream_entry(_: Option<Stream>) -> NoStream {
+        NoStream
     }
 }
 
@@ -283,6 +291,7 @@ pub struct DescriptorBuilder<S: Space> {
     byte_len: usize,
     dtype: &'static DType,
     writable: bool,
+    offset: usize,
     shape: Option<Vec<usize>>,
     strides: Option<Vec<isize>>,
     order: Order,
@@ -344,6 +353,7 @@ impl<S: Space> DescriptorBuilder<S> {
             byte_len,
             dtype,
             writable,
+            offset: 0,
             shape: None,
             strides: None,
             order: Order::C,
@@ -357,6 +367,13 @@ impl<S: Space> DescriptorBuilder<S> {
     /// The shape (default: one dimension covering the buffer).
     pub fn shape(mut self, shape: impl Into<Vec<usize>>) -> Self {
         self.shape = Some(shape.into());
+        self
+    }
+
+    /// Bytes from the start of the buffer to the first item (default 0). With negative
+    /// strides the first item is not the lowest address, so the data pointer lies inside.
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
         self
     }
 
@@ -398,29 +415,31 @@ impl<S: Space> DescriptorBuilder<S> {
         let shape = match self.shape {
             Some(s) => s,
             None => {
-                if itemsize == 0 || !self.byte_len.is_multiple_of(itemsize) {
+                let rest = self.byte_len.saturating_sub(self.offset);
+                if itemsize == 0 || !rest.is_multiple_of(itemsize) {
                     return Err(DescriptorError::BufferNotWhole {
-                        byte_len: self.byte_len,
+                        byte_len: rest,
                         typestr: self.dtype.typestr(),
                         itemsize,
                     });
                 }
-                vec![self.byte_len / itemsize]
+                vec![rest / itemsize]
             }
         };
         let layout = match &self.strides {
             Some(s) => Layout::strided(&shape, s, itemsize)?,
             None => Layout::contiguous(&shape, itemsize, self.order)?,
         };
-        if !layout.fits_in(0, self.byte_len) {
+        let offset = isize::try_from(self.offset).unwrap_or(isize::MAX);
+        if self.offset > self.byte_len || !layout.fits_in(offset, self.byte_len) {
             let e = layout
                 .extent()
                 .unwrap_or(crate::layout::Extent { lo: 0, hi: 0 });
             return Err(DescriptorError::OutOfBounds {
                 shape,
                 strides: layout.strides().to_vec(),
-                lo: e.lo as i128,
-                hi: e.hi as i128,
+                lo: self.offset as i128 + e.lo as i128,
+                hi: self.offset as i128 + e.hi as i128,
                 alloc_len: self.byte_len,
             });
         }
@@ -428,7 +447,12 @@ impl<S: Space> DescriptorBuilder<S> {
             typestr: self.dtype.typestr(),
             descr: Some(self.dtype.descr()),
             data: Data {
-                ptr: if layout.is_empty() { 0 } else { self.ptr },
+                // In bounds (checked above), so the addition cannot leave the allocation.
+                ptr: if layout.is_empty() {
+                    0
+                } else {
+                    self.ptr.wrapping_add(self.offset as u64)
+                },
                 readonly: self.readonly || !self.writable,
             },
             strides: layout.exported_strides().map(<[isize]>::to_vec),
@@ -491,6 +515,35 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "`shape` = (3, 3) with `strides` = (12, 4) touches bytes [0, 36) but the buffer holds 24 bytes"
+        );
+    }
+
+    #[test]
+    fn offset_allows_negative_strides() {
+        let d = DescriptorBuilder::device(&dev(6))
+            .shape([6])
+            .strides(Some(vec![-4]))
+            .offset(20)
+            .build()
+            .unwrap();
+        assert_eq!(d.data.ptr, 0x7f00_0000_0000 + 20);
+        d.check_within(0x7f00_0000_0000, 24).unwrap();
+        let e = DescriptorBuilder::device(&dev(6))
+            .shape([6])
+            .strides(Some(vec![-4]))
+            .offset(16)
+            .build()
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "`shape` = (6,) with `strides` = (-4,) touches bytes [-4, 20) but the buffer holds 24 bytes"
+        );
+        assert!(
+            DescriptorBuilder::device(&dev(6))
+                .offset(25)
+                .shape([0])
+                .build()
+                .is_err()
         );
     }
 

@@ -131,6 +131,30 @@ impl<T: AsStrides> AsStrides for Option<T> {
     }
 }
 
+/// Values usable as the byte offset of the first item: `#[cai(offset)]` fields and
+/// `offset = ...` expressions.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be used as a byte offset",
+    label = "expected a `usize` byte offset",
+    note = "`offset` is the number of bytes from the start of the buffer to the first item, as a `usize`"
+)]
+pub trait AsOffset {
+    /// The offset in bytes.
+    fn to_offset(&self) -> usize;
+}
+
+impl AsOffset for usize {
+    fn to_offset(&self) -> usize {
+        *self
+    }
+}
+
+impl<T: AsOffset + ?Sized> AsOffset for &T {
+    fn to_offset(&self) -> usize {
+        (**self).to_offset()
+    }
+}
+
 /// Fields usable as the read-only flag with `#[cai(readonly)]`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a read-only flag",

@@ -42,6 +42,8 @@ pub mod error;
 pub mod interface;
 pub mod layout;
 pub mod memory;
+#[cfg(feature = "python")]
+pub mod python;
 pub mod stream;
 pub mod typestr;
 
@@ -52,12 +54,18 @@ pub use descriptor::{
 };
 pub use element::{DType, Element, FieldDType, StructDType};
 pub use error::DescriptorError;
-pub use interface::{ArrayInterface, AsMask, AsReadonly, AsShape, AsStrides, CudaArrayInterface};
+pub use interface::{
+    ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
+};
 pub use layout::{Extent, Layout, LayoutError, Order};
 pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
 pub use stream::{AsStream, Stream, StreamError, StreamHandle};
 pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
 
+/// `#[cai_runtime::pymethods(cuda | host)]`: use in place of PyO3's `#[pymethods]` on a class's
+/// own block to add the `__cuda_array_interface__` / `__array_interface__` property to it.
+#[cfg(all(feature = "derive", feature = "python"))]
+pub use cai_derive::pymethods;
 /// The derives, re-exported so that users depend on this crate alone (as with serde).
 #[cfg(feature = "derive")]
 pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
@@ -67,4 +75,6 @@ pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
 pub mod __private {
     pub use core::mem::{offset_of, size_of};
     pub use core::result::Result;
+    #[cfg(feature = "python")]
+    pub use pyo3;
 }

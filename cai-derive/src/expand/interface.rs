@@ -121,6 +121,9 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     if let Some(v) = value_of(&plan.strides, quote!(#krate::AsStrides), quote!(to_strides)) {
         calls.push(quote!(.strides(#v)));
     }
+    if let Some(v) = value_of(&plan.offset, quote!(#krate::AsOffset), quote!(to_offset)) {
+        calls.push(quote!(.offset(#v)));
+    }
     if plan.order == Order::F {
         calls.push(quote!(.order(#krate::Order::F)));
     }
@@ -154,6 +157,10 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     for b in bounds {
         where_clause.predicates.push(syn::parse_quote!(#b));
     }
+    let python = plan.python.then(|| {
+        let getter = super::python::getter(protocol, krate);
+        super::python::pymethods_block(quote!(impl #ident { #getter }), krate)
+    });
     quote! {
         #[automatically_derived]
         impl #impl_generics #trait_ for #ident #ty_generics #where_clause {
@@ -161,6 +168,7 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
                 #start #(#calls)* .build()
             }
         }
+        #python
     }
 }
 

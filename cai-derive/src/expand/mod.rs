@@ -4,6 +4,7 @@
 
 pub mod element;
 pub mod interface;
+pub mod python;
 
 use proc_macro2::TokenStream;
 use quote::quote;

@@ -67,9 +67,11 @@ pub enum Order {
 pub struct ContainerAttrs {
     pub shape: Attr<syn::Expr>,
     pub strides: Attr<syn::Expr>,
+    pub offset: Attr<syn::Expr>,
     pub order: Attr<Order>,
     pub readonly: Attr<()>,
     pub version: Attr<u32>,
+    pub python: Attr<()>,
     pub krate: Attr<syn::Path>,
     /// `data` was put on the struct (already reported; a missing-data error would repeat it).
     pub misplaced_data: bool,
@@ -81,6 +83,7 @@ pub struct FieldAttrs {
     pub element: Attr<syn::Type>,
     pub shape: Attr<()>,
     pub strides: Attr<()>,
+    pub offset: Attr<()>,
     pub stream: Attr<()>,
     pub mask: Attr<()>,
     pub readonly: Attr<()>,
@@ -93,6 +96,7 @@ impl FieldAttrs {
             (&self.data, "data"),
             (&self.shape, "shape"),
             (&self.strides, "strides"),
+            (&self.offset, "offset"),
             (&self.stream, "stream"),
             (&self.mask, "mask"),
             (&self.readonly, "readonly"),
@@ -234,9 +238,11 @@ impl ContainerAttrs {
         let mut out = ContainerAttrs {
             shape: Attr::none("shape"),
             strides: Attr::none("strides"),
+            offset: Attr::none("offset"),
             order: Attr::none("order"),
             readonly: Attr::none("readonly"),
             version: Attr::none("version"),
+            python: Attr::none("python"),
             krate: Attr::none("crate"),
             misplaced_data: false,
         };
@@ -254,6 +260,11 @@ impl ContainerAttrs {
                 "strides" => {
                     if let Some(e) = value(cx, meta, key, "strides = [8, 64]")? {
                         out.strides.set(cx, &meta.path, e);
+                    }
+                }
+                "offset" => {
+                    if let Some(e) = value(cx, meta, key, "offset = self.first_item_byte")? {
+                        out.offset.set(cx, &meta.path, e);
                     }
                 }
                 "order" => {
@@ -289,6 +300,11 @@ impl ContainerAttrs {
                         }
                     }
                 }
+                "python" => {
+                    if flag(cx, meta, key, "write `#[cai(python)]`")? {
+                        out.python.set(cx, &meta.path, ());
+                    }
+                }
                 "crate" => {
                     if let Some(s) =
                         value::<syn::LitStr>(cx, meta, key, "crate = \"my_crate::cai\"")?
@@ -317,6 +333,7 @@ impl FieldAttrs {
             element: Attr::none("element"),
             shape: Attr::none("shape"),
             strides: Attr::none("strides"),
+            offset: Attr::none("offset"),
             stream: Attr::none("stream"),
             mask: Attr::none("mask"),
             readonly: Attr::none("readonly"),
@@ -335,12 +352,13 @@ impl FieldAttrs {
                 "data" => &mut out.data,
                 "shape" => &mut out.shape,
                 "strides" => &mut out.strides,
+                "offset" => &mut out.offset,
                 "stream" => &mut out.stream,
                 "mask" => &mut out.mask,
                 "readonly" => &mut out.readonly,
                 _ => unreachable!("key listed in Keys but not parsed: {key}"),
             };
-            let hint = if matches!(key, "shape" | "strides") {
+            let hint = if matches!(key, "shape" | "strides" | "offset") {
                 format!(
                     "on a field, `#[cai({key})]` uses the field's value; an expression goes on the struct: `#[cai({key} = ...)]`"
                 )

@@ -34,17 +34,23 @@ impl Protocol {
 
 static DEVICE_KEYS: attr::Keys = attr::Keys {
     derive: "CudaArrayInterface",
-    container: &["shape", "strides", "order", "readonly", "version", "crate"],
+    container: &[
+        "shape", "strides", "offset", "order", "readonly", "version", "python", "crate",
+    ],
     field: &[
-        "data", "element", "shape", "strides", "stream", "mask", "readonly",
+        "data", "element", "shape", "strides", "offset", "stream", "mask", "readonly",
     ],
     refused: &[],
 };
 
 static HOST_KEYS: attr::Keys = attr::Keys {
     derive: "ArrayInterface",
-    container: &["shape", "strides", "order", "readonly", "crate"],
-    field: &["data", "element", "shape", "strides", "mask", "readonly"],
+    container: &[
+        "shape", "strides", "offset", "order", "readonly", "python", "crate",
+    ],
+    field: &[
+        "data", "element", "shape", "strides", "offset", "mask", "readonly",
+    ],
     refused: &[
         (
             "stream",
@@ -85,11 +91,13 @@ pub struct Plan<'a> {
     pub element: Option<&'a syn::Type>,
     pub shape: Source<'a>,
     pub strides: Source<'a>,
+    pub offset: Source<'a>,
     pub order: Order,
     pub readonly: Readonly<'a>,
     pub version: Option<u32>,
     pub stream: Option<&'a Field<'a>>,
     pub mask: Option<&'a Field<'a>>,
+    pub python: bool,
 }
 
 /// The one field with a role, reporting every extra one.
@@ -182,12 +190,14 @@ pub fn interface<'a>(cx: &Ctxt, cont: &'a Container<'a>, protocol: Protocol) -> 
     }
     let shape_field = unique(cx, cont, "shape", |f| f.attrs.shape.is_set());
     let strides_field = unique(cx, cont, "strides", |f| f.attrs.strides.is_set());
+    let offset_field = unique(cx, cont, "offset", |f| f.attrs.offset.is_set());
     let stream = unique(cx, cont, "stream", |f| f.attrs.stream.is_set());
     let mask = unique(cx, cont, "mask", |f| f.attrs.mask.is_set());
     let ro_field = unique(cx, cont, "readonly", |f| f.attrs.readonly.is_set());
 
     let shape = source(cx, "shape", shape_field, &cont.attrs.shape);
     let strides = source(cx, "strides", strides_field, &cont.attrs.strides);
+    let offset = source(cx, "offset", offset_field, &cont.attrs.offset);
     let order = cont.attrs.order.get().copied().unwrap_or(Order::C);
     if let (Some(tokens), false) = (
         cont.attrs.order.key_tokens(),
@@ -220,11 +230,28 @@ pub fn interface<'a>(cx: &Ctxt, cont: &'a Container<'a>, protocol: Protocol) -> 
             "a stream cannot be exported with `version = 2`: CUDA Array Interface version 2 has no `stream` key, so consumers would not synchronize; export version 3 (the default)",
         );
     }
+    let python = cont.attrs.python.is_set();
+    if let Some(tokens) = cont.attrs.python.key_tokens() {
+        if !cfg!(feature = "python") {
+            cx.error_spanned_by(
+                tokens,
+                "`python` generates a PyO3 property and needs the `python` feature of cai-runtime: `cai-runtime = { version = \"...\", features = [\"python\"] }`",
+            );
+        }
+        if !cont.generics.params.is_empty() {
+            cx.error_spanned_by(
+                cont.generics,
+                "`python` generates a PyO3 property, but PyO3 classes cannot be generic; remove `#[cai(python)]` or the type parameters",
+            );
+        }
+    }
     Some(Plan {
+        python,
         data: data?,
         element: data.and_then(|d| d.attrs.element.get()),
         shape,
         strides,
+        offset,
         order,
         readonly,
         version,

@@ -1,0 +1,109 @@
+//! PyO3 properties: the getter the interface derives add with `#[cai(python)]`, and the
+//! `#[cai_runtime::pymethods(...)]` attribute that adds it to a class's own `#[pymethods]`
+//! block (so users never need PyO3's `multiple-pymethods` feature).
+
+use proc_macro2::TokenStream;
+use quote::quote;
+
+use crate::internals::check::Protocol;
+
+/// The getter method for one protocol.
+pub fn getter(protocol: Protocol, krate: &TokenStream) -> TokenStream {
+    let pyo3 = quote!(#krate::__private::pyo3);
+    let (name, body, doc) = match protocol {
+        Protocol::Device => (
+            quote!(__cuda_array_interface__),
+            quote!(#krate::python::cuda_array_interface(py, self)),
+            "The CUDA Array Interface (version 3) descriptor of this object's device memory.",
+        ),
+        Protocol::Host => (
+            quote!(__array_interface__),
+            quote!(#krate::python::array_interface(py, self)),
+            "The NumPy array interface (version 3) descriptor of this object's memory.",
+        ),
+    };
+    quote! {
+        #[doc = #doc]
+        #[getter]
+        fn #name<'py>(&self, py: #pyo3::Python<'py>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
+            #body
+        }
+    }
+}
+
+/// Wraps an impl block in PyO3's `#[pymethods]`, pointing PyO3 at the re-exported crate.
+pub fn pymethods_block(block: TokenStream, krate: &TokenStream) -> TokenStream {
+    let pyo3 = quote!(#krate::__private::pyo3);
+    let path = pyo3.to_string().replace(' ', "");
+    quote! {
+        #[#pyo3::pymethods]
+        #[pyo3(crate = #path)]
+        #block
+    }
+}
+
+/// `#[cai_runtime::pymethods(cuda, host, crate = "...")]` on an impl block.
+pub fn attribute(args: TokenStream, item: TokenStream) -> TokenStream {
+    match attribute_inner(args, item.clone()) {
+        Ok(ts) => ts,
+        Err(e) => {
+            let err = e.to_compile_error();
+            quote!(#err #item)
+        }
+    }
+}
+
+fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let mut protocols = Vec::new();
+    let mut krate = quote!(::cai_runtime);
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("cuda") {
+            protocols.push(Protocol::Device);
+        } else if meta.path.is_ident("host") {
+            protocols.push(Protocol::Host);
+        } else if meta.path.is_ident("crate") {
+            let s: syn::LitStr = meta.value()?.parse()?;
+            let p: syn::Path = s.parse()?;
+            krate = quote!(#p);
+        } else {
+            let key = meta
+                .path
+                .get_ident()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            let hint = ["cuda", "host"]
+                .into_iter()
+                .find(|k| strsim::jaro_winkler(k, &key) > 0.8)
+                .map(|k| format!("; did you mean `{k}`?"))
+                .unwrap_or_default();
+            return Err(meta.error(format!(
+                "unknown argument `{key}`{hint} expected `cuda` (adds __cuda_array_interface__), `host` (adds __array_interface__), or `crate = \"...\"`"
+            )));
+        }
+        Ok(())
+    });
+    syn::parse::Parser::parse2(parser, args.clone())?;
+    if protocols.is_empty() {
+        return Err(syn::Error::new(
+            proc_macro2::Span::call_site(),
+            "say which property to add: `#[cai_runtime::pymethods(cuda)]` for __cuda_array_interface__, `(host)` for __array_interface__, or `(cuda, host)`",
+        ));
+    }
+    let mut block: syn::ItemImpl = syn::parse2(item).map_err(|e| {
+        syn::Error::new(
+            e.span(),
+            "#[cai_runtime::pymethods] goes on an `impl` block of a #[pyclass], in place of #[pymethods]",
+        )
+    })?;
+    if let Some((path, _)) = &block.trait_ {
+        return Err(syn::Error::new_spanned(
+            path,
+            "#[cai_runtime::pymethods] goes on an inherent `impl` block (as #[pymethods] does), not a trait impl",
+        ));
+    }
+    for p in protocols {
+        let g = getter(p, &krate);
+        block.items.push(syn::parse2(g)?);
+    }
+    Ok(pymethods_block(quote!(#block), &krate))
+}

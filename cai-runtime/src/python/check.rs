@@ -1,0 +1,194 @@
+//! The conformance checker: every violation of the spec (and every known interoperability
+//! hazard) in an object's `__cuda_array_interface__` or `__array_interface__`, each with the
+//! rule it breaks.
+
+use pyo3::prelude::*;
+
+use super::parse::{Problem, Severity, parse, show};
+use super::rules::{self, Rule};
+use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
+use crate::typestr::{ByteOrder, Kind};
+
+/// One finding of [`check`].
+#[pyclass(frozen, get_all, module = "cai")]
+#[derive(Clone, Debug)]
+pub struct Violation {
+    /// Which interface: `__cuda_array_interface__` or `__array_interface__`.
+    pub interface: String,
+    /// The key, with a path for nested values (`data[0]`, `mask.shape`).
+    pub key: String,
+    /// What is wrong, naming the value.
+    pub message: String,
+    /// The rule's stable id.
+    pub rule: String,
+    /// The rule as the spec states it.
+    pub rule_text: String,
+    /// `"error"` (breaks the spec) or `"warning"` (legal, but a named consumer fails on it).
+    pub severity: String,
+    /// The exception a strict consumer (this package's import) raises for it, or `""`.
+    pub exception: String,
+}
+
+#[pymethods]
+impl Violation {
+    fn __repr__(&self) -> String {
+        format!(
+            "Violation({} {}: {} [{}])",
+            self.severity, self.key, self.message, self.rule
+        )
+    }
+
+    fn __str__(&self) -> String {
+        let key = if self.key.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", self.key)
+        };
+        format!(
+            "{}: {key}{}\n    rule {}: {}",
+            self.severity, self.message, self.rule, self.rule_text
+        )
+    }
+}
+
+fn violation(attribute: &str, p: &Problem) -> Violation {
+    Violation {
+        interface: attribute.to_owned(),
+        key: p.key.clone(),
+        message: p.message.clone(),
+        rule: p.rule.id.to_owned(),
+        rule_text: p.rule.text.to_owned(),
+        severity: match p.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+        .to_owned(),
+        exception: if p.severity == Severity::Error && !p.tolerated {
+            p.exc.name().to_owned()
+        } else {
+            String::new()
+        },
+    }
+}
+
+fn warning(key: &str, rule: Rule, message: String) -> Problem {
+    Problem {
+        key: key.to_owned(),
+        message,
+        exc: super::parse::ExcKind::Value,
+        rule,
+        severity: Severity::Warning,
+        tolerated: true,
+    }
+}
+
+/// Interoperability hazards of a descriptor that parsed.
+fn hazards<S: Space>(dict: &Bound<'_, PyAny>, d: &ArrayDescriptor<S>) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let has_strides_key = dict
+        .cast::<pyo3::types::PyDict>()
+        .map(|d| d.contains("strides").unwrap_or(false))
+        .unwrap_or(false);
+    if !has_strides_key {
+        out.push(warning(
+            "strides",
+            rules::STRIDES_KEY,
+            "the strides key is absent; send None for C-contiguous arrays".into(),
+        ));
+    }
+    let itemsize = d.typestr.itemsize() as isize;
+    if let Some(s) = &d.strides
+        && itemsize > 0
+        && s.iter().any(|&x| x % itemsize != 0)
+    {
+        out.push(warning(
+            "strides",
+            rules::STRIDES_ITEMSIZE,
+            format!("strides {s:?} are not all multiples of the item size {itemsize}"),
+        ));
+    }
+    if S::ATTRIBUTE == Device::ATTRIBUTE {
+        if d.data.readonly {
+            out.push(warning(
+                "data[1]",
+                rules::READONLY,
+                "read-only data: torch.as_tensor refuses it".into(),
+            ));
+        }
+        if d.typestr.byte_order() == ByteOrder::Big && d.typestr.kind() != Kind::Void {
+            out.push(warning(
+                "typestr",
+                rules::BIG_ENDIAN,
+                format!("'{}' is big-endian: cupy.asarray refuses it", d.typestr),
+            ));
+        }
+        if d.mask.is_some() {
+            out.push(warning(
+                "mask",
+                rules::MASK_INTEROP,
+                "a mask is present: Numba and CuPy refuse masked arrays".into(),
+            ));
+        }
+        if d.version < 3 {
+            out.push(warning(
+                "version",
+                rules::VERSION_LEGACY,
+                format!("version {} predates streams (version 3)", d.version),
+            ));
+        }
+    }
+    out
+}
+
+fn check_interface<S: Space>(obj: &Bound<'_, PyAny>, out: &mut Vec<Violation>) {
+    let dict = match obj.getattr(S::ATTRIBUTE) {
+        Ok(d) => d,
+        Err(e) => {
+            let p = Problem {
+                key: String::new(),
+                message: format!("reading {} raised {}", S::ATTRIBUTE, e),
+                exc: super::parse::ExcKind::Type,
+                rule: rules::DICT,
+                severity: Severity::Error,
+                tolerated: false,
+            };
+            out.push(violation(S::ATTRIBUTE, &p));
+            return;
+        }
+    };
+    let parsed = parse::<S>(&dict);
+    let mut problems = parsed.problems;
+    if let Some(d) = &parsed.descriptor {
+        problems.extend(hazards(&dict, d));
+    }
+    out.extend(problems.iter().map(|p| violation(S::ATTRIBUTE, p)));
+}
+
+/// Every violation in `obj`'s `__cuda_array_interface__` and/or `__array_interface__`
+/// (whichever it exposes). An object exposing neither gets one violation saying so.
+pub fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let device = obj.hasattr(Device::ATTRIBUTE).unwrap_or(true);
+    let host = obj.hasattr(Host::ATTRIBUTE).unwrap_or(false);
+    if device {
+        check_interface::<Device>(obj, &mut out);
+    }
+    if host {
+        check_interface::<Host>(obj, &mut out);
+    }
+    if !device && !host {
+        out.push(Violation {
+            interface: String::new(),
+            key: String::new(),
+            message: format!(
+                "{} exposes neither __cuda_array_interface__ nor __array_interface__",
+                show(obj)
+            ),
+            rule: rules::DICT.id.to_owned(),
+            rule_text: rules::DICT.text.to_owned(),
+            severity: "error".to_owned(),
+            exception: "TypeError".to_owned(),
+        });
+    }
+    out
+}

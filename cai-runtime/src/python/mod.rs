@@ -1,0 +1,26 @@
+//! Python glue (feature `python`), on PyO3:
+//!
+//! - [`export`]: descriptors as the dicts that `__cuda_array_interface__` /
+//!   `__array_interface__` properties return; the bodies of the getters the derives generate.
+//! - [`parse`]: reading foreign descriptor dicts, collecting every problem with its exception
+//!   type and spec rule ([`rules`]).
+//! - [`view`]: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array` in
+//!   Rust: a validated, typed view that keeps the owner alive.
+//! - [`check`]: the conformance checker.
+//!
+//! Properties on a `#[pyclass]`, without `multiple-pymethods`:
+//! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
+//!   getter — for classes that have no `#[pymethods]` block of their own;
+//! - `#[cai_runtime::pymethods(cuda)]` (or `host`, or both) in place of `#[pymethods]` on the
+//!   class's own block adds the getter to it.
+
+pub mod check;
+pub mod export;
+pub mod parse;
+pub mod rules;
+pub mod view;
+
+pub use check::{Violation, check};
+pub use export::{array_interface, cuda_array_interface, to_dict};
+pub use parse::{Parsed, Problem, parse};
+pub use view::{CudaArrayView, ForeignArray, HostArrayView, Plain, Typed, TypedMut, ViewError};

@@ -1,0 +1,564 @@
+//! Reading a foreign `__cuda_array_interface__` / `__array_interface__` dict.
+//!
+//! One parser serves import and the conformance checker: it reads every key it can and
+//! records every [`Problem`] (key, offending value, exception type, spec rule) instead of
+//! stopping at the first, so `check()` reports all of them while import raises the first.
+//! It never panics: every value is type-checked before use, and integers are range-checked.
+
+use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
+
+use super::rules::{self, Rule};
+use crate::descr::{Descr, DescrField, DescrFormat};
+use crate::descriptor::{ArrayDescriptor, Data, Device, Space};
+use crate::error::DescriptorError;
+use crate::stream::Stream;
+use crate::typestr::TypeStr;
+
+/// The Python exception a problem raises on import.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExcKind {
+    /// `KeyError`: a required key is missing (as CuPy and Numba raise).
+    Key,
+    /// `TypeError`: a value of the wrong type (and unparsable typestrs, as CuPy and Numba).
+    Type,
+    /// `ValueError`: a value of the right type that breaks a rule.
+    Value,
+}
+
+impl ExcKind {
+    /// The exception's Python name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExcKind::Key => "KeyError",
+            ExcKind::Type => "TypeError",
+            ExcKind::Value => "ValueError",
+        }
+    }
+}
+
+/// Whether a problem breaks the spec or only an interoperability expectation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Severity {
+    /// Breaks a "must" of the spec.
+    Error,
+    /// Legal, but a known consumer fails on it (named in the message).
+    Warning,
+}
+
+/// One thing wrong with a descriptor.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    /// The key, with a path for nested values (`data[0]`, `descr[1]`, `mask.shape`).
+    pub key: String,
+    /// What is wrong, naming the value.
+    pub message: String,
+    /// The exception import raises for it.
+    pub exc: ExcKind,
+    /// The spec rule it breaks.
+    pub rule: Rule,
+    /// Error or warning.
+    pub severity: Severity,
+    /// Whether import tolerates it (legacy producers): zero-size arrays with a real pointer,
+    /// a stream declared in a version before 3.
+    pub tolerated: bool,
+}
+
+impl Problem {
+    fn new(key: impl Into<String>, exc: ExcKind, rule: Rule, message: impl Into<String>) -> Self {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+            exc,
+            rule,
+            severity: Severity::Error,
+            tolerated: false,
+        }
+    }
+
+    fn prefixed(mut self, prefix: &str) -> Self {
+        self.key = format!("{prefix}.{}", self.key);
+        self
+    }
+
+    /// The Python exception import raises.
+    pub fn to_pyerr(&self) -> PyErr {
+        let msg = format!("{}: {}", self.key, self.message);
+        match self.exc {
+            ExcKind::Key => PyKeyError::new_err(msg),
+            ExcKind::Type => PyTypeError::new_err(msg),
+            ExcKind::Value => PyValueError::new_err(msg),
+        }
+    }
+
+    /// A problem for a descriptor that parsed but breaks a rule.
+    pub fn from_descriptor_error(e: &DescriptorError, attribute: &str) -> Problem {
+        let tolerated = matches!(
+            rules::innermost(e),
+            DescriptorError::ZeroSizeData { .. } | DescriptorError::StreamNeedsV3 { .. }
+        );
+        let key = match e {
+            DescriptorError::Mask(inner) => format!("mask.{}", inner.key()),
+            _ => e.key().to_owned(),
+        };
+        Problem {
+            key,
+            message: e.to_string(),
+            exc: ExcKind::Value,
+            rule: rules::for_error(e, attribute),
+            severity: Severity::Error,
+            tolerated,
+        }
+    }
+}
+
+/// `repr()` of a Python value for messages, shortened; never fails.
+pub(crate) fn show(v: &Bound<'_, PyAny>) -> String {
+    let s = v
+        .repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<unrepresentable>".to_owned());
+    if s.chars().count() > 80 {
+        let head: String = s.chars().take(77).collect();
+        format!("{head}...")
+    } else {
+        s
+    }
+}
+
+fn type_name(v: &Bound<'_, PyAny>) -> String {
+    v.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// A Python int (not a bool) as i128, or why not.
+fn int(v: &Bound<'_, PyAny>) -> Result<i128, &'static str> {
+    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
+        return Err("not an int");
+    }
+    v.extract::<i128>().map_err(|_| "an int too large")
+}
+
+fn int_in<T: TryFrom<i128>>(
+    key: &str,
+    v: &Bound<'_, PyAny>,
+    rule: Rule,
+    what: &str,
+) -> Result<T, Problem> {
+    match int(v) {
+        Ok(n) => T::try_from(n).map_err(|_| {
+            Problem::new(
+                key,
+                ExcKind::Value,
+                rule,
+                format!("{} is out of range: expected {what}", show(v)),
+            )
+        }),
+        Err(why) => Err(Problem::new(
+            key,
+            ExcKind::Type,
+            rule,
+            format!("{} is {why} ({}): expected {what}", show(v), type_name(v)),
+        )),
+    }
+}
+
+/// A tuple (or list, which NumPy and Numba also take) of ints.
+fn int_sequence<T: TryFrom<i128>>(
+    key: &str,
+    v: &Bound<'_, PyAny>,
+    rule: Rule,
+    what: &str,
+) -> Result<Vec<T>, Problem> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(t) = v.cast::<PyTuple>() {
+        t.iter().collect()
+    } else if let Ok(l) = v.cast::<PyList>() {
+        l.iter().collect()
+    } else {
+        return Err(Problem::new(
+            key,
+            ExcKind::Type,
+            rule,
+            format!(
+                "{} is a {}: expected a tuple of {what}",
+                show(v),
+                type_name(v)
+            ),
+        ));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            int_in(key, item, rule, what).map_err(|mut p| {
+                p.message = format!("{} has item {i} = {}", show(v), p.message);
+                p
+            })
+        })
+        .collect()
+}
+
+fn get<'py>(dict: &Bound<'py, PyDict>, key: &str) -> Option<Bound<'py, PyAny>> {
+    dict.get_item(key).ok().flatten()
+}
+
+fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<TypeStr, Problem> {
+    let s = v.cast::<PyString>().map_err(|_| {
+        Problem::new(
+            key,
+            ExcKind::Type,
+            rule,
+            format!(
+                "{} is a {}: expected a str such as '<f4'",
+                show(v),
+                type_name(v)
+            ),
+        )
+    })?;
+    let text = s
+        .to_cow()
+        .map_err(|_| Problem::new(key, ExcKind::Type, rule, "is not valid UTF-8"))?;
+    // CuPy and Numba both raise TypeError for type strings NumPy does not understand.
+    TypeStr::parse(&text).map_err(|e| Problem::new(key, ExcKind::Type, rule, e.to_string()))
+}
+
+fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem> {
+    let rule = rules::DESCR;
+    if depth > 16 {
+        return Err(Problem::new(
+            key,
+            ExcKind::Value,
+            rule,
+            "is nested more than 16 levels deep",
+        ));
+    }
+    let list = v.cast::<PyList>().map_err(|_| {
+        Problem::new(
+            key,
+            ExcKind::Type,
+            rule,
+            format!(
+                "{} is a {}: expected a list of (name, format[, shape]) tuples",
+                show(v),
+                type_name(v)
+            ),
+        )
+    })?;
+    let mut fields = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let k = format!("{key}[{i}]");
+        let bad = |msg: String| Problem::new(k.clone(), ExcKind::Type, rule, msg);
+        let t = item
+            .cast::<PyTuple>()
+            .ok()
+            .filter(|t| (2..=3).contains(&t.len()))
+            .ok_or_else(|| {
+                bad(format!(
+                    "{} is not a (name, format) or (name, format, shape) tuple",
+                    show(&item)
+                ))
+            })?;
+        let name_obj = t.get_item(0).map_err(|_| bad("has no name".into()))?;
+        let (title, name) = if let Ok(pair) = name_obj.cast::<PyTuple>() {
+            let strs: Vec<String> = pair
+                .iter()
+                .filter_map(|x| x.extract::<String>().ok())
+                .collect();
+            match strs.as_slice() {
+                [title, name] if pair.len() == 2 => (Some(title.clone()), name.clone()),
+                _ => {
+                    return Err(bad(format!(
+                        "name {} is not a str or a (title, name) pair of str",
+                        show(&name_obj)
+                    )));
+                }
+            }
+        } else {
+            let name = name_obj
+                .extract::<String>()
+                .map_err(|_| bad(format!("name {} is not a str", show(&name_obj))))?;
+            (None, name)
+        };
+        let fmt = t.get_item(1).map_err(|_| bad("has no format".into()))?;
+        let format = if fmt.is_instance_of::<PyList>() {
+            DescrFormat::Nested(descr(&k, &fmt, depth + 1)?)
+        } else {
+            DescrFormat::Type(typestr(&k, &fmt, rule)?)
+        };
+        let shape = match t.get_item(2) {
+            Ok(s) if t.len() == 3 => {
+                if s.is_instance_of::<PyInt>() && !s.is_instance_of::<PyBool>() {
+                    vec![int_in(&k, &s, rule, "a non-negative int")?]
+                } else {
+                    int_sequence(&k, &s, rule, "non-negative ints")?
+                }
+            }
+            _ => Vec::new(),
+        };
+        fields.push(DescrField {
+            name,
+            title,
+            format,
+            shape,
+        });
+    }
+    Ok(Descr(fields))
+}
+
+/// What the parser found: the descriptor when every key could be read, and every problem.
+pub struct Parsed<S: Space> {
+    /// The descriptor, if every key parsed (it may still break rules: see `problems`).
+    pub descriptor: Option<ArrayDescriptor<S>>,
+    /// Every problem, in key order.
+    pub problems: Vec<Problem>,
+}
+
+impl<S: Space> Parsed<S> {
+    /// The descriptor, or the first problem import does not tolerate, as a Python exception.
+    pub fn into_result(self) -> PyResult<ArrayDescriptor<S>> {
+        if let Some(p) = self
+            .problems
+            .iter()
+            .find(|p| p.severity == Severity::Error && !p.tolerated)
+        {
+            return Err(p.to_pyerr());
+        }
+        self.descriptor
+            .ok_or_else(|| PyValueError::new_err("descriptor could not be read"))
+    }
+}
+
+const MAX_MASK_DEPTH: usize = 8;
+
+/// Reads the interface attribute of `obj` (`__cuda_array_interface__` or `__array_interface__`).
+pub fn interface_of<'py, S: Space>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    match obj.getattr(S::ATTRIBUTE) {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) => {
+            Err(PyTypeError::new_err(format!(
+                "object of type {} does not expose {}",
+                type_name(obj),
+                S::ATTRIBUTE
+            )))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Parses a descriptor dict of protocol `S`.
+pub fn parse<S: Space>(desc: &Bound<'_, PyAny>) -> Parsed<S> {
+    parse_at::<S>(desc, 0)
+}
+
+fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
+    let mut problems = Vec::new();
+    let Ok(dict) = desc.cast::<PyDict>() else {
+        problems.push(Problem::new(
+            "",
+            ExcKind::Type,
+            rules::DICT,
+            format!("{} is a {}, not a dict", S::ATTRIBUTE, type_name(desc)),
+        ));
+        return Parsed {
+            descriptor: None,
+            problems,
+        };
+    };
+    let device = S::ATTRIBUTE == Device::ATTRIBUTE;
+    let mut required = |key: &str, rule: Rule| {
+        let v = get(dict, key);
+        if v.is_none() {
+            problems.push(Problem::new(
+                key,
+                ExcKind::Key,
+                rule,
+                format!("missing: {} must contain '{key}'", S::ATTRIBUTE),
+            ));
+        }
+        v
+    };
+    let shape_v = required("shape", rules::SHAPE);
+    let typestr_v = required("typestr", rules::TYPESTR);
+    let data_v = required("data", rules::DATA);
+    let version_v = if device {
+        required("version", rules::VERSION)
+    } else {
+        get(dict, "version")
+    };
+
+    let shape = shape_v.and_then(|v| {
+        ok(
+            int_sequence::<usize>("shape", &v, rules::SHAPE, "non-negative ints"),
+            &mut problems,
+        )
+    });
+    let typestr = typestr_v.and_then(|v| ok(typestr("typestr", &v, rules::TYPESTR), &mut problems));
+    let data = data_v.and_then(|v| ok(data_entry(&v), &mut problems));
+    let version = match version_v {
+        Some(v) => ok(
+            int_in::<u32>("version", &v, rules::VERSION, "a non-negative int"),
+            &mut problems,
+        ),
+        None => Some(S::DEFAULT_VERSION),
+    };
+    let strides = match get(dict, "strides") {
+        None => Some(None),
+        Some(v) if v.is_none() => Some(None),
+        Some(v) => ok(
+            int_sequence::<isize>("strides", &v, rules::STRIDES, "byte strides (ints)"),
+            &mut problems,
+        )
+        .map(Some),
+    };
+    let descr = match get(dict, "descr") {
+        None => Some(None),
+        Some(v) => ok(descr("descr", &v, 0), &mut problems).map(Some),
+    };
+    let mask = match get(dict, "mask") {
+        None => Some(None),
+        Some(v) if v.is_none() => Some(None),
+        Some(v) => ok(mask::<S>(&v, depth), &mut problems).map(Some),
+    };
+    let stream = if device {
+        match get(dict, "stream") {
+            None => Some(None),
+            Some(v) if v.is_none() => Some(None),
+            Some(v) => ok(stream_entry(&v), &mut problems).map(Some),
+        }
+    } else {
+        Some(None)
+    };
+
+    let (
+        Some(shape),
+        Some(typestr),
+        Some(data),
+        Some(version),
+        Some(strides),
+        Some(descr),
+        Some(mask),
+        Some(stream),
+    ) = (shape, typestr, data, version, strides, descr, mask, stream)
+    else {
+        return Parsed {
+            descriptor: None,
+            problems,
+        };
+    };
+    let descriptor = ArrayDescriptor::<S> {
+        shape,
+        typestr,
+        descr,
+        data,
+        strides,
+        mask: mask.map(Box::new),
+        version,
+        stream: S::stream_entry(stream),
+    };
+    problems.extend(
+        descriptor
+            .violations()
+            .iter()
+            .map(|e| Problem::from_descriptor_error(e, S::ATTRIBUTE)),
+    );
+    Parsed {
+        descriptor: Some(descriptor),
+        problems,
+    }
+}
+
+/// The value, or `None` with the problem recorded.
+fn ok<T>(r: Result<T, Problem>, problems: &mut Vec<Problem>) -> Option<T> {
+    r.map_err(|p| problems.push(p)).ok()
+}
+
+fn data_entry(v: &Bound<'_, PyAny>) -> Result<Data, Problem> {
+    let rule = rules::DATA;
+    let t = v
+        .cast::<PyTuple>()
+        .ok()
+        .filter(|t| t.len() == 2)
+        .ok_or_else(|| {
+            Problem::new(
+                "data",
+                ExcKind::Type,
+                rule,
+                format!("{} is not a 2-tuple (pointer, read-only flag)", show(v)),
+            )
+        })?;
+    let (p, ro) = (t.get_item(0), t.get_item(1));
+    let (Ok(p), Ok(ro)) = (p, ro) else {
+        return Err(Problem::new(
+            "data",
+            ExcKind::Type,
+            rule,
+            "cannot read the tuple's items",
+        ));
+    };
+    let ptr = int_in::<u64>("data[0]", &p, rule, "a pointer between 0 and 2**64 - 1")?;
+    if !ro.is_instance_of::<PyBool>() {
+        return Err(Problem::new(
+            "data[1]",
+            ExcKind::Type,
+            rule,
+            format!(
+                "{} is a {}: the read-only flag must be a bool",
+                show(&ro),
+                type_name(&ro)
+            ),
+        ));
+    }
+    Ok(Data {
+        ptr,
+        readonly: ro.is_truthy().unwrap_or(true),
+    })
+}
+
+fn stream_entry(v: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
+    let raw = int_in::<u64>(
+        "stream",
+        v,
+        rules::STREAM,
+        "None or a stream handle between 1 and 2**64 - 1",
+    )?;
+    Stream::from_raw(raw)
+        .map_err(|e| Problem::new("stream", ExcKind::Value, rules::STREAM, e.to_string()))
+}
+
+fn mask<S: Space>(v: &Bound<'_, PyAny>, depth: usize) -> Result<ArrayDescriptor<S>, Problem> {
+    if depth >= MAX_MASK_DEPTH {
+        return Err(Problem::new(
+            "mask",
+            ExcKind::Value,
+            rules::MASK,
+            format!("masks nest more than {MAX_MASK_DEPTH} levels deep"),
+        ));
+    }
+    let inner = v.getattr(S::ATTRIBUTE).map_err(|_| {
+        Problem::new(
+            "mask",
+            ExcKind::Type,
+            rules::MASK,
+            format!(
+                "{} ({}) does not expose {}: a mask must be None or an object exposing it",
+                show(v),
+                type_name(v),
+                S::ATTRIBUTE
+            ),
+        )
+    })?;
+    let parsed = parse_at::<S>(&inner, depth + 1);
+    if let Some(first) = parsed
+        .problems
+        .into_iter()
+        .find(|p| p.severity == Severity::Error && !p.tolerated)
+    {
+        return Err(first.prefixed("mask"));
+    }
+    parsed
+        .descriptor
+        .ok_or_else(|| Problem::new("mask", ExcKind::Value, rules::MASK, "could not be read"))
+}

@@ -1,0 +1,330 @@
+//! Foreign arrays imported into Rust: a validated descriptor plus a strong reference to the
+//! object that owns the memory, so the memory cannot be freed while the view lives.
+
+use std::marker::PhantomData;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use super::parse::{interface_of, parse};
+use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
+use crate::element::Element;
+use crate::layout::Layout;
+use crate::stream::Stream;
+
+/// A foreign array: the spec's `from_cuda_array_interface` / `as_cuda_array` result in Rust
+/// (and the same for `__array_interface__` with [`Host`]).
+#[derive(Debug)]
+pub struct ForeignArray<S: Space> {
+    descriptor: ArrayDescriptor<S>,
+    layout: Layout,
+    owner: Option<Py<PyAny>>,
+    sync: bool,
+}
+
+/// An imported `__cuda_array_interface__`.
+pub type CudaArrayView = ForeignArray<Device>;
+/// An imported `__array_interface__`.
+pub type HostArrayView = ForeignArray<Host>;
+
+/// Why a typed view was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ViewError {
+    /// The array's type string is not the element type's.
+    #[error("array has typestr '{found}' but the element type {rust} is '{expected}'{hint}")]
+    Dtype {
+        /// Rust type name.
+        rust: &'static str,
+        /// The element's type string.
+        expected: String,
+        /// The array's type string.
+        found: String,
+        /// Extra advice (byte order...).
+        hint: &'static str,
+    },
+    /// The array's `descr` is not the element type's.
+    #[error("array has descr {found} but the element type {rust} has descr {expected}")]
+    Descr {
+        /// Rust type name.
+        rust: &'static str,
+        /// The element's descr.
+        expected: String,
+        /// The array's descr.
+        found: String,
+    },
+    /// Mutable access to read-only data.
+    #[error("the array is read-only (data[1] is True): mutable access refused")]
+    ReadOnly,
+}
+
+impl From<ViewError> for PyErr {
+    fn from(e: ViewError) -> PyErr {
+        match e {
+            ViewError::ReadOnly => PyValueError::new_err(e.to_string()),
+            _ => PyTypeError::new_err(e.to_string()),
+        }
+    }
+}
+
+impl<S: Space> ForeignArray<S> {
+    /// Imports a descriptor dict (`from_cuda_array_interface(desc, owner, sync)`); `owner`, if
+    /// given, is kept alive as long as the view.
+    pub fn from_interface(
+        desc: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+        sync: bool,
+    ) -> PyResult<Self> {
+        let descriptor = parse::<S>(desc).into_result()?;
+        // Validated by the parser, so this cannot fail; map defensively all the same.
+        let layout = descriptor
+            .layout()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(ForeignArray {
+            descriptor,
+            layout,
+            owner: owner.map(|o| o.clone().unbind()),
+            sync,
+        })
+    }
+
+    /// Imports an object exposing the interface (`as_cuda_array(obj, sync)`); the view keeps
+    /// `obj` alive.
+    pub fn from_object(obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<Self> {
+        let desc = interface_of::<S>(obj)?;
+        Self::from_interface(&desc, Some(obj), sync)
+    }
+
+    /// The validated descriptor.
+    pub fn descriptor(&self) -> &ArrayDescriptor<S> {
+        &self.descriptor
+    }
+
+    /// The layout (strides resolved: C order when the descriptor said None).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The object kept alive for the memory, if any.
+    pub fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.owner.as_ref().map(|o| o.bind(py).clone())
+    }
+
+    /// The data pointer.
+    pub fn ptr(&self) -> u64 {
+        self.descriptor.data.ptr
+    }
+
+    /// Whether consumers must not write.
+    pub fn readonly(&self) -> bool {
+        self.descriptor.data.readonly
+    }
+
+    /// The producer's stream, if any.
+    pub fn stream(&self) -> Option<Stream> {
+        self.descriptor.stream()
+    }
+
+    /// Whether the caller asked for synchronization with the producer's stream (`sync=True`)
+    /// and there is a stream to synchronize on. The CUDA backend acts on it.
+    pub fn needs_sync(&self) -> bool {
+        self.sync && self.stream().is_some()
+    }
+
+    /// A typed view, refused unless the typestr (byte order included) and, when present, the
+    /// descr are `T`'s.
+    pub fn typed<T: Element>(&self) -> Result<Typed<'_, T, S>, ViewError> {
+        check_dtype::<T>(&self.descriptor)?;
+        Ok(Typed {
+            array: self,
+            _elem: PhantomData,
+        })
+    }
+
+    /// A typed view for writing, refused for read-only data.
+    pub fn typed_mut<T: Element>(&mut self) -> Result<TypedMut<'_, T, S>, ViewError> {
+        check_dtype::<T>(&self.descriptor)?;
+        if self.readonly() {
+            return Err(ViewError::ReadOnly);
+        }
+        Ok(TypedMut {
+            array: self,
+            _elem: PhantomData,
+        })
+    }
+}
+
+fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewError> {
+    let expected = T::DTYPE.typestr();
+    if !expected.same_type(&d.typestr) {
+        let hint =
+            if expected.kind() == d.typestr.kind() && expected.itemsize() == d.typestr.itemsize() {
+                ": same kind and size but another byte order, so the values would be misread"
+            } else {
+                ""
+            };
+        return Err(ViewError::Dtype {
+            rust: std::any::type_name::<T>(),
+            expected: expected.to_string(),
+            found: d.typestr.to_string(),
+            hint,
+        });
+    }
+    if let Some(descr) = &d.descr
+        && !descr.is_simple()
+        && *descr != T::DTYPE.descr()
+    {
+        return Err(ViewError::Descr {
+            rust: std::any::type_name::<T>(),
+            expected: T::DTYPE.descr().to_string(),
+            found: descr.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A read view of a foreign array as items of `T`.
+#[derive(Debug)]
+pub struct Typed<'a, T, S: Space> {
+    array: &'a ForeignArray<S>,
+    _elem: PhantomData<fn() -> T>,
+}
+
+/// A write view of a foreign array as items of `T`.
+#[derive(Debug)]
+pub struct TypedMut<'a, T, S: Space> {
+    array: &'a mut ForeignArray<S>,
+    _elem: PhantomData<fn() -> T>,
+}
+
+impl<T: Element, S: Space> Typed<'_, T, S> {
+    /// The array.
+    pub fn array(&self) -> &ForeignArray<S> {
+        self.array
+    }
+
+    /// Address of item `index`, checked against the shape.
+    pub fn address_of(&self, index: &[usize]) -> Option<u64> {
+        address_of(self.array, index)
+    }
+}
+
+impl<T: Element, S: Space> TypedMut<'_, T, S> {
+    /// The array.
+    pub fn array(&self) -> &ForeignArray<S> {
+        self.array
+    }
+
+    /// Address of item `index`, checked against the shape.
+    pub fn address_of(&self, index: &[usize]) -> Option<u64> {
+        address_of(self.array, index)
+    }
+}
+
+fn address_of<S: Space>(a: &ForeignArray<S>, index: &[usize]) -> Option<u64> {
+    let l = &a.layout;
+    if index.len() != l.ndim() || index.iter().zip(l.shape()).any(|(i, d)| i >= d) {
+        return None;
+    }
+    // In range of the validated extent, so no overflow.
+    let off: isize = index
+        .iter()
+        .zip(l.strides())
+        .map(|(&i, &s)| i as isize * s)
+        .sum();
+    Some(a.ptr().wrapping_add_signed(off as i64))
+}
+
+/// Elements for which every bit pattern is a valid value, so they can be read from foreign
+/// memory safely (not `bool`, not structs that may contain one).
+///
+/// # Safety
+/// Every bit pattern of `size_of::<Self>()` bytes must be a valid `Self`.
+pub unsafe trait Plain: Element {}
+// SAFETY: integers, floats and complex numbers have no invalid bit patterns.
+unsafe impl Plain for i8 {}
+unsafe impl Plain for i16 {}
+unsafe impl Plain for i32 {}
+unsafe impl Plain for i64 {}
+unsafe impl Plain for isize {}
+unsafe impl Plain for u8 {}
+unsafe impl Plain for u16 {}
+unsafe impl Plain for u32 {}
+unsafe impl Plain for u64 {}
+unsafe impl Plain for usize {}
+unsafe impl Plain for f32 {}
+unsafe impl Plain for f64 {}
+#[cfg(feature = "half")]
+unsafe impl Plain for half::f16 {}
+#[cfg(feature = "complex")]
+unsafe impl Plain for num_complex::Complex<f32> {}
+#[cfg(feature = "complex")]
+unsafe impl Plain for num_complex::Complex<f64> {}
+
+impl<T: Plain> Typed<'_, T, Host> {
+    /// Reads item `index` (`None` outside the shape).
+    pub fn get(&self, index: &[usize]) -> Option<T> {
+        let addr = self.address_of(index)?;
+        // SAFETY: the descriptor was validated (non-null, extent computed without overflow),
+        // the owner holding the memory is kept alive by the view, `T` matches the typestr and
+        // accepts any bits, and the read is unaligned-tolerant.
+        Some(unsafe { (addr as usize as *const T).read_unaligned() })
+    }
+}
+
+impl<T: Plain> TypedMut<'_, T, Host> {
+    /// Writes item `index`; false outside the shape.
+    pub fn set(&mut self, index: &[usize], value: T) -> bool {
+        let Some(addr) = self.address_of(index) else {
+            return false;
+        };
+        // SAFETY: as in `Typed::get`, and the producer declared the data writable
+        // (`typed_mut` refuses read-only data).
+        unsafe { (addr as usize as *mut T).write_unaligned(value) };
+        true
+    }
+}
+
+impl ForeignArray<Host> {
+    /// The items' bytes in C order (a copy), whatever the strides.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let l = &self.layout;
+        let itemsize = l.itemsize();
+        let mut out = Vec::with_capacity(l.nbytes());
+        if l.is_empty() {
+            return out;
+        }
+        let mut index = vec![0usize; l.ndim()];
+        loop {
+            let off: isize = index
+                .iter()
+                .zip(l.strides())
+                .map(|(&i, &s)| i as isize * s)
+                .sum();
+            let p = (self.ptr() as usize as *const u8).wrapping_offset(off);
+            // SAFETY: `index` is inside the shape, so `p .. p + itemsize` is inside the validated
+            // extent of memory the kept-alive owner holds; bytes have no invalid values.
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(p, itemsize) });
+            let mut axis = l.ndim();
+            loop {
+                if axis == 0 {
+                    return out;
+                }
+                axis -= 1;
+                index[axis] += 1;
+                if index[axis] < l.shape()[axis] {
+                    break;
+                }
+                index[axis] = 0;
+            }
+        }
+    }
+}
+
+impl<'a, 'py, S: Space> FromPyObject<'a, 'py> for ForeignArray<S> {
+    type Error = PyErr;
+
+    /// `as_cuda_array(obj, sync=True)`: lets `#[pyfunction]`s take imported arrays as arguments.
+    fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        ForeignArray::from_object(&obj.to_owned(), true)
+    }
+}
