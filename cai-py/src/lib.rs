@@ -1,1 +1,609 @@
+//! The `cai` Python package's native module: example classes built with the derives, the
+//! import functions, and the conformance checker. See `python/cai/__init__.py` for the API.
 
+use cai_runtime::python::{self as cpy, ForeignArray, Plain, Violation};
+use cai_runtime::{
+    ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Device, Element,
+    Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
+};
+use num_complex::Complex;
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+fn order_is_f(order: &str) -> PyResult<bool> {
+    match order {
+        "C" => Ok(false),
+        "F" => Ok(true),
+        other => Err(PyValueError::new_err(format!(
+            "order must be 'C' or 'F', not {other:?}"
+        ))),
+    }
+}
+
+fn checked_len(rows: usize, cols: usize) -> PyResult<usize> {
+    rows.checked_mul(cols)
+        .filter(|&n| n <= isize::MAX as usize / 8)
+        .ok_or_else(|| PyValueError::new_err(format!("shape ({rows}, {cols}) is too large")))
+}
+
+/// A 2-D float64 matrix in host memory that NumPy reads and writes zero-copy.
+///
+/// Made with `#[derive(ArrayInterface)]`; its own methods live in a
+/// `#[cai_runtime::pymethods(host)]` block, which adds `__array_interface__` to them.
+#[pyclass(module = "cai")]
+#[derive(ArrayInterface)]
+#[cai(shape = [self.rows, self.cols], strides = self.byte_strides())]
+pub struct Grid {
+    #[cai(data)]
+    values: Vec<f64>,
+    rows: usize,
+    cols: usize,
+    fortran: bool,
+}
+
+impl Grid {
+    fn byte_strides(&self) -> Option<[isize; 2]> {
+        self.fortran.then(|| [8, 8 * self.rows as isize])
+    }
+
+    fn index(&self, i: usize, j: usize) -> PyResult<usize> {
+        if i >= self.rows || j >= self.cols {
+            return Err(PyIndexError::new_err(format!(
+                "index ({i}, {j}) is out of bounds for shape ({}, {})",
+                self.rows, self.cols
+            )));
+        }
+        Ok(if self.fortran {
+            j * self.rows + i
+        } else {
+            i * self.cols + j
+        })
+    }
+}
+
+#[cai_runtime::pymethods(host)]
+impl Grid {
+    /// A rows x cols matrix of zeros in C (row-major) or F (column-major) order.
+    #[new]
+    #[pyo3(signature = (rows, cols, order = "C"))]
+    fn new(rows: usize, cols: usize, order: &str) -> PyResult<Self> {
+        let fortran = order_is_f(order)?;
+        Ok(Grid {
+            values: vec![0.0; checked_len(rows, cols)?],
+            rows,
+            cols,
+            fortran,
+        })
+    }
+
+    /// Item (i, j), read by Rust.
+    fn get(&self, i: usize, j: usize) -> PyResult<f64> {
+        Ok(self.values[self.index(i, j)?])
+    }
+
+    /// Sets item (i, j) from Rust.
+    fn set(&mut self, i: usize, j: usize, value: f64) -> PyResult<()> {
+        let k = self.index(i, j)?;
+        self.values[k] = value;
+        Ok(())
+    }
+
+    /// Sum of all items, computed in Rust.
+    fn sum(&self) -> f64 {
+        self.values.iter().sum()
+    }
+
+    /// (rows, cols).
+    #[getter]
+    fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+}
+
+/// A 1-D uint32 array with no methods of its own: `#[cai(python)]` generates its only
+/// `#[pymethods]` block, holding `__array_interface__`. Made by `cai.counts(n)`.
+#[pyclass(module = "cai", frozen)]
+#[derive(ArrayInterface)]
+#[cai(python, readonly)]
+pub struct Counts {
+    #[cai(data)]
+    values: Vec<u32>,
+}
+
+/// `Counts` holding 0, 1, ..., n - 1 (exported read-only).
+#[pyfunction]
+fn counts(n: u32) -> Counts {
+    Counts {
+        values: (0..n).collect(),
+    }
+}
+
+/// A float32 matrix in device memory allocated elsewhere (CuPy, Numba, PyTorch...), exported
+/// through `__cuda_array_interface__` with its stream. Rust never dereferences the pointer; the
+/// object keeps `owner` alive so the memory outlives every export.
+#[pyclass(module = "cai")]
+#[derive(CudaArrayInterface)]
+#[cai(shape = [self.rows, self.cols], strides = self.byte_strides())]
+pub struct DeviceMatrix {
+    #[cai(data)]
+    memory: RawDeviceMemory<f32>,
+    rows: usize,
+    cols: usize,
+    fortran: bool,
+    #[cai(stream)]
+    stream: Option<Stream>,
+    #[cai(readonly)]
+    readonly: bool,
+    owner: Option<Py<PyAny>>,
+}
+
+impl DeviceMatrix {
+    fn byte_strides(&self) -> Option<[isize; 2]> {
+        self.fortran.then(|| [4, 4 * self.rows as isize])
+    }
+}
+
+#[cai_runtime::pymethods(cuda)]
+impl DeviceMatrix {
+    /// Wraps `rows * cols` float32 items at device address `ptr`, in C or F order. `stream`
+    /// is where pending work on the data was enqueued (None: none; 0 is refused).
+    #[new]
+    #[pyo3(signature = (ptr, rows, cols, *, order = "C", stream = None, readonly = false, owner = None))]
+    fn new(
+        ptr: u64,
+        rows: usize,
+        cols: usize,
+        order: &str,
+        stream: Option<u64>,
+        readonly: bool,
+        owner: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
+        let fortran = order_is_f(order)?;
+        let len = checked_len(rows, cols)?;
+        let stream = stream
+            .map(Stream::from_raw)
+            .transpose()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        if ptr == 0 && len != 0 {
+            return Err(PyValueError::new_err(format!(
+                "ptr is 0 but shape ({rows}, {cols}) has items"
+            )));
+        }
+        // SAFETY: the address is only exported, never dereferenced by Rust; validity of the
+        // memory is the caller's promise, kept by holding `owner`.
+        let memory = unsafe { RawDeviceMemory::from_raw_parts(ptr, len) };
+        Ok(DeviceMatrix {
+            memory,
+            rows,
+            cols,
+            fortran,
+            stream,
+            readonly,
+            owner,
+        })
+    }
+
+    /// The object that owns the memory, if given.
+    #[getter]
+    fn owner(&self, py: Python<'_>) -> Option<Py<PyAny>> {
+        self.owner.as_ref().map(|o| o.clone_ref(py))
+    }
+}
+
+/// The elements `Buffer` can hold, looked up by type string.
+fn dtype_for(typestr: &str) -> PyResult<&'static DType> {
+    static TABLE: [&DType; 15] = [
+        &<bool as Element>::DTYPE,
+        &<i8 as Element>::DTYPE,
+        &<i16 as Element>::DTYPE,
+        &<i32 as Element>::DTYPE,
+        &<i64 as Element>::DTYPE,
+        &<u8 as Element>::DTYPE,
+        &<u16 as Element>::DTYPE,
+        &<u32 as Element>::DTYPE,
+        &<u64 as Element>::DTYPE,
+        &<half::f16 as Element>::DTYPE,
+        &<f32 as Element>::DTYPE,
+        &<f64 as Element>::DTYPE,
+        &<Complex<f32> as Element>::DTYPE,
+        &<Complex<f64> as Element>::DTYPE,
+        &<usize as Element>::DTYPE,
+    ];
+    let t = TypeStr::parse(typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    TABLE
+        .iter()
+        .copied()
+        .find(|d| d.typestr().same_type(&t))
+        .ok_or_else(|| {
+            PyTypeError::new_err(format!(
+                "Buffer has no element type for typestr {typestr:?}"
+            ))
+        })
+}
+
+/// Host memory of any supported type string with any layout (strides, offset): the
+/// descriptor is built at run time with `DescriptorBuilder`, as code without a fixed element
+/// type would. Used to round-trip every dtype and layout.
+#[pyclass(module = "cai")]
+pub struct Buffer {
+    /// 8-byte aligned storage.
+    storage: Vec<u64>,
+    nbytes: usize,
+    dtype: &'static DType,
+    shape: Vec<usize>,
+    strides: Option<Vec<isize>>,
+    offset: usize,
+}
+
+impl Buffer {
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `storage` holds at least `nbytes` initialised bytes (u64s are plain data) and
+        // is borrowed mutably for the slice's lifetime.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.storage.as_mut_ptr().cast::<u8>(), self.nbytes)
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: as in `bytes_mut`, borrowed shared.
+        unsafe { std::slice::from_raw_parts(self.storage.as_ptr().cast::<u8>(), self.nbytes) }
+    }
+}
+
+impl ArrayInterface for Buffer {
+    fn array_interface(&self) -> Result<HostArrayDescriptor, DescriptorError> {
+        DescriptorBuilder::<Host>::new(
+            self.storage.as_ptr() as usize as u64,
+            self.nbytes,
+            self.dtype,
+            true,
+        )
+        .shape(self.shape.clone())
+        .strides(self.strides.clone())
+        .offset(self.offset)
+        .build()
+    }
+}
+
+#[cai_runtime::pymethods(host)]
+impl Buffer {
+    /// `nbytes` zeroed bytes viewed as `shape` items of `typestr`, with optional byte `strides`
+    /// and the first item `offset` bytes in. Raises ValueError if the view leaves the buffer.
+    #[new]
+    #[pyo3(signature = (nbytes, typestr, shape, strides = None, offset = 0))]
+    fn new(
+        nbytes: usize,
+        typestr: &str,
+        shape: Vec<usize>,
+        strides: Option<Vec<isize>>,
+        offset: usize,
+    ) -> PyResult<Self> {
+        if nbytes > isize::MAX as usize / 2 {
+            return Err(PyValueError::new_err(format!(
+                "nbytes = {nbytes} is too large"
+            )));
+        }
+        let b = Buffer {
+            storage: vec![0; nbytes.div_ceil(8)],
+            nbytes,
+            dtype: dtype_for(typestr)?,
+            shape,
+            strides,
+            offset,
+        };
+        b.array_interface()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(b)
+    }
+
+    /// Overwrites the whole buffer (its `nbytes` raw bytes, not the view).
+    fn write(&mut self, data: &[u8]) -> PyResult<()> {
+        if data.len() != self.nbytes {
+            return Err(PyValueError::new_err(format!(
+                "expected {} bytes, got {}",
+                self.nbytes,
+                data.len()
+            )));
+        }
+        self.bytes_mut().copy_from_slice(data);
+        Ok(())
+    }
+
+    /// The whole buffer's raw bytes (not the view).
+    fn raw<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.bytes())
+    }
+}
+
+/// What an [`ArrayView`] holds: one imported array of either protocol.
+enum Imported {
+    Cuda(ForeignArray<Device>),
+    Host(ForeignArray<Host>),
+}
+
+/// An imported array: a validated descriptor and a strong reference to its owner. Base class
+/// of `CudaArrayView` and `HostArrayView`.
+#[pyclass(module = "cai", frozen, subclass)]
+pub struct ArrayView(Imported);
+
+impl ArrayView {
+    fn descriptor_parts(&self) -> (&cai_runtime::Layout, &TypeStr, cai_runtime::Data, u32) {
+        match &self.0 {
+            Imported::Cuda(a) => (
+                a.layout(),
+                &a.descriptor().typestr,
+                a.descriptor().data,
+                a.descriptor().version,
+            ),
+            Imported::Host(a) => (
+                a.layout(),
+                &a.descriptor().typestr,
+                a.descriptor().data,
+                a.descriptor().version,
+            ),
+        }
+    }
+}
+
+#[pymethods]
+impl ArrayView {
+    /// Size of each dimension.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.descriptor_parts().0.shape())
+    }
+    /// Byte strides in effect (C order computed when the descriptor said None).
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.descriptor_parts().0.strides())
+    }
+    /// The type string as received.
+    #[getter]
+    fn typestr(&self) -> String {
+        self.descriptor_parts().1.to_string()
+    }
+    /// The data pointer.
+    #[getter]
+    fn ptr(&self) -> u64 {
+        self.descriptor_parts().2.ptr
+    }
+    /// Whether the producer declared the data read-only.
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.descriptor_parts().2.readonly
+    }
+    /// The declared version.
+    #[getter]
+    fn version(&self) -> u32 {
+        self.descriptor_parts().3
+    }
+    /// Bytes of the items.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.descriptor_parts().0.nbytes()
+    }
+    /// The object kept alive for the memory (None if none was given).
+    #[getter]
+    fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        match &self.0 {
+            Imported::Cuda(a) => a.owner(py),
+            Imported::Host(a) => a.owner(py),
+        }
+    }
+    /// The mask's descriptor as a dict, or None.
+    #[getter]
+    fn mask<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        match &self.0 {
+            Imported::Cuda(a) => a
+                .descriptor()
+                .mask
+                .as_deref()
+                .map(|m| cpy::to_dict(py, m))
+                .transpose(),
+            Imported::Host(a) => a
+                .descriptor()
+                .mask
+                .as_deref()
+                .map(|m| cpy::to_dict(py, m))
+                .transpose(),
+        }
+    }
+    fn __repr__(&self) -> String {
+        let (layout, typestr, data, _) = self.descriptor_parts();
+        let kind = match self.0 {
+            Imported::Cuda(_) => "CudaArrayView",
+            Imported::Host(_) => "HostArrayView",
+        };
+        let ro = if data.readonly { "True" } else { "False" };
+        let dims: Vec<String> = layout.shape().iter().map(ToString::to_string).collect();
+        let comma = if dims.len() == 1 { "," } else { "" };
+        format!(
+            "{kind}(shape=({}{comma}), typestr='{typestr}', ptr={:#x}, readonly={ro})",
+            dims.join(", "),
+            data.ptr
+        )
+    }
+}
+
+/// An imported `__cuda_array_interface__`.
+#[pyclass(module = "cai", frozen, extends = ArrayView)]
+pub struct CudaArrayView;
+
+/// An imported `__array_interface__`.
+#[pyclass(module = "cai", frozen, extends = ArrayView)]
+pub struct HostArrayView;
+
+fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> &'a ForeignArray<Device> {
+    match &slf.as_super().get().0 {
+        Imported::Cuda(a) => a,
+        // Only `new_cuda_view` makes a CudaArrayView, always around `Imported::Cuda`.
+        Imported::Host(_) => unreachable!("CudaArrayView holds a CUDA import"),
+    }
+}
+
+fn host_of<'a>(slf: &'a Bound<'_, HostArrayView>) -> &'a ForeignArray<Host> {
+    match &slf.as_super().get().0 {
+        Imported::Host(a) => a,
+        // Only `new_host_view` makes a HostArrayView, always around `Imported::Host`.
+        Imported::Cuda(_) => unreachable!("HostArrayView holds a host import"),
+    }
+}
+
+fn new_cuda_view(py: Python<'_>, a: ForeignArray<Device>) -> PyResult<Py<CudaArrayView>> {
+    Py::new(
+        py,
+        PyClassInitializer::from(ArrayView(Imported::Cuda(a))).add_subclass(CudaArrayView),
+    )
+}
+
+fn new_host_view(py: Python<'_>, a: ForeignArray<Host>) -> PyResult<Py<HostArrayView>> {
+    Py::new(
+        py,
+        PyClassInitializer::from(ArrayView(Imported::Host(a))).add_subclass(HostArrayView),
+    )
+}
+
+#[pymethods]
+impl CudaArrayView {
+    /// The producer's stream (None: no synchronization needed).
+    #[getter]
+    fn stream(slf: &Bound<'_, Self>) -> Option<u64> {
+        cuda_of(slf).stream().map(Stream::as_raw)
+    }
+    /// Whether sync was requested and there is a stream to synchronize on.
+    #[getter]
+    fn needs_sync(slf: &Bound<'_, Self>) -> bool {
+        cuda_of(slf).needs_sync()
+    }
+    /// The descriptor, re-exported (the view keeps the owner alive, so consumers of the view
+    /// are safe).
+    #[getter]
+    fn __cuda_array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        cpy::to_dict(slf.py(), cuda_of(slf).descriptor())
+    }
+}
+
+fn read_item<'py, T>(
+    py: Python<'py>,
+    a: &ForeignArray<Host>,
+    index: &[usize],
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Plain + IntoPyObject<'py>,
+{
+    let v = a.typed::<T>()?.get(index).ok_or_else(|| {
+        PyIndexError::new_err(format!(
+            "index {index:?} is out of bounds for shape {:?}",
+            a.layout().shape()
+        ))
+    })?;
+    v.into_bound_py_any(py)
+}
+
+#[pymethods]
+impl HostArrayView {
+    /// The items' bytes in C order (a copy), read through the imported descriptor.
+    fn tobytes<'py>(slf: &Bound<'py, Self>) -> Bound<'py, PyBytes> {
+        PyBytes::new(slf.py(), &host_of(slf).to_bytes())
+    }
+
+    /// Item `index`, read through a typed view (integer, float and complex types).
+    fn get<'py>(slf: &Bound<'py, Self>, index: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let (py, a) = (slf.py(), host_of(slf));
+        let t = a.descriptor().typestr;
+        macro_rules! try_types {
+            ($($ty:ty),*) => {$(
+                if <$ty as Element>::DTYPE.typestr().same_type(&t) {
+                    return read_item::<$ty>(py, a, &index);
+                }
+            )*};
+        }
+        try_types!(
+            i8,
+            i16,
+            i32,
+            i64,
+            u8,
+            u16,
+            u32,
+            u64,
+            f32,
+            f64,
+            Complex<f32>,
+            Complex<f64>
+        );
+        Err(PyTypeError::new_err(format!(
+            "get() reads integer, float and complex items; typestr is '{t}'"
+        )))
+    }
+
+    /// The descriptor, re-exported (the view keeps the owner alive).
+    #[getter]
+    fn __array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        cpy::to_dict(slf.py(), host_of(slf).descriptor())
+    }
+}
+
+/// Imports a `__cuda_array_interface__` dict (the spec's `from_cuda_array_interface`).
+#[pyfunction]
+#[pyo3(signature = (desc, owner = None, sync = true))]
+fn from_cuda_array_interface(
+    desc: &Bound<'_, PyAny>,
+    owner: Option<&Bound<'_, PyAny>>,
+    sync: bool,
+) -> PyResult<Py<CudaArrayView>> {
+    new_cuda_view(desc.py(), ForeignArray::from_interface(desc, owner, sync)?)
+}
+
+/// Imports an object exposing `__cuda_array_interface__`, keeping it alive (the spec's
+/// `as_cuda_array`).
+#[pyfunction]
+#[pyo3(signature = (obj, sync = true))]
+fn as_cuda_array(obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<Py<CudaArrayView>> {
+    new_cuda_view(obj.py(), ForeignArray::from_object(obj, sync)?)
+}
+
+/// Imports an `__array_interface__` dict.
+#[pyfunction]
+#[pyo3(signature = (desc, owner = None))]
+fn from_array_interface(
+    desc: &Bound<'_, PyAny>,
+    owner: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<HostArrayView>> {
+    new_host_view(desc.py(), ForeignArray::from_interface(desc, owner, false)?)
+}
+
+/// Imports an object exposing `__array_interface__`, keeping it alive.
+#[pyfunction]
+fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
+    new_host_view(obj.py(), ForeignArray::from_object(obj, false)?)
+}
+
+/// Every violation of the spec in `obj`'s `__cuda_array_interface__` and/or
+/// `__array_interface__`, each with the rule it breaks.
+#[pyfunction]
+fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
+    cpy::check(obj)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Grid>()?;
+    m.add_class::<Counts>()?;
+    m.add_class::<DeviceMatrix>()?;
+    m.add_class::<Buffer>()?;
+    m.add_class::<ArrayView>()?;
+    m.add_class::<CudaArrayView>()?;
+    m.add_class::<HostArrayView>()?;
+    m.add_class::<Violation>()?;
+    cpy::export::add_classes(m)?;
+    m.add_function(wrap_pyfunction!(counts, m)?)?;
+    m.add_function(wrap_pyfunction!(from_cuda_array_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(as_cuda_array, m)?)?;
+    m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
+    Ok(())
+}

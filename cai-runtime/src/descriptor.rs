@@ -155,7 +155,9 @@ impl<S: Space> ArrayDescriptor<S> {
         match self.layout() {
             Err(e) => out.push(e),
             Ok(layout) => {
-                if layout.is_empty() && self.data.ptr != 0 {
+                // A CUDA Array Interface rule; NumPy's host interface has no such rule (NumPy
+                // itself exports real pointers for empty arrays).
+                if layout.is_empty() && self.data.ptr != 0 && S::ATTRIBUTE == Device::ATTRIBUTE {
                     out.push(DescriptorError::ZeroSizeData {
                         ptr: self.data.ptr,
                         shape: self.shape.clone(),

@@ -84,7 +84,11 @@ impl Problem {
 
     /// The Python exception import raises.
     pub fn to_pyerr(&self) -> PyErr {
-        let msg = format!("{}: {}", self.key, self.message);
+        let msg = if self.key.is_empty() {
+            self.message.clone()
+        } else {
+            format!("{}: {}", self.key, self.message)
+        };
         match self.exc {
             ExcKind::Key => PyKeyError::new_err(msg),
             ExcKind::Type => PyTypeError::new_err(msg),
@@ -161,7 +165,11 @@ fn int_in<T: TryFrom<i128>>(
             key,
             ExcKind::Type,
             rule,
-            format!("{} is {why} ({}): expected {what}", show(v), type_name(v)),
+            format!(
+                "{} is {why} (type {}): expected {what}",
+                show(v),
+                type_name(v)
+            ),
         )),
     }
 }
@@ -183,7 +191,7 @@ fn int_sequence<T: TryFrom<i128>>(
             ExcKind::Type,
             rule,
             format!(
-                "{} is a {}: expected a tuple of {what}",
+                "{} has type {}: expected a tuple of {what}",
                 show(v),
                 type_name(v)
             ),
@@ -212,7 +220,7 @@ fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<TypeStr, Probl
             ExcKind::Type,
             rule,
             format!(
-                "{} is a {}: expected a str such as '<f4'",
+                "{} has type {}: expected a str such as '<f4'",
                 show(v),
                 type_name(v)
             ),
@@ -241,7 +249,7 @@ fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem
             ExcKind::Type,
             rule,
             format!(
-                "{} is a {}: expected a list of (name, format[, shape]) tuples",
+                "{} has type {}: expected a list of (name, format[, shape]) tuples",
                 show(v),
                 type_name(v)
             ),
@@ -360,7 +368,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
             "",
             ExcKind::Type,
             rules::DICT,
-            format!("{} is a {}, not a dict", S::ATTRIBUTE, type_name(desc)),
+            format!("{} has type {}, not dict", S::ATTRIBUTE, type_name(desc)),
         ));
         return Parsed {
             descriptor: None,
@@ -375,7 +383,10 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
                 key,
                 ExcKind::Key,
                 rule,
-                format!("missing: {} must contain '{key}'", S::ATTRIBUTE),
+                format!(
+                    "required key missing: {} must contain '{key}'",
+                    S::ATTRIBUTE
+                ),
             ));
         }
         v
@@ -505,7 +516,7 @@ fn data_entry(v: &Bound<'_, PyAny>) -> Result<Data, Problem> {
             ExcKind::Type,
             rule,
             format!(
-                "{} is a {}: the read-only flag must be a bool",
+                "{} has type {}: the read-only flag must be a bool",
                 show(&ro),
                 type_name(&ro)
             ),

@@ -1,0 +1,83 @@
+"""Command line: check objects' array interfaces against the spec.
+
+    python -m cai check "cupy.arange(10)[::2]"
+    python -m cai check --json "numpy.zeros((3, 4))" "torch.ones(3, device='cuda')"
+    cai-check "mypkg.make_array()"
+
+Each EXPRESSION is evaluated with the modules it names imported (``numpy.zeros(3)`` imports
+numpy; add others with ``-i``). Exit status: 0 when no errors were found (warnings do not
+count unless --strict), 1 when some were, 2 when an expression could not be evaluated.
+"""
+
+import argparse
+import importlib
+import json
+import re
+import sys
+
+from . import check
+
+_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)*")
+
+
+def _namespace(expression, extra_modules):
+    ns = {}
+    for name in list(extra_modules) + [m.group(1) for m in _NAME.finditer(expression)]:
+        root = name.split(".")[0]
+        if root in ns:
+            continue
+        try:
+            ns[root] = importlib.import_module(root)
+        except ImportError:
+            pass
+    for name in extra_modules:
+        importlib.import_module(name)
+    return ns
+
+
+def _report(expression, violations, as_json):
+    if as_json:
+        return {
+            "expression": expression,
+            "violations": [
+                {k: getattr(v, k) for k in ("interface", "key", "message", "rule", "rule_text", "severity", "exception")}
+                for v in violations
+            ],
+        }
+    if not violations:
+        print(f"{expression}: conforms")
+    for v in violations:
+        print(f"{expression}: {v}")
+    return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="cai", description="Check __cuda_array_interface__ / __array_interface__ against the spec.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="check the objects the expressions evaluate to")
+    c.add_argument("expressions", nargs="+", metavar="EXPRESSION")
+    c.add_argument("-i", "--import", dest="imports", action="append", default=[], metavar="MODULE", help="import MODULE first")
+    c.add_argument("--json", action="store_true", help="print a JSON report")
+    c.add_argument("--strict", action="store_true", help="fail on warnings too")
+    args = parser.parse_args(argv)
+
+    failed = False
+    reports = []
+    for expression in args.expressions:
+        try:
+            obj = eval(expression, _namespace(expression, args.imports))  # noqa: S307 - a CLI evaluating the user's own expression
+        except Exception as e:  # noqa: BLE001 - report any failure of the user's expression
+            print(f"{expression}: could not evaluate: {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
+        violations = check(obj)
+        failed |= any(v.severity == "error" or args.strict for v in violations)
+        report = _report(expression, violations, args.json)
+        if report is not None:
+            reports.append(report)
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
