@@ -32,7 +32,7 @@ fn checked_len(rows: usize, cols: usize) -> PyResult<usize> {
 ///
 /// Made with `#[derive(ArrayInterface)]`; its own methods live in a
 /// `#[cai_runtime::pymethods(host)]` block, which adds `__array_interface__` to them.
-#[pyclass(module = "cai")]
+#[pyclass(module = "cai", weakref)]
 #[derive(ArrayInterface)]
 #[cai(shape = [self.rows, self.cols], strides = self.byte_strides())]
 pub struct Grid {
@@ -104,7 +104,7 @@ impl Grid {
 
 /// A 1-D uint32 array with no methods of its own: `#[cai(python)]` generates its only
 /// `#[pymethods]` block, holding `__array_interface__`. Made by `cai.counts(n)`.
-#[pyclass(module = "cai", frozen)]
+#[pyclass(module = "cai", frozen, weakref)]
 #[derive(ArrayInterface)]
 #[cai(python, readonly)]
 pub struct Counts {
@@ -123,7 +123,7 @@ fn counts(n: u32) -> Counts {
 /// A float32 matrix in device memory allocated elsewhere (CuPy, Numba, PyTorch...), exported
 /// through `__cuda_array_interface__` with its stream. Rust never dereferences the pointer; the
 /// object keeps `owner` alive so the memory outlives every export.
-#[pyclass(module = "cai")]
+#[pyclass(module = "cai", weakref)]
 #[derive(CudaArrayInterface)]
 #[cai(shape = [self.rows, self.cols], strides = self.byte_strides())]
 pub struct DeviceMatrix {
@@ -226,7 +226,7 @@ fn dtype_for(typestr: &str) -> PyResult<&'static DType> {
 /// Host memory of any supported type string with any layout (strides, offset): the
 /// descriptor is built at run time with `DescriptorBuilder`, as code without a fixed element
 /// type would. Used to round-trip every dtype and layout.
-#[pyclass(module = "cai")]
+#[pyclass(module = "cai", weakref)]
 pub struct Buffer {
     /// 8-byte aligned storage.
     storage: Vec<u64>,
@@ -535,7 +535,7 @@ impl HostArrayView {
             Complex<f64>
         );
         Err(PyTypeError::new_err(format!(
-            "get() reads integer, float and complex items; typestr is '{t}'"
+            "get() reads native-order integer, float and complex items; typestr is '{t}'"
         )))
     }
 
