@@ -1,0 +1,227 @@
+"""Hypothesis fuzzing of foreign descriptors: at least 10,000 generated dicts per run, valid
+ones accepted, invalid ones rejected with the exception an independent model of the spec
+predicts, and nothing ever crashes the interpreter.
+
+The model below restates the rules in Python (it shares no code with the Rust parser). Import
+raises the first problem in this order: missing required keys (KeyError), then each present key
+in the order shape, typestr, data, version, strides, descr, mask, stream (TypeError for wrong
+types and unreadable type strings, as CuPy and Numba do; ValueError for bad values), then rule
+violations of a well-typed descriptor (ValueError).
+"""
+
+import os
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cai
+
+EXAMPLES = int(os.environ.get("CAI_FUZZ_EXAMPLES", "10000"))
+OUTCOMES = Counter()
+ISIZE_MAX = 2**63 - 1
+MISSING = object()
+
+VALID_TYPESTRS = {"<f4": 4, "|b1": 1, "<c16": 16, ">i2": 2, "|V8": 8, "<M8[ns]": 8, "|u1": 1, "<U3": 12, "|V0": 0}
+INVALID_TYPESTRS = ["xx", "f4", "<f3", "", "<U", "<i16", "<M8[xx]", "|O4"]
+
+
+class Masked:
+    def __init__(self, desc):
+        self.__array_interface__ = desc
+        self.__cuda_array_interface__ = desc
+
+
+ints = st.one_of(
+    st.integers(-3, 8),
+    st.sampled_from([2**31, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**70)]),
+)
+not_int = st.sampled_from([1.5, "3", None, True, False, [1], b"x"])
+sequence = lambda elem: st.one_of(  # noqa: E731
+    st.lists(elem, max_size=4).map(tuple),
+    st.lists(elem, max_size=3),
+)
+
+
+def mostly(valid, invalid, missing=True):
+    """A key's value: valid 4 times in 5, else invalid or (when allowed) missing."""
+    bad = st.one_of(invalid, st.just(MISSING)) if missing else invalid
+    return st.integers(0, 4).flatmap(lambda n: valid if n else bad)
+
+
+@st.composite
+def descriptors(draw):
+    device = draw(st.booleans())
+    d = {}
+
+    def put(key, value):
+        if value is not MISSING:
+            d[key] = value
+
+    put("shape", draw(mostly(st.lists(st.integers(0, 5), max_size=4).map(tuple),
+                             st.one_of(sequence(st.one_of(ints, not_int)), not_int, st.lists(st.integers(0, 3), max_size=3)))))
+    put("typestr", draw(mostly(st.sampled_from(list(VALID_TYPESTRS)), st.one_of(st.sampled_from(INVALID_TYPESTRS), not_int))))
+    valid_data = st.tuples(st.integers(0, 2**40), st.booleans())
+    invalid_data = st.one_of(
+        st.tuples(st.one_of(ints, not_int), st.one_of(st.booleans(), not_int)),
+        st.tuples(st.integers(0, 9)),
+        st.lists(st.integers(0, 9), min_size=2, max_size=2),
+        not_int,
+    )
+    put("data", draw(mostly(valid_data, invalid_data)))
+    valid_version = st.integers(0, 3) if device else st.sampled_from([3, MISSING])
+    put("version", draw(mostly(valid_version, st.one_of(ints, not_int))))
+    shape = d.get("shape")
+    same_rank = (
+        st.lists(st.integers(-64, 64), min_size=len(shape), max_size=len(shape)).map(tuple)
+        if isinstance(shape, tuple)
+        else st.just(None)
+    )
+    put("strides", draw(mostly(st.one_of(st.just(MISSING), st.none(), same_rank, same_rank, sequence(st.integers(-64, 64))),
+                               st.one_of(sequence(st.one_of(ints, not_int)), not_int), missing=False)))
+    put("descr", draw(mostly(st.sampled_from([MISSING] * 6 + [[("", "<f4")], [("a", "|u1"), ("", "|V3")], [("x", "<f8")]]),
+                             st.sampled_from(["<f4", [("a",)], [(1, "<f4")]]), missing=False)))
+    if draw(st.integers(0, 9)) == 0:
+        put("mask", draw(st.sampled_from([None, 3, Masked({"shape": (1,), "typestr": "|b1", "data": (64, False), "version": 3})])))
+    if device:
+        put("stream", draw(mostly(st.one_of(st.none(), st.integers(1, 2), st.integers(3, 2**64 - 1)),
+                                  st.one_of(st.just(0), ints, not_int))))
+    return device, d
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_ints(v, lo, hi):
+    """None if v is a tuple/list of ints in [lo, hi]; else the exception type."""
+    if not isinstance(v, (tuple, list)):
+        return TypeError
+    for x in v:
+        if not is_int(x):
+            return TypeError
+        if not lo <= x <= hi:
+            return ValueError
+    return None
+
+
+def expected_exception(device, d):
+    """The exception import must raise, or None when the descriptor is valid."""
+    if not isinstance(d, dict):
+        return TypeError
+    required = ["shape", "typestr", "data"] + (["version"] if device else [])
+    if any(k not in d for k in required):
+        return KeyError
+    problems = []
+    problems.append(check_ints(d["shape"], 0, 2**64 - 1))
+    ts = d["typestr"]
+    problems.append(None if isinstance(ts, str) and ts in VALID_TYPESTRS else TypeError)
+    data = d["data"]
+    if not (isinstance(data, tuple) and len(data) == 2):
+        problems.append(TypeError)
+    elif not is_int(data[0]):
+        problems.append(TypeError)
+    elif not 0 <= data[0] < 2**64:
+        problems.append(ValueError)
+    elif not isinstance(data[1], bool):
+        problems.append(TypeError)
+    version = d.get("version", 3)
+    problems.append(None if is_int(version) and 0 <= version < 2**32 else (ValueError if is_int(version) else TypeError))
+    strides = d.get("strides")
+    problems.append(None if strides is None else check_ints(strides, -(2**63), ISIZE_MAX))
+    descr = d.get("descr")
+    if descr is not None:
+        ok = isinstance(descr, list) and all(isinstance(f, tuple) and len(f) in (2, 3) and isinstance(f[0], str) for f in descr)
+        problems.append(None if ok else TypeError)
+    mask = d.get("mask")
+    if mask is not None and not isinstance(mask, Masked):
+        problems.append(TypeError)
+    stream = d.get("stream") if device else None
+    if stream is not None:
+        problems.append(TypeError if not is_int(stream) else (ValueError if not 1 <= stream < 2**64 else None))
+    first = next((p for p in problems if p is not None), None)
+    if first is not None:
+        return first
+    # A well-typed descriptor: the rules (all ValueError).
+    itemsize = VALID_TYPESTRS[ts]
+    shape = list(d["shape"])
+    if not 0 <= version <= 3 if device else version != 3:
+        return ValueError
+    count = 0 if 0 in shape else 1
+    for n in shape:
+        count *= n
+    if itemsize > ISIZE_MAX or count > ISIZE_MAX or count * itemsize > ISIZE_MAX:
+        return ValueError
+    if strides is not None:
+        if len(strides) != len(shape):
+            return ValueError
+        if count:
+            lo = hi = 0
+            for n, s in zip(shape, strides):
+                span = (n - 1) * s
+                lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+                if not -(2**63) <= lo or hi > ISIZE_MAX:
+                    return ValueError
+            if hi + itemsize > ISIZE_MAX:
+                return ValueError
+    if count and data[0] == 0:
+        return ValueError
+    if descr is not None:
+        sizes = {"<f4": 4, "|u1": 1, "|V3": 3, "<f8": 8}
+        if sum(sizes[f[1]] for f in descr) != itemsize:
+            return ValueError
+    # The mask's shape (1,) broadcasts to every shape of at least one dimension.
+    if isinstance(mask, Masked) and shape == []:
+        return ValueError
+    return None
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(descriptors())
+def test_import_matches_the_model(case):
+    device, d = case
+    expected = expected_exception(device, d)
+    OUTCOMES["valid" if expected is None else expected.__name__] += 1
+    importer = cai.from_cuda_array_interface if device else cai.from_array_interface
+    try:
+        view = importer(d)
+    except (KeyError, TypeError, ValueError) as e:
+        assert expected is not None, f"valid descriptor refused: {d!r}: {e!r}"
+        assert type(e) is expected, f"{d!r}: expected {expected.__name__}, got {e!r}"
+        assert str(e), d
+        return
+    assert expected is None, f"invalid descriptor accepted ({expected.__name__} expected): {d!r}"
+    assert view.shape == tuple(d["shape"])
+    assert view.ptr == d["data"][0]
+    # The checker finds no error in what import accepted, except what import tolerates.
+    tolerated = {"data-zero-size", "stream-version"}
+    errors = [v for v in cai.check_descriptor(d, "cuda" if device else "host") if v.severity == "error"]
+    assert all(v.rule in tolerated for v in errors), errors
+
+
+@settings(max_examples=max(EXAMPLES // 10, 100), deadline=None, suppress_health_check=list(HealthCheck))
+@given(descriptors())
+def test_checker_reports_what_import_refuses(case):
+    device, d = case
+    violations = cai.check_descriptor(d, "cuda" if device else "host")
+    importer = cai.from_cuda_array_interface if device else cai.from_array_interface
+    try:
+        importer(d)
+        refused = None
+    except (KeyError, TypeError, ValueError) as e:
+        refused = e
+    strict = [v for v in violations if v.exception]
+    if refused is None:
+        assert not strict, (d, strict)
+    else:
+        assert strict and strict[0].exception == type(refused).__name__, (d, refused, strict)
+
+
+def test_fuzzing_covered_every_outcome():
+    """Runs after the fuzz test: the generator must produce plenty of each outcome, or the
+    fuzzing proves little."""
+    if sum(OUTCOMES.values()) < EXAMPLES:
+        import pytest
+
+        pytest.skip("run together with test_import_matches_the_model")
+    assert all(OUTCOMES[k] >= EXAMPLES // 20 for k in ("valid", "KeyError", "TypeError", "ValueError")), OUTCOMES
