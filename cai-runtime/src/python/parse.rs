@@ -443,31 +443,26 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         Some(None)
     };
 
-    let (
-        Some(shape),
-        Some(typestr),
-        Some(data),
-        Some(version),
-        Some(strides),
-        Some(descr),
-        Some(mask),
-        Some(stream),
-    ) = (shape, typestr, data, version, strides, descr, mask, stream)
+    // The required keys must all be readable to check any rule.
+    let (Some(shape), Some(typestr), Some(data), Some(version)) = (shape, typestr, data, version)
     else {
         return Parsed {
             descriptor: None,
             problems,
         };
     };
+    // An unreadable optional key is already reported; check the other rules as if it were
+    // absent, so that every violation is found. Import then fails on the earlier problem.
+    let complete = strides.is_some() && descr.is_some() && mask.is_some() && stream.is_some();
     let descriptor = ArrayDescriptor::<S> {
         shape,
         typestr,
-        descr,
+        descr: descr.flatten(),
         data,
-        strides,
-        mask: mask.map(Box::new),
+        strides: strides.flatten(),
+        mask: mask.flatten().map(Box::new),
         version,
-        stream: S::stream_entry(stream),
+        stream: S::stream_entry(stream.flatten()),
     };
     problems.extend(
         descriptor
@@ -476,7 +471,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
             .map(|e| Problem::from_descriptor_error(e, S::ATTRIBUTE)),
     );
     Parsed {
-        descriptor: Some(descriptor),
+        descriptor: complete.then_some(descriptor),
         problems,
     }
 }

@@ -1,0 +1,154 @@
+"""cai.check: every kind of broken descriptor is reported, with the rule it breaks; conforming
+producers (NumPy, our derived classes) get no errors; the command line works."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cai
+
+
+def good(**changes):
+    d = {"shape": (2, 3), "typestr": "<f4", "data": (0x1000, False), "version": 3, "strides": None, "stream": None}
+    d.update(changes)
+    return {k: v for k, v in d.items() if v is not DROP}
+
+
+DROP = object()
+
+
+def rules(violations, severity=None):
+    return [v.rule for v in violations if severity is None or v.severity == severity]
+
+
+@pytest.mark.parametrize(
+    "changes, rule, exception",
+    [
+        ({"shape": DROP}, "shape", "KeyError"),
+        ({"typestr": DROP}, "typestr", "KeyError"),
+        ({"data": DROP}, "data", "KeyError"),
+        ({"version": DROP}, "version", "KeyError"),
+        ({"shape": "2x3"}, "shape", "TypeError"),
+        ({"shape": (2, -1)}, "shape", "ValueError"),
+        ({"shape": (2**40, 2**40)}, "shape-size", "ValueError"),
+        ({"typestr": "float32"}, "typestr", "TypeError"),
+        ({"data": 0x1000}, "data", "TypeError"),
+        ({"data": (0x1000, "no")}, "data", "TypeError"),
+        ({"data": (0, False)}, "data-null", "ValueError"),
+        ({"shape": (0,), "data": (0x1000, False)}, "data-zero-size", ""),
+        ({"version": 9}, "version", "ValueError"),
+        ({"strides": (4, 4, 4)}, "strides", "ValueError"),
+        ({"strides": "C"}, "strides", "TypeError"),
+        ({"descr": [("a", "<f8")]}, "descr", "ValueError"),
+        ({"descr": [("a",)]}, "descr", "TypeError"),
+        ({"mask": object()}, "mask", "TypeError"),
+        ({"stream": 0}, "stream", "ValueError"),
+        ({"stream": 1.0}, "stream", "TypeError"),
+        ({"version": 2, "stream": 5}, "stream-version", ""),
+    ],
+)
+def test_each_kind_of_violation_is_reported_with_its_rule(changes, rule, exception):
+    found = cai.check_descriptor(good(**changes))
+    errors = [v for v in found if v.severity == "error"]
+    assert rule in rules(errors), found
+    v = next(v for v in errors if v.rule == rule)
+    assert v.exception == exception
+    assert v.interface == "__cuda_array_interface__"
+    assert v.rule_text and v.message
+    assert v.key.split(".")[0].split("[")[0] in {"shape", "typestr", "data", "version", "strides", "descr", "mask", "stream"}
+
+
+def test_every_violation_is_reported_at_once():
+    found = cai.check_descriptor(good(shape=(2, -1), typestr=5, data=(0x10, 1), stream=0))
+    assert rules(found, "error") == ["shape", "typestr", "data", "stream"]
+
+
+def test_mask_problems_name_the_path():
+    class Mask:
+        __cuda_array_interface__ = {"shape": (2,), "typestr": "|b1", "data": (0x2000, False), "version": 3}
+
+    found = cai.check_descriptor(good(mask=Mask()))
+    assert [(v.key, v.rule) for v in found if v.severity == "error"] == [("mask", "mask")]
+    assert "interop-mask" in rules(found, "warning")
+
+
+@pytest.mark.parametrize(
+    "changes, rule",
+    [
+        ({"strides": DROP}, "interop-strides-key"),
+        ({"strides": (8, 3)}, "interop-strides-itemsize"),
+        ({"data": (0x1000, True)}, "interop-readonly"),
+        ({"typestr": ">f4"}, "interop-byte-order"),
+        ({"version": 2, "stream": DROP}, "interop-version"),
+    ],
+)
+def test_interoperability_hazards_are_warnings(changes, rule):
+    found = cai.check_descriptor(good(**changes))
+    assert rules(found, "error") == []
+    assert rule in rules(found, "warning")
+
+
+def test_host_rules_differ_from_device_rules():
+    # NumPy exports real pointers for empty arrays and has no version other than 3.
+    assert rules(cai.check(np.zeros((0, 3))), "error") == []
+    found = cai.check_descriptor({"shape": (2,), "typestr": "<f8", "data": (64, False), "version": 2}, "host")
+    assert rules(found, "error") == ["version"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.zeros((3, 4)),
+        lambda: np.zeros((3, 4))[::-1, ::2],
+        lambda: np.zeros((2, 3), order="F"),
+        lambda: np.zeros((), dtype=np.complex64),
+        lambda: np.zeros(4, dtype=[("a", "u1"), ("b", "<f8")]),
+        lambda: cai.Grid(2, 3, order="F"),
+        lambda: cai.counts(7),
+        lambda: cai.DeviceMatrix(0x1000, 4, 4, stream=2),
+        lambda: cai.Buffer(64, "<c16", [2], [-16], 32),
+        lambda: cai.as_host_array(np.arange(10)[::-2]),
+    ],
+)
+def test_conforming_producers_have_no_errors(make):
+    assert rules(cai.check(make()), "error") == []
+
+
+def test_objects_without_or_with_broken_interfaces():
+    (v,) = cai.check(object())
+    assert v.severity == "error" and "exposes neither" in v.message
+
+    class Raises:
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("device lost")
+
+    (v,) = cai.check(Raises())
+    assert "device lost" in v.message and v.rule == "dict"
+
+    class NotADict:
+        __cuda_array_interface__ = [1, 2]
+
+    (v,) = cai.check(NotADict())
+    assert v.exception == "TypeError" and "not dict" in v.message
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "cai", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_cli_reports_conformance_and_fails_on_errors():
+    ok = run_cli("check", "numpy.zeros((3, 4))[:, ::2]")
+    assert ok.returncode == 0, ok.stderr
+    assert "conforms" in ok.stdout
+    bad = run_cli("check", "--json", "types.SimpleNamespace(__cuda_array_interface__={'shape': (2,), 'typestr': '<f4', 'data': (0, False), 'version': 3, 'stream': 0})")
+    assert bad.returncode == 1, bad.stderr
+    report = json.loads(bad.stdout)
+    assert [v["rule"] for v in report[0]["violations"] if v["severity"] == "error"] == ["stream", "data-null"]
+    broken = run_cli("check", "no_such_module_xyz.thing")
+    assert broken.returncode == 2 and "could not evaluate" in broken.stderr
+    strict = run_cli("check", "--strict", "cai.DeviceMatrix(4096, 2, 2, readonly=True)")
+    assert strict.returncode == 1 and "interop-readonly" in strict.stdout
