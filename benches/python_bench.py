@@ -1,0 +1,73 @@
+"""Benchmarks of the cai Python package, printed as ratios against references measured in the
+same process (never asserted: timings vary by machine).
+
+  (a) property access: `obj.__cuda_array_interface__` of a derived class, against NumPy's
+      `ndarray.__array_interface__` for an array of the same shape (target <= 0.25x) and against
+      a Python dict literal of the same content (target <= 1.5x);
+  (b) import: `cai.as_host_array(obj)` against `numpy.asarray(obj)` on an object exposing
+      `__array_interface__` (target <= 0.5x).
+
+Run: .venv/bin/python benches/python_bench.py
+"""
+
+import sys
+import timeit
+
+import numpy as np
+
+import cai
+
+
+def best(stmt, number, repeat=7, **ns):
+    t = timeit.Timer(stmt, globals=ns)
+    return min(t.repeat(repeat=repeat, number=number)) / number
+
+
+def ns(seconds):
+    return f"{seconds * 1e9:8.1f} ns"
+
+
+def main():
+    n = 200_000
+    rows, cols = 64, 32
+    a = np.zeros((rows, cols), dtype=np.float32)
+    ptr = a.__array_interface__["data"][0]
+    m = cai.DeviceMatrix(ptr, rows, cols, stream=2, owner=a)
+    g = cai.Grid(rows, cols)
+
+    ours = best("m.__cuda_array_interface__", n, m=m)
+    ours_host = best("g.__array_interface__", n, g=g)
+    numpy_ai = best("a.__array_interface__", n, a=a)
+    literal = best(
+        "{'shape': (r, c), 'typestr': '<f4', 'descr': [('', '<f4')], 'data': (p, False), 'strides': None, 'version': 3, 'stream': 2}",
+        n,
+        r=rows,
+        c=cols,
+        p=ptr,
+    )
+
+    class Exposes:
+        def __init__(self, arr):
+            self.__array_interface__ = arr.__array_interface__
+            self._keep = arr
+
+    obj = Exposes(a)
+    imp = best("cai.as_host_array(obj)", n // 4, cai=cai, obj=obj)
+    asarray = best("np.asarray(obj)", n // 4, np=np, obj=obj)
+
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, shape ({rows}, {cols}) float32")
+    print("(a) property access")
+    print(f"    DeviceMatrix.__cuda_array_interface__  {ns(ours)}")
+    print(f"    Grid.__array_interface__               {ns(ours_host)}")
+    print(f"    numpy ndarray.__array_interface__      {ns(numpy_ai)}")
+    print(f"    dict literal, same content             {ns(literal)}")
+    print(f"    ratio vs NumPy:   {ours / numpy_ai:5.2f}x   (target <= 0.25x)")
+    print(f"    ratio vs literal: {ours / literal:5.2f}x   (target <= 1.5x)")
+    print("(b) import")
+    print(f"    cai.as_host_array(obj)                 {ns(imp)}")
+    print(f"    numpy.asarray(obj)                     {ns(asarray)}")
+    print(f"    ratio vs NumPy:   {imp / asarray:5.2f}x   (target <= 0.5x)")
+
+
+if __name__ == "__main__":
+    main()
