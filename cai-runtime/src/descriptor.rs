@@ -11,7 +11,7 @@ use std::fmt;
 use crate::descr::{Descr, write_py_str, write_py_tuple};
 use crate::element::{DType, Element};
 use crate::error::DescriptorError;
-use crate::layout::{Layout, Order};
+use crate::layout::{Layout, LayoutError, Order};
 use crate::memory::{DeviceMemory, HostMemory};
 use crate::stream::Stream;
 use crate::typestr::{Kind, TypeStr};
@@ -21,9 +21,11 @@ mod sealed {
 }
 
 /// Which protocol a descriptor belongs to: [`Device`] or [`Host`].
-pub trait Space: sealed::Sealed + Copy + fmt::Debug + 'static {
+pub trait Space:
+    sealed::Sealed + Copy + fmt::Debug + PartialEq + Eq + Send + Sync + 'static
+{
     /// What the `stream` entry holds: `Option<Stream>` on the device, nothing on the host.
-    type StreamEntry: Clone + fmt::Debug + PartialEq + Eq + Default;
+    type StreamEntry: Clone + fmt::Debug + PartialEq + Eq + Default + Send + Sync;
     /// The Python attribute: `__cuda_array_interface__` or `__array_interface__`.
     const ATTRIBUTE: &'static str;
     /// The versions a descriptor may declare.
@@ -131,9 +133,15 @@ impl<S: Space> ArrayDescriptor<S> {
 
     /// Every violation of the spec, in key order; empty when valid.
     pub fn violations(&self) -> Vec<DescriptorError> {
+        self.violations_and_layout().0
+    }
+
+    /// Every violation, and the layout when it could be computed (so that callers that need
+    /// both compute it once).
+    pub fn violations_and_layout(&self) -> (Vec<DescriptorError>, Option<Layout>) {
         let mut out = Vec::new();
-        self.collect_violations(&mut out);
-        out
+        let layout = self.collect_violations(&mut out);
+        (out, layout)
     }
 
     /// The first violation of the spec, if any.
@@ -144,7 +152,7 @@ impl<S: Space> ArrayDescriptor<S> {
         }
     }
 
-    fn collect_violations(&self, out: &mut Vec<DescriptorError>) {
+    fn collect_violations(&self, out: &mut Vec<DescriptorError>) -> Option<Layout> {
         if !S::VERSIONS.contains(&self.version) {
             out.push(DescriptorError::Version {
                 version: self.version,
@@ -152,8 +160,11 @@ impl<S: Space> ArrayDescriptor<S> {
                 supported: S::VERSIONS,
             });
         }
-        match self.layout() {
-            Err(e) => out.push(e),
+        let layout = match self.layout() {
+            Err(e) => {
+                out.push(e);
+                None
+            }
             Ok(layout) => {
                 // A CUDA Array Interface rule; NumPy's host interface has no such rule (NumPy
                 // itself exports real pointers for empty arrays).
@@ -168,8 +179,9 @@ impl<S: Space> ArrayDescriptor<S> {
                         shape: self.shape.clone(),
                     });
                 }
+                Some(layout)
             }
-        }
+        };
         if let Some(descr) = &self.descr {
             let itemsize = self.typestr.itemsize();
             if descr.itemsize() != Some(itemsize) {
@@ -205,6 +217,7 @@ impl<S: Space> ArrayDescriptor<S> {
                 });
             }
         }
+        layout
     }
 
     /// Checks that the described bytes lie inside the allocation `[alloc_start, alloc_start +
@@ -347,6 +360,24 @@ impl DescriptorBuilder<Host> {
     }
 }
 
+impl<S: Space> PartialEq for DescriptorBuilder<S> {
+    /// Equal builders build equal descriptors (`build` is a pure function of these fields).
+    fn eq(&self, o: &Self) -> bool {
+        self.ptr == o.ptr
+            && self.byte_len == o.byte_len
+            && (std::ptr::eq(self.dtype, o.dtype) || self.dtype == o.dtype)
+            && self.writable == o.writable
+            && self.offset == o.offset
+            && self.shape == o.shape
+            && self.strides == o.strides
+            && self.order == o.order
+            && self.readonly == o.readonly
+            && self.version == o.version
+            && self.stream == o.stream
+            && self.mask == o.mask
+    }
+}
+
 impl<S: Space> DescriptorBuilder<S> {
     /// Exports `byte_len` bytes at `ptr` holding items described by `dtype`.
     pub fn new(ptr: u64, byte_len: usize, dtype: &'static DType, writable: bool) -> Self {
@@ -412,9 +443,9 @@ impl<S: Space> DescriptorBuilder<S> {
     /// Checks everything and builds the descriptor: the layout fits the buffer, arithmetic
     /// does not overflow, zero-size arrays export pointer 0, `strides` is `None` exactly when
     /// C-contiguous, and the result satisfies [`ArrayDescriptor::validate`].
-    pub fn build(self) -> Result<ArrayDescriptor<S>, DescriptorError> {
+    pub fn build(mut self) -> Result<ArrayDescriptor<S>, DescriptorError> {
         let itemsize = self.dtype.itemsize();
-        let shape = match self.shape {
+        let shape = match self.shape.take() {
             Some(s) => s,
             None => {
                 let rest = self.byte_len.saturating_sub(self.offset);
@@ -428,43 +459,101 @@ impl<S: Space> DescriptorBuilder<S> {
                 vec![rest / itemsize]
             }
         };
-        let layout = match &self.strides {
-            Some(s) => Layout::strided(&shape, s, itemsize)?,
-            None => Layout::contiguous(&shape, itemsize, self.order)?,
+        // C order without explicit strides (the common case) needs no stride arithmetic: the
+        // items are the `nbytes` bytes after the data pointer.
+        let (is_empty, exported_strides) = if self.strides.is_none() && self.order == Order::C {
+            let nbytes = crate::layout::checked_nbytes(&shape, itemsize).ok_or_else(|| {
+                LayoutError::ShapeOverflow {
+                    shape: shape.clone(),
+                    itemsize,
+                }
+            })?;
+            let is_empty = shape.contains(&0);
+            let end = self.offset.checked_add(nbytes);
+            if self.offset > self.byte_len || end.is_none_or(|end| end > self.byte_len) {
+                let strides = Layout::c_contiguous(&shape, itemsize)?.strides().to_vec();
+                return Err(self.out_of_bounds(shape, strides, 0, nbytes as isize));
+            }
+            (is_empty, None)
+        } else {
+            let layout = match &self.strides {
+                Some(s) => Layout::strided(&shape, s, itemsize)?,
+                None => Layout::contiguous(&shape, itemsize, self.order)?,
+            };
+            let offset = isize::try_from(self.offset).unwrap_or(isize::MAX);
+            if self.offset > self.byte_len || !layout.fits_in(offset, self.byte_len) {
+                let e = layout
+                    .extent()
+                    .unwrap_or(crate::layout::Extent { lo: 0, hi: 0 });
+                let strides = layout.strides().to_vec();
+                return Err(self.out_of_bounds(shape, strides, e.lo, e.hi));
+            }
+            (
+                layout.is_empty(),
+                layout.exported_strides().map(<[isize]>::to_vec),
+            )
         };
-        let offset = isize::try_from(self.offset).unwrap_or(isize::MAX);
-        if self.offset > self.byte_len || !layout.fits_in(offset, self.byte_len) {
-            let e = layout
-                .extent()
-                .unwrap_or(crate::layout::Extent { lo: 0, hi: 0 });
-            return Err(DescriptorError::OutOfBounds {
-                shape,
-                strides: layout.strides().to_vec(),
-                lo: self.offset as i128 + e.lo as i128,
-                hi: self.offset as i128 + e.hi as i128,
-                alloc_len: self.byte_len,
+        let ptr = if is_empty {
+            0
+        } else {
+            // In bounds (checked above), so the addition cannot leave the allocation.
+            self.ptr.wrapping_add(self.offset as u64)
+        };
+        // What the checks above do not cover; the rest holds by construction (the layout fits,
+        // typestr and descr come from one dtype). A hand-made mask is validated in full below.
+        if !S::VERSIONS.contains(&self.version) {
+            return Err(DescriptorError::Version {
+                version: self.version,
+                attribute: S::ATTRIBUTE,
+                supported: S::VERSIONS,
             });
         }
+        if let Some(stream) = S::stream_of(&self.stream)
+            && self.version < 3
+        {
+            return Err(DescriptorError::StreamNeedsV3 {
+                stream,
+                version: self.version,
+            });
+        }
+        if ptr == 0 && !is_empty {
+            return Err(DescriptorError::NullData { shape });
+        }
+        let has_mask = self.mask.is_some();
         let descriptor = ArrayDescriptor {
             typestr: self.dtype.typestr(),
             descr: Some(self.dtype.descr()),
             data: Data {
-                // In bounds (checked above), so the addition cannot leave the allocation.
-                ptr: if layout.is_empty() {
-                    0
-                } else {
-                    self.ptr.wrapping_add(self.offset as u64)
-                },
+                ptr,
                 readonly: self.readonly || !self.writable,
             },
-            strides: layout.exported_strides().map(<[isize]>::to_vec),
+            strides: exported_strides,
             shape,
             mask: self.mask.map(Box::new),
             version: self.version,
             stream: self.stream,
         };
-        descriptor.validate()?;
+        if has_mask {
+            descriptor.validate()?;
+        }
+        debug_assert_eq!(descriptor.validate(), Ok(()));
         Ok(descriptor)
+    }
+
+    fn out_of_bounds(
+        &self,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+        lo: isize,
+        hi: isize,
+    ) -> DescriptorError {
+        DescriptorError::OutOfBounds {
+            shape,
+            strides,
+            lo: self.offset as i128 + lo as i128,
+            hi: self.offset as i128 + hi as i128,
+            alloc_len: self.byte_len,
+        }
     }
 }
 

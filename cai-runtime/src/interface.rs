@@ -1,7 +1,8 @@
 //! The traits a derived struct implements, and the traits its annotated fields must implement.
 
 use crate::descriptor::{
-    ArrayDescriptor, CudaArrayDescriptor, Device, Host, HostArrayDescriptor, Space,
+    ArrayDescriptor, CudaArrayDescriptor, DescriptorBuilder, Device, Host, HostArrayDescriptor,
+    Space,
 };
 use crate::error::DescriptorError;
 
@@ -16,6 +17,13 @@ pub trait CudaArrayInterface {
     /// The descriptor; an error when the struct's current shape, strides or stream cannot be
     /// exported (shape larger than the buffer, overflow...).
     fn cuda_array_interface(&self) -> Result<CudaArrayDescriptor, DescriptorError>;
+
+    /// The builder whose `build()` gives the descriptor, when the implementation has one (the
+    /// derive's does). Lets the Python getter memoize on the builder's inputs.
+    #[doc(hidden)]
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Device>, DescriptorError>> {
+        None
+    }
 }
 
 /// A type that exports a NumPy `__array_interface__` descriptor for host memory it holds.
@@ -28,17 +36,29 @@ pub trait CudaArrayInterface {
 pub trait ArrayInterface {
     /// The descriptor; see [`CudaArrayInterface::cuda_array_interface`].
     fn array_interface(&self) -> Result<HostArrayDescriptor, DescriptorError>;
+
+    /// See [`CudaArrayInterface::__cai_builder`].
+    #[doc(hidden)]
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Host>, DescriptorError>> {
+        None
+    }
 }
 
 impl<T: CudaArrayInterface + ?Sized> CudaArrayInterface for &T {
     fn cuda_array_interface(&self) -> Result<CudaArrayDescriptor, DescriptorError> {
         (**self).cuda_array_interface()
     }
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Device>, DescriptorError>> {
+        (**self).__cai_builder()
+    }
 }
 
 impl<T: ArrayInterface + ?Sized> ArrayInterface for &T {
     fn array_interface(&self) -> Result<HostArrayDescriptor, DescriptorError> {
         (**self).array_interface()
+    }
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Host>, DescriptorError>> {
+        (**self).__cai_builder()
     }
 }
 

@@ -272,3 +272,33 @@ def test_legacy_descriptors_are_accepted():
     # Negative and zero strides.
     v = cai.from_cuda_array_interface(base_desc(strides=(-12, 0), data=(0x2000, False)))
     assert v.strides == (-12, 0)
+
+
+# ---------------------------------------------------------------- memoized export
+
+
+def test_memoized_dicts_share_no_mutable_state():
+    g = cai.Grid(2, 3)
+    first = g.__array_interface__
+    first["descr"].append(("x", "<f4"))
+    first["descr"][0] = ("y", "<i8")
+    first["shape"] = (9, 9)
+    again = g.__array_interface__
+    assert again["descr"] == [("", "<f8")] and again["shape"] == (2, 3)
+    assert again is not first and again["descr"] is not first["descr"]
+
+
+def test_memo_is_exact_across_many_objects():
+    # More objects than the memo holds, visited round-robin: every dict must still be right.
+    grids = [cai.Grid(1 + i % 3, 2 + i % 5, order="CF"[i % 2]) for i in range(40)]
+    for _ in range(3):
+        for g in grids:
+            d = g.__array_interface__
+            a = np.asarray(g)
+            assert d["shape"] == a.shape == g.shape
+            assert d["data"][0] == a.__array_interface__["data"][0]
+    mats = [cai.DeviceMatrix(0x1000 * (i + 1), 2, 2, stream=(i % 3) or None) for i in range(40)]
+    for i, m in enumerate(mats * 2):
+        d = m.__cuda_array_interface__
+        assert d["data"][0] == 0x1000 * (i % 40 + 1)
+        assert d["stream"] == ((i % 40) % 3 or None)

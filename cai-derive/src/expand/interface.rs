@@ -164,8 +164,11 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     quote! {
         #[automatically_derived]
         impl #impl_generics #trait_ for #ident #ty_generics #where_clause {
-            fn #method(&self) -> #krate::__private::Result<#descriptor, #krate::DescriptorError> {
+                        fn #method(&self) -> #krate::__private::Result<#descriptor, #krate::DescriptorError> {
                 #start #(#calls)* .build()
+            }
+            fn __cai_builder(&self) -> ::core::option::Option<#krate::__private::Result<#krate::DescriptorBuilder<#space>, #krate::DescriptorError>> {
+                ::core::option::Option::Some((|| #krate::__private::Result::Ok(#start #(#calls)*))())
             }
         }
         #python

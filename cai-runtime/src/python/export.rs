@@ -3,11 +3,14 @@
 //! device at version 3, and the mask as an object exposing the same interface.
 
 use pyo3::intern;
+use std::any::Any;
+use std::sync::Mutex;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::descr::{Descr, DescrFormat};
-use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
+use crate::descriptor::{ArrayDescriptor, DescriptorBuilder, Device, Host, Space};
 use crate::error::DescriptorError;
 use crate::interface::{ArrayInterface, CudaArrayInterface};
 
@@ -38,8 +41,105 @@ fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py, PyList>> {
     Ok(list)
 }
 
-/// The dict for a descriptor.
+/// A dict built before for an equal key. Building is a pure function of the key (a
+/// descriptor, or the builder that builds one), so a copy is exactly what building would give.
+struct Memo {
+    key: Box<dyn Any + Send>,
+    dict: Py<PyDict>,
+    /// The dict's `descr` list, replaced by a copy in every result so no caller shares it.
+    descr: Option<Py<PyList>>,
+}
+
+/// Most recently used first. Repeated exports of the same arrays (a kernel launched in a loop)
+/// hit; a miss costs one comparison per entry on top of building.
+static MEMO: Mutex<Vec<Memo>> = Mutex::new(Vec::new());
+const MEMO_SIZE: usize = 16;
+
+/// A new dict on every call, whose mutable parts (the dict and its `descr` list) are never
+/// shared with another call's result; built by `build` unless an equal key was seen recently.
+fn memoized<'py, K: Any + Send + PartialEq + Clone>(
+    py: Python<'py>,
+    key: &K,
+    build: impl FnOnce() -> PyResult<Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let hit = {
+        let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+        memo.iter()
+            .position(|m| m.key.downcast_ref::<K>() == Some(key))
+            .map(|i| {
+                let m = memo.remove(i);
+                let out = (
+                    m.dict.clone_ref(py),
+                    m.descr.as_ref().map(|d| d.clone_ref(py)),
+                );
+                memo.insert(0, m);
+                out
+            })
+    };
+    let (template, descr) = match hit {
+        Some(h) => h,
+        None => {
+            let built = build()?;
+            let descr = match built.get_item(intern!(py, "descr"))? {
+                None => None,
+                Some(l) => {
+                    let l = l.cast_into::<PyList>()?;
+                    // Nested lists would be shared by a shallow copy: such dicts are not kept.
+                    if l.iter().any(|f| {
+                        f.cast::<PyTuple>()
+                            .is_ok_and(|t| t.iter().any(|x| x.is_instance_of::<PyList>()))
+                    }) {
+                        return Ok(built);
+                    }
+                    Some(l.unbind())
+                }
+            };
+            let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
+            memo.insert(
+                0,
+                Memo {
+                    key: Box::new(key.clone()),
+                    dict: built.clone().unbind(),
+                    descr: descr.as_ref().map(|d| d.clone_ref(py)),
+                },
+            );
+            memo.truncate(MEMO_SIZE);
+            (built.unbind(), descr)
+        }
+    };
+    let dict = template.bind(py).copy()?;
+    if let Some(descr) = descr {
+        let descr = descr.bind(py);
+        dict.set_item(intern!(py, "descr"), descr.get_slice(0, descr.len()))?;
+    }
+    Ok(dict)
+}
+
+/// The dict for a descriptor (a new one on every call).
 pub fn to_dict<'py, S: Space>(
+    py: Python<'py>,
+    d: &ArrayDescriptor<S>,
+) -> PyResult<Bound<'py, PyDict>> {
+    memoized(py, d, || build_dict(py, d))
+}
+
+/// The dict for what a builder builds (a new one on every call); export errors raise
+/// `ValueError`.
+pub fn builder_to_dict<'py, S: Space>(
+    py: Python<'py>,
+    b: &DescriptorBuilder<S>,
+) -> PyResult<Bound<'py, PyDict>> {
+    memoized(py, b, || {
+        let d = b
+            .clone()
+            .build()
+            .map_err(|e| export_error(e, S::ATTRIBUTE))?;
+        build_dict(py, &d)
+    })
+}
+
+/// Builds the dict for a descriptor from scratch.
+fn build_dict<'py, S: Space>(
     py: Python<'py>,
     d: &ArrayDescriptor<S>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -55,7 +155,7 @@ pub fn to_dict<'py, S: Space>(
         Some(s) => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
     }
     if let Some(mask) = &d.mask {
-        let inner = to_dict(py, mask)?.unbind();
+        let inner = build_dict(py, mask)?.unbind();
         let holder: Py<PyAny> = if S::ATTRIBUTE == Device::ATTRIBUTE {
             Py::new(py, CudaMask { dict: inner })?.into_any()
         } else {
@@ -106,10 +206,11 @@ pub fn cuda_array_interface<'py, T: CudaArrayInterface + ?Sized>(
     py: Python<'py>,
     value: &T,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let d = value
-        .cuda_array_interface()
-        .map_err(|e| export_error(e, Device::ATTRIBUTE))?;
-    to_dict(py, &d)
+    let err = |e| export_error(e, Device::ATTRIBUTE);
+    match value.__cai_builder() {
+        Some(b) => builder_to_dict(py, &b.map_err(err)?),
+        None => to_dict(py, &value.cuda_array_interface().map_err(err)?),
+    }
 }
 
 /// Body of a generated `__array_interface__` getter.
@@ -117,10 +218,11 @@ pub fn array_interface<'py, T: ArrayInterface + ?Sized>(
     py: Python<'py>,
     value: &T,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let d = value
-        .array_interface()
-        .map_err(|e| export_error(e, Host::ATTRIBUTE))?;
-    to_dict(py, &d)
+    let err = |e| export_error(e, Host::ATTRIBUTE);
+    match value.__cai_builder() {
+        Some(b) => builder_to_dict(py, &b.map_err(err)?),
+        None => to_dict(py, &value.array_interface().map_err(err)?),
+    }
 }
 
 /// Adds the mask holder classes to a module (for `isinstance` checks and pickling names).

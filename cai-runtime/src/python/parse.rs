@@ -6,6 +6,9 @@
 //! It never panics: every value is type-checked before use, and integers are range-checked.
 
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
+use std::sync::Mutex;
+
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
@@ -13,6 +16,7 @@ use super::rules::{self, Rule};
 use crate::descr::{Descr, DescrField, DescrFormat};
 use crate::descriptor::{ArrayDescriptor, Data, Device, Space};
 use crate::error::DescriptorError;
+use crate::layout::Layout;
 use crate::stream::Stream;
 use crate::typestr::TypeStr;
 
@@ -143,6 +147,10 @@ fn int(v: &Bound<'_, PyAny>) -> Result<i128, &'static str> {
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err("not an int");
     }
+    // The common case first: i64 extraction is one C call; i128 is the slow path for the rest.
+    if let Ok(n) = v.extract::<i64>() {
+        return Ok(n.into());
+    }
     v.extract::<i128>().map_err(|_| "an int too large")
 }
 
@@ -181,10 +189,16 @@ fn int_sequence<T: TryFrom<i128>>(
     rule: Rule,
     what: &str,
 ) -> Result<Vec<T>, Problem> {
-    let items: Vec<Bound<'_, PyAny>> = if let Ok(t) = v.cast::<PyTuple>() {
-        t.iter().collect()
+    let convert = |(i, item): (usize, Bound<'_, PyAny>)| {
+        int_in(key, &item, rule, what).map_err(|mut p| {
+            p.message = format!("{} has item {i} = {}", show(v), p.message);
+            p
+        })
+    };
+    if let Ok(t) = v.cast::<PyTuple>() {
+        t.iter().enumerate().map(convert).collect()
     } else if let Ok(l) = v.cast::<PyList>() {
-        l.iter().collect()
+        l.iter().enumerate().map(convert).collect()
     } else {
         return Err(Problem::new(
             key,
@@ -196,21 +210,38 @@ fn int_sequence<T: TryFrom<i128>>(
                 type_name(v)
             ),
         ));
-    };
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            int_in(key, item, rule, what).map_err(|mut p| {
-                p.message = format!("{} has item {i} = {}", show(v), p.message);
-                p
-            })
-        })
-        .collect()
+    }
 }
 
-fn get<'py>(dict: &Bound<'py, PyDict>, key: &str) -> Option<Bound<'py, PyAny>> {
+fn get<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
     dict.get_item(key).ok().flatten()
+}
+
+/// Recently seen type strings: NumPy and the GPU libraries send a new `str` object on every
+/// export, but of a handful of values; comparing with a known one is cheaper than decoding
+/// (the stable ABI for Python 3.9 has no borrowed UTF-8 view of a `str`).
+static TYPESTRS: Mutex<Vec<(isize, Py<PyString>, TypeStr)>> = Mutex::new(Vec::new());
+const TYPESTRS_SIZE: usize = 32;
+
+fn known_typestr(s: &Bound<'_, PyString>) -> Option<TypeStr> {
+    let hash = s.hash().ok()?;
+    let memo = TYPESTRS.lock().unwrap_or_else(|e| e.into_inner());
+    memo.iter()
+        .find(|(h, known, _)| {
+            *h == hash
+                && (known.is(s)
+                    || PyAnyMethods::eq(known.bind(s.py()).as_any(), s).unwrap_or(false))
+        })
+        .map(|(_, _, t)| *t)
+}
+
+fn remember_typestr(s: &Bound<'_, PyString>, t: TypeStr) {
+    if let Ok(hash) = s.hash() {
+        let mut memo = TYPESTRS.lock().unwrap_or_else(|e| e.into_inner());
+        if memo.len() < TYPESTRS_SIZE {
+            memo.push((hash, s.clone().unbind(), t));
+        }
+    }
 }
 
 fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<TypeStr, Problem> {
@@ -226,11 +257,17 @@ fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<TypeStr, Probl
             ),
         )
     })?;
+    if let Some(t) = known_typestr(s) {
+        return Ok(t);
+    }
     let text = s
         .to_cow()
         .map_err(|_| Problem::new(key, ExcKind::Type, rule, "is not valid UTF-8"))?;
     // CuPy and Numba both raise TypeError for type strings NumPy does not understand.
-    TypeStr::parse(&text).map_err(|e| Problem::new(key, ExcKind::Type, rule, e.to_string()))
+    let t =
+        TypeStr::parse(&text).map_err(|e| Problem::new(key, ExcKind::Type, rule, e.to_string()))?;
+    remember_typestr(s, t);
+    Ok(t)
 }
 
 fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem> {
@@ -316,17 +353,45 @@ fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem
     Ok(Descr(fields))
 }
 
+/// Whether `v` is `[('', t)]` for the type string object `t`.
+fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> bool {
+    let Ok(list) = v.cast::<PyList>() else {
+        return false;
+    };
+    if list.len() != 1 {
+        return false;
+    }
+    let Ok(item) = list.get_item(0) else {
+        return false;
+    };
+    let Ok(tuple) = item.cast::<PyTuple>() else {
+        return false;
+    };
+    if tuple.len() != 2 {
+        return false;
+    }
+    let (Ok(name), Ok(format)) = (tuple.get_item(0), tuple.get_item(1)) else {
+        return false;
+    };
+    name.cast::<PyString>()
+        .is_ok_and(|n| n.len().is_ok_and(|l| l == 0))
+        && format.is_instance_of::<PyString>()
+        && (format.is(t) || format.eq(t).unwrap_or(false))
+}
+
 /// What the parser found: the descriptor when every key could be read, and every problem.
 pub struct Parsed<S: Space> {
     /// The descriptor, if every key parsed (it may still break rules: see `problems`).
     pub descriptor: Option<ArrayDescriptor<S>>,
     /// Every problem, in key order.
     pub problems: Vec<Problem>,
+    /// The layout, when the descriptor has one.
+    pub layout: Option<Layout>,
 }
 
 impl<S: Space> Parsed<S> {
     /// The descriptor, or the first problem import does not tolerate, as a Python exception.
-    pub fn into_result(self) -> PyResult<ArrayDescriptor<S>> {
+    pub fn into_result(self) -> PyResult<(ArrayDescriptor<S>, Layout)> {
         if let Some(p) = self
             .problems
             .iter()
@@ -335,6 +400,7 @@ impl<S: Space> Parsed<S> {
             return Err(p.to_pyerr());
         }
         self.descriptor
+            .zip(self.layout)
             .ok_or_else(|| PyValueError::new_err("descriptor could not be read"))
     }
 }
@@ -343,7 +409,7 @@ const MAX_MASK_DEPTH: usize = 8;
 
 /// Reads the interface attribute of `obj` (`__cuda_array_interface__` or `__array_interface__`).
 pub fn interface_of<'py, S: Space>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    match obj.getattr(S::ATTRIBUTE) {
+    match obj.getattr(attribute_name::<S>(obj.py())) {
         Ok(v) => Ok(v),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(obj.py()) => {
             Err(PyTypeError::new_err(format!(
@@ -353,6 +419,15 @@ pub fn interface_of<'py, S: Space>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'p
             )))
         }
         Err(e) => Err(e),
+    }
+}
+
+/// The interned attribute name of protocol `S` (no string is made or hashed per lookup).
+pub(crate) fn attribute_name<S: Space>(py: Python<'_>) -> &Bound<'_, PyString> {
+    if S::ATTRIBUTE == Device::ATTRIBUTE {
+        intern!(py, "__cuda_array_interface__")
+    } else {
+        intern!(py, "__array_interface__")
     }
 }
 
@@ -373,11 +448,19 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         return Parsed {
             descriptor: None,
             problems,
+            layout: None,
         };
     };
     let device = S::ATTRIBUTE == Device::ATTRIBUTE;
-    let mut required = |key: &str, rule: Rule| {
-        let v = get(dict, key);
+    let py = desc.py();
+    fn required<'py, S: Space>(
+        dict: &Bound<'py, PyDict>,
+        key: &str,
+        interned: &Bound<'py, PyString>,
+        rule: Rule,
+        problems: &mut Vec<Problem>,
+    ) -> Option<Bound<'py, PyAny>> {
+        let v = get(dict, interned);
         if v.is_none() {
             problems.push(Problem::new(
                 key,
@@ -390,15 +473,17 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
             ));
         }
         v
-    };
-    let shape_v = required("shape", rules::SHAPE);
-    let typestr_v = required("typestr", rules::TYPESTR);
-    let data_v = required("data", rules::DATA);
+    }
+    let p = &mut problems;
+    let shape_v = required::<S>(dict, "shape", intern!(py, "shape"), rules::SHAPE, p);
+    let typestr_v = required::<S>(dict, "typestr", intern!(py, "typestr"), rules::TYPESTR, p);
+    let data_v = required::<S>(dict, "data", intern!(py, "data"), rules::DATA, p);
     let version_v = if device {
-        required("version", rules::VERSION)
+        required::<S>(dict, "version", intern!(py, "version"), rules::VERSION, p)
     } else {
-        get(dict, "version")
+        get(dict, intern!(py, "version"))
     };
+    let typestr_obj = typestr_v.clone();
 
     let shape = shape_v.and_then(|v| {
         ok(
@@ -415,7 +500,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         ),
         None => Some(S::DEFAULT_VERSION),
     };
-    let strides = match get(dict, "strides") {
+    let strides = match get(dict, intern!(py, "strides")) {
         None => Some(None),
         Some(v) if v.is_none() => Some(None),
         Some(v) => ok(
@@ -424,17 +509,27 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         )
         .map(Some),
     };
-    let descr = match get(dict, "descr") {
+    let descr = match get(dict, intern!(py, "descr")) {
         None => Some(None),
+        // What NumPy and CuPy send for plain types: `[('', typestr)]`, checked without
+        // decoding anything.
+        Some(v)
+            if typestr.is_some()
+                && typestr_obj
+                    .as_ref()
+                    .is_some_and(|t| is_simple_descr_of(&v, t)) =>
+        {
+            typestr.map(|t| Some(Descr::simple(t)))
+        }
         Some(v) => ok(descr("descr", &v, 0), &mut problems).map(Some),
     };
-    let mask = match get(dict, "mask") {
+    let mask = match get(dict, intern!(py, "mask")) {
         None => Some(None),
         Some(v) if v.is_none() => Some(None),
         Some(v) => ok(mask::<S>(&v, depth), &mut problems).map(Some),
     };
     let stream = if device {
-        match get(dict, "stream") {
+        match get(dict, intern!(py, "stream")) {
             None => Some(None),
             Some(v) if v.is_none() => Some(None),
             Some(v) => ok(stream_entry(&v), &mut problems).map(Some),
@@ -449,6 +544,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         return Parsed {
             descriptor: None,
             problems,
+            layout: None,
         };
     };
     // An unreadable optional key is already reported; check the other rules as if it were
@@ -464,15 +560,16 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         version,
         stream: S::stream_entry(stream.flatten()),
     };
+    let (violations, layout) = descriptor.violations_and_layout();
     problems.extend(
-        descriptor
-            .violations()
+        violations
             .iter()
             .map(|e| Problem::from_descriptor_error(e, S::ATTRIBUTE)),
     );
     Parsed {
         descriptor: complete.then_some(descriptor),
         problems,
+        layout,
     }
 }
 
@@ -543,7 +640,7 @@ fn mask<S: Space>(v: &Bound<'_, PyAny>, depth: usize) -> Result<ArrayDescriptor<
             format!("masks nest more than {MAX_MASK_DEPTH} levels deep"),
         ));
     }
-    let inner = v.getattr(S::ATTRIBUTE).map_err(|_| {
+    let inner = v.getattr(attribute_name::<S>(v.py())).map_err(|_| {
         Problem::new(
             "mask",
             ExcKind::Type,

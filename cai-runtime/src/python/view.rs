@@ -74,11 +74,7 @@ impl<S: Space> ForeignArray<S> {
         owner: Option<&Bound<'_, PyAny>>,
         sync: bool,
     ) -> PyResult<Self> {
-        let descriptor = parse::<S>(desc).into_result()?;
-        // Validated by the parser, so this cannot fail; map defensively all the same.
-        let layout = descriptor
-            .layout()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let (descriptor, layout) = parse::<S>(desc).into_result()?;
         Ok(ForeignArray {
             descriptor,
             layout,
