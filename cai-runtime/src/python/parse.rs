@@ -200,7 +200,7 @@ fn int_sequence<T: TryFrom<i128>>(
     } else if let Ok(l) = v.cast::<PyList>() {
         l.iter().enumerate().map(convert).collect()
     } else {
-        return Err(Problem::new(
+        Err(Problem::new(
             key,
             ExcKind::Type,
             rule,
@@ -209,7 +209,7 @@ fn int_sequence<T: TryFrom<i128>>(
                 show(v),
                 type_name(v)
             ),
-        ));
+        ))
     }
 }
 
