@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project: formatting, clippy, the Rust unit/integration/property/UI
-# tests, a build without default features, the NumPy oracle (pytest, in .venv), and the demo.
+# tests, a build without default features, the abi3 wheel of the `cai` Python package, the
+# pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and the demo.
 # Needs no GPU and no CUDA toolkit. This is the command README.md names and .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +20,11 @@ echo "== cargo build (cai-runtime without default features)"
 cargo build -p cai-runtime --no-default-features
 echo "== cargo test"
 cargo test --workspace --all-features
-echo "== pytest (NumPy oracle)"
+echo "== abi3 wheel of the cai package"
+rm -rf dist
+.venv/bin/maturin build --release -m cai-py/Cargo.toml -o dist
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai-*-abi3-*.whl
+echo "== pytest"
 cargo build -p cai-oracle
 CAI_ORACLE="$PWD/target/debug/cai-oracle" .venv/bin/python -m pytest tests/python -q
 echo "== demo"
