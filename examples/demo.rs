@@ -112,7 +112,9 @@ fn host_part() -> Result<(), Box<dyn std::error::Error>> {
         ],
     };
     println!("structured: {}", p.array_interface()?);
-    println!("   (NumPy reading this memory zero-copy comes with the Python package)");
+    println!(
+        "   (examples/demo.py shows NumPy reading such memory zero-copy, through the cai package)"
+    );
     Ok(())
 }
 

@@ -28,5 +28,5 @@ echo "== pytest"
 cargo build -p cai-oracle
 CAI_ORACLE="$PWD/target/debug/cai-oracle" .venv/bin/python -m pytest tests/python -q
 echo "== demo"
-cargo run --quiet --example demo >/dev/null
+scripts/demo.sh >/dev/null
 echo "all tests passed"

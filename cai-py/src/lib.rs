@@ -1,7 +1,9 @@
 //! The `cai` Python package's native module: example classes built with the derives, the
 //! import functions, and the conformance checker. See `python/cai/__init__.py` for the API.
 
-use cai_runtime::python::{self as cpy, ForeignArray, Plain, Violation};
+use cai_runtime::python::{
+    self as cpy, ForeignArray, HostArrayView as HostImport, Plain, Violation,
+};
 use cai_runtime::{
     ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Device, Element,
     Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
@@ -588,6 +590,18 @@ fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
     cpy::check(obj)
 }
 
+/// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
+/// through a typed view (the README's import example).
+#[pyfunction]
+fn total(a: HostImport) -> PyResult<f64> {
+    let t = a.typed::<f64>()?;
+    let n = a.layout().shape().first().copied().unwrap_or(1);
+    if a.layout().ndim() != 1 {
+        return Err(PyValueError::new_err("total() takes a 1-D array"));
+    }
+    Ok((0..n).filter_map(|i| t.get(&[i])).sum())
+}
+
 /// Benchmark support: nanoseconds per `ForeignArray::<Host>::from_object(obj)` over `n` runs
 /// in Rust, without the Python call and the view object around each import.
 #[pyfunction]
@@ -616,6 +630,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(total, m)?)?;
     m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
     Ok(())
 }

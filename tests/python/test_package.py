@@ -302,3 +302,13 @@ def test_memo_is_exact_across_many_objects():
         d = m.__cuda_array_interface__
         assert d["data"][0] == 0x1000 * (i % 40 + 1)
         assert d["stream"] == ((i % 40) % 3 or None)
+
+
+def test_pyfunction_takes_imported_arrays_as_arguments():
+    assert cai.total(np.arange(5.0)) == 10.0
+    assert cai.total(np.arange(10.0)[::-3]) == 9 + 6 + 3 + 0
+    assert cai.total(np.zeros(0)) == 0.0
+    with pytest.raises(TypeError, match="typestr '<i8'"):
+        cai.total(np.arange(3))
+    with pytest.raises(TypeError, match="does not expose __array_interface__"):
+        cai.total([1.0, 2.0])

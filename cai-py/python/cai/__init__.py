@@ -26,6 +26,7 @@ from ._native import (
     counts,
     from_array_interface,
     from_cuda_array_interface,
+    total,
 )
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "counts",
     "from_array_interface",
     "from_cuda_array_interface",
+    "total",
 ]
 
 

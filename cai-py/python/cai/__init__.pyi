@@ -17,6 +17,7 @@ from ._native import (
     counts as counts,
     from_array_interface as from_array_interface,
     from_cuda_array_interface as from_cuda_array_interface,
+    total as total,
 )
 
 def check_descriptor(desc: dict[str, Any], interface: Literal["cuda", "host"] = "cuda") -> list[Violation]: ...
