@@ -541,6 +541,35 @@ impl HostArrayView {
         )))
     }
 
+    /// Writes item `index` through a mutable typed view (float64, float32 and integer items);
+    /// read-only data is refused with ValueError.
+    fn set(slf: &Bound<'_, Self>, index: Vec<usize>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let a = host_of(slf);
+        // A mutable view needs an owned import: import the same descriptor again, with the
+        // same owner kept alive.
+        let desc = cpy::to_dict(slf.py(), a.descriptor())?;
+        let owner = a.owner(slf.py());
+        let mut fresh = ForeignArray::<Host>::from_interface(&desc, owner.as_ref(), false)?;
+        let t = fresh.descriptor().typestr;
+        let shape = fresh.layout().shape().to_vec();
+        macro_rules! try_types {
+            ($($ty:ty),*) => {$(
+                if <$ty as Element>::DTYPE.typestr().same_type(&t) {
+                    let v: $ty = value.extract()?;
+                    return if fresh.typed_mut::<$ty>()?.set(&index, v) {
+                        Ok(())
+                    } else {
+                        Err(PyIndexError::new_err(format!("index {index:?} is out of bounds for shape {shape:?}")))
+                    };
+                }
+            )*};
+        }
+        try_types!(f64, f32, i8, i16, i32, i64, u8, u16, u32, u64);
+        Err(PyTypeError::new_err(format!(
+            "set() writes native-order integer and float items; typestr is '{t}'"
+        )))
+    }
+
     /// The descriptor, re-exported (the view keeps the owner alive).
     #[getter]
     fn __array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {

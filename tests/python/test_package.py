@@ -195,6 +195,21 @@ def test_mask_is_exported_as_an_object_exposing_the_interface():
 # ---------------------------------------------------------------- typed access and errors
 
 
+def test_rust_writes_through_a_mutable_view_into_numpy_memory():
+    arr = np.zeros((3, 4))[::-1, ::2]
+    v = cai.as_host_array(arr)
+    v.set([0, 1], 7.5)
+    assert arr[0, 1] == 7.5
+    with pytest.raises(IndexError):
+        v.set([3, 0], 1.0)
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        cai.as_host_array(ro).set([0], 1.0)
+    with pytest.raises(TypeError, match="set\\(\\) writes native-order integer and float"):
+        cai.as_host_array(np.zeros(2, dtype=np.complex128)).set([0], 1.0)
+
+
 def test_typed_access_checks_dtype_and_readonly():
     ro = np.arange(3.0)
     ro.flags.writeable = False
