@@ -363,18 +363,34 @@ impl DescriptorBuilder<Host> {
 impl<S: Space> PartialEq for DescriptorBuilder<S> {
     /// Equal builders build equal descriptors (`build` is a pure function of these fields).
     fn eq(&self, o: &Self) -> bool {
-        self.ptr == o.ptr
-            && self.byte_len == o.byte_len
-            && (std::ptr::eq(self.dtype, o.dtype) || self.dtype == o.dtype)
-            && self.writable == o.writable
-            && self.offset == o.offset
-            && self.shape == o.shape
-            && self.strides == o.strides
-            && self.order == o.order
-            && self.readonly == o.readonly
-            && self.version == o.version
-            && self.stream == o.stream
-            && self.mask == o.mask
+        // Destructured so that a new field cannot be forgotten here: the Python export memo
+        // relies on equal builders building equal descriptors.
+        let DescriptorBuilder {
+            ptr,
+            byte_len,
+            dtype,
+            writable,
+            offset,
+            shape,
+            strides,
+            order,
+            readonly,
+            version,
+            stream,
+            mask,
+        } = self;
+        *ptr == o.ptr
+            && *byte_len == o.byte_len
+            && (std::ptr::eq(*dtype, o.dtype) || **dtype == *o.dtype)
+            && *writable == o.writable
+            && *offset == o.offset
+            && *shape == o.shape
+            && *strides == o.strides
+            && *order == o.order
+            && *readonly == o.readonly
+            && *version == o.version
+            && *stream == o.stream
+            && *mask == o.mask
     }
 }
 

@@ -327,3 +327,17 @@ def test_pyfunction_takes_imported_arrays_as_arguments():
         cai.total(np.arange(3))
     with pytest.raises(TypeError, match="does not expose __array_interface__"):
         cai.total([1.0, 2.0])
+
+
+def test_str_subclass_typestr_with_python_eq_is_safe():
+    class Sneaky(str):
+        def __eq__(self, other):
+            # Re-enters import while the first one runs.
+            cai.from_array_interface(np.zeros(1).__array_interface__)
+            return str.__eq__(self, other)
+
+        __hash__ = str.__hash__
+
+    d = dict(np.zeros(3).__array_interface__, typestr=Sneaky("<f8"))
+    for _ in range(3):
+        assert cai.from_array_interface(d).shape == (3,)

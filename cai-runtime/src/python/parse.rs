@@ -224,6 +224,11 @@ static TYPESTRS: Mutex<Vec<(isize, Py<PyString>, TypeStr)>> = Mutex::new(Vec::ne
 const TYPESTRS_SIZE: usize = 32;
 
 fn known_typestr(s: &Bound<'_, PyString>) -> Option<TypeStr> {
+    // Only exact `str`: a subclass's `__eq__`/`__hash__` could run Python code (and re-enter
+    // import) while the memo is locked.
+    if !s.is_exact_instance_of::<PyString>() {
+        return None;
+    }
     let hash = s.hash().ok()?;
     let memo = TYPESTRS.lock().unwrap_or_else(|e| e.into_inner());
     memo.iter()
@@ -236,6 +241,9 @@ fn known_typestr(s: &Bound<'_, PyString>) -> Option<TypeStr> {
 }
 
 fn remember_typestr(s: &Bound<'_, PyString>, t: TypeStr) {
+    if !s.is_exact_instance_of::<PyString>() {
+        return;
+    }
     if let Ok(hash) = s.hash() {
         let mut memo = TYPESTRS.lock().unwrap_or_else(|e| e.into_inner());
         if memo.len() < TYPESTRS_SIZE {
