@@ -2,11 +2,11 @@
 //!
 //! - [`export`]: descriptors as the dicts that `__cuda_array_interface__` /
 //!   `__array_interface__` properties return; the bodies of the getters the derives generate.
-//! - [`parse`]: reading foreign descriptor dicts, collecting every problem with its exception
+//! - [`parse`](mod@parse): reading foreign descriptor dicts, collecting every problem with its exception
 //!   type and spec rule ([`rules`]).
 //! - [`view`]: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array` in
 //!   Rust: a validated, typed view that keeps the owner alive.
-//! - [`check`]: the conformance checker.
+//! - [`check`](mod@check): the conformance checker.
 //!
 //! Properties on a `#[pyclass]`, without `multiple-pymethods`:
 //! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
