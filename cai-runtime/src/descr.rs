@@ -142,6 +142,13 @@ pub(crate) fn write_py_str(out: &mut impl fmt::Write, s: &str) -> fmt::Result {
     out.write_char(quote)
 }
 
+/// A Python tuple literal of values, for error messages: `(3,)`, `(2, 3)`.
+pub(crate) fn py_tuple<T: fmt::Display>(v: &[T]) -> String {
+    let mut s = String::new();
+    let _ = write_py_tuple(&mut s, v.iter());
+    s
+}
+
 /// Writes a Python tuple literal of integers: `()`, `(3,)`, `(2, 3)`.
 pub(crate) fn write_py_tuple<T: fmt::Display>(
     out: &mut impl fmt::Write,

@@ -28,6 +28,8 @@ pub trait Space:
     type StreamEntry: Clone + fmt::Debug + PartialEq + Eq + Default + Send + Sync;
     /// The Python attribute: `__cuda_array_interface__` or `__array_interface__`.
     const ATTRIBUTE: &'static str;
+    /// Whether this is the CUDA Array Interface (device memory, `stream`, the zero-size rule).
+    const DEVICE: bool;
     /// The versions a descriptor may declare.
     const VERSIONS: std::ops::RangeInclusive<u32>;
     /// The version exported by default.
@@ -56,6 +58,7 @@ impl sealed::Sealed for Host {}
 impl Space for Device {
     type StreamEntry = Option<Stream>;
     const ATTRIBUTE: &'static str = "__cuda_array_interface__";
+    const DEVICE: bool = true;
     const VERSIONS: std::ops::RangeInclusive<u32> = 0..=3;
     const DEFAULT_VERSION: u32 = 3;
     fn stream_of(entry: &Option<Stream>) -> Option<Stream> {
@@ -69,6 +72,7 @@ impl Space for Device {
 impl Space for Host {
     type StreamEntry = NoStream;
     const ATTRIBUTE: &'static str = "__array_interface__";
+    const DEVICE: bool = false;
     const VERSIONS: std::ops::RangeInclusive<u32> = 3..=3;
     const DEFAULT_VERSION: u32 = 3;
     fn stream_of(_: &NoStream) -> Option<Stream> {
@@ -168,7 +172,7 @@ impl<S: Space> ArrayDescriptor<S> {
             Ok(layout) => {
                 // A CUDA Array Interface rule; NumPy's host interface has no such rule (NumPy
                 // itself exports real pointers for empty arrays).
-                if layout.is_empty() && self.data.ptr != 0 && S::ATTRIBUTE == Device::ATTRIBUTE {
+                if layout.is_empty() && self.data.ptr != 0 && S::DEVICE {
                     out.push(DescriptorError::ZeroSizeData {
                         ptr: self.data.ptr,
                         shape: self.shape.clone(),
@@ -267,7 +271,7 @@ impl<S: Space> ArrayDescriptor<S> {
             mask.write_python(out)?;
         }
         write!(out, ", 'version': {}", self.version)?;
-        if S::ATTRIBUTE == Device::ATTRIBUTE && self.version >= 3 {
+        if S::DEVICE && self.version >= 3 {
             match self.stream() {
                 None => out.write_str(", 'stream': None")?,
                 Some(s) => write!(out, ", 'stream': {s}")?,

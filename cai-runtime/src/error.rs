@@ -1,18 +1,10 @@
 //! [`DescriptorError`]: every way a descriptor can break the spec, each naming the key and the
 //! offending value.
 
-use std::fmt;
-
-use crate::descr::{Descr, write_py_tuple};
+use crate::descr::{Descr, py_tuple};
 use crate::layout::LayoutError;
 use crate::stream::{Stream, StreamError};
 use crate::typestr::{TypeStr, TypeStrError};
-
-fn tuple<T: fmt::Display>(v: &[T]) -> String {
-    let mut s = String::new();
-    let _ = write_py_tuple(&mut s, v.iter());
-    s
-}
 
 /// A descriptor that breaks a rule of the CUDA Array Interface or NumPy array interface.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -50,7 +42,7 @@ pub enum DescriptorError {
     /// Null `data` pointer for an array that has items.
     #[error(
         "`data` pointer is 0 but `shape` = {} has items: only zero-size arrays may use 0",
-        tuple(shape)
+        py_tuple(shape)
     )]
     NullData {
         /// The shape.
@@ -59,7 +51,7 @@ pub enum DescriptorError {
     /// Non-null `data` pointer for an array with no items.
     #[error(
         "`data` pointer is {ptr:#x} but `shape` = {} has no items: the spec requires 0 for zero-size arrays",
-        tuple(shape)
+        py_tuple(shape)
     )]
     ZeroSizeData {
         /// The pointer.
@@ -82,8 +74,8 @@ pub enum DescriptorError {
     /// `mask` does not broadcast to `shape`.
     #[error(
         "`mask` has shape {} which does not broadcast to `shape` = {}",
-        tuple(mask_shape),
-        tuple(shape)
+        py_tuple(mask_shape),
+        py_tuple(shape)
     )]
     MaskShape {
         /// The mask's shape.
@@ -97,8 +89,8 @@ pub enum DescriptorError {
     /// The array reaches outside its buffer or allocation.
     #[error(
         "`shape` = {} with `strides` = {} touches bytes [{lo}, {hi}) but the buffer holds {alloc_len} bytes",
-        tuple(shape),
-        tuple(strides)
+        py_tuple(shape),
+        py_tuple(strides)
     )]
     OutOfBounds {
         /// The shape.

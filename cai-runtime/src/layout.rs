@@ -4,7 +4,7 @@
 //! All arithmetic is checked: a shape whose byte size or extent does not fit in `isize` (NumPy's
 //! limit too) is a [`LayoutError`], never a wrapped number.
 
-use crate::descr::write_py_tuple;
+use crate::descr::py_tuple;
 
 /// Memory order of a contiguous layout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -22,7 +22,7 @@ pub enum LayoutError {
     /// `shape` times the item size does not fit in `isize`.
     #[error(
         "`shape` = {} with item size {itemsize} overflows: the array would need more than isize::MAX bytes",
-        tuple(shape)
+        py_tuple(shape)
     )]
     ShapeOverflow {
         /// The shape.
@@ -31,7 +31,7 @@ pub enum LayoutError {
         itemsize: usize,
     },
     /// `strides` has another length than `shape`.
-    #[error("`strides` = {} has {} entries but `shape` = {} has {}: expected one stride per dimension", tuple(strides), strides.len(), tuple(shape), shape.len())]
+    #[error("`strides` = {} has {} entries but `shape` = {} has {}: expected one stride per dimension", py_tuple(strides), strides.len(), py_tuple(shape), shape.len())]
     StridesLength {
         /// The shape.
         shape: Vec<usize>,
@@ -41,8 +41,8 @@ pub enum LayoutError {
     /// The bytes spanned by `shape` and `strides` do not fit in `isize`.
     #[error(
         "`strides` = {} with `shape` = {} overflows: the byte extent does not fit in isize",
-        tuple(strides),
-        tuple(shape)
+        py_tuple(strides),
+        py_tuple(shape)
     )]
     ExtentOverflow {
         /// The shape.
@@ -59,7 +59,7 @@ pub enum LayoutError {
         ndim: usize,
     },
     /// A transpose order is not a permutation of the axes.
-    #[error("axes {} are not a permutation of 0..{ndim}", tuple(axes))]
+    #[error("axes {} are not a permutation of 0..{ndim}", py_tuple(axes))]
     Permutation {
         /// The axes given.
         axes: Vec<usize>,
@@ -79,12 +79,6 @@ pub enum LayoutError {
         /// The dimension's size.
         size: usize,
     },
-}
-
-fn tuple<T: std::fmt::Display>(v: &[T]) -> String {
-    let mut s = String::new();
-    let _ = write_py_tuple(&mut s, v.iter());
-    s
 }
 
 /// Byte range an array touches, relative to its data pointer: `lo` is the lowest byte offset

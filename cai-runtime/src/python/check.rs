@@ -107,7 +107,7 @@ fn hazards<S: Space>(dict: &Bound<'_, PyAny>, d: &ArrayDescriptor<S>) -> Vec<Pro
             format!("strides {s:?} are not all multiples of the item size {itemsize}"),
         ));
     }
-    if S::ATTRIBUTE == Device::ATTRIBUTE {
+    if S::DEVICE {
         if d.data.readonly {
             out.push(warning(
                 "data[1]",

@@ -156,7 +156,7 @@ fn build_dict<'py, S: Space>(
     }
     if let Some(mask) = &d.mask {
         let inner = build_dict(py, mask)?.unbind();
-        let holder: Py<PyAny> = if S::ATTRIBUTE == Device::ATTRIBUTE {
+        let holder: Py<PyAny> = if S::DEVICE {
             Py::new(py, CudaMask { dict: inner })?.into_any()
         } else {
             Py::new(py, HostMask { dict: inner })?.into_any()
@@ -164,7 +164,7 @@ fn build_dict<'py, S: Space>(
         dict.set_item(intern!(py, "mask"), holder)?;
     }
     dict.set_item(intern!(py, "version"), d.version)?;
-    if S::ATTRIBUTE == Device::ATTRIBUTE && d.version >= 3 {
+    if S::DEVICE && d.version >= 3 {
         dict.set_item(intern!(py, "stream"), d.stream().map(|s| s.as_raw()))?;
     }
     Ok(dict)

@@ -14,7 +14,7 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
 use super::rules::{self, Rule};
 use crate::descr::{Descr, DescrField, DescrFormat};
-use crate::descriptor::{ArrayDescriptor, Data, Device, Space};
+use crate::descriptor::{ArrayDescriptor, Data, Space};
 use crate::error::DescriptorError;
 use crate::layout::Layout;
 use crate::stream::Stream;
@@ -432,7 +432,7 @@ pub fn interface_of<'py, S: Space>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'p
 
 /// The interned attribute name of protocol `S` (no string is made or hashed per lookup).
 pub(crate) fn attribute_name<S: Space>(py: Python<'_>) -> &Bound<'_, PyString> {
-    if S::ATTRIBUTE == Device::ATTRIBUTE {
+    if S::DEVICE {
         intern!(py, "__cuda_array_interface__")
     } else {
         intern!(py, "__array_interface__")
@@ -459,7 +459,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
             layout: None,
         };
     };
-    let device = S::ATTRIBUTE == Device::ATTRIBUTE;
+    let device = S::DEVICE;
     let py = desc.py();
     fn required<'py, S: Space>(
         dict: &Bound<'py, PyDict>,
