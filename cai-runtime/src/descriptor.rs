@@ -11,7 +11,7 @@ use std::fmt;
 use crate::descr::{Descr, write_py_str, write_py_tuple};
 use crate::element::{DType, Element};
 use crate::error::DescriptorError;
-use crate::layout::{Layout, LayoutError, Order};
+use crate::layout::{Layout, Order};
 use crate::memory::{DeviceMemory, HostMemory};
 use crate::stream::Stream;
 use crate::typestr::{Kind, TypeStr};
@@ -479,40 +479,22 @@ impl<S: Space> DescriptorBuilder<S> {
                 vec![rest / itemsize]
             }
         };
-        // C order without explicit strides (the common case) needs no stride arithmetic: the
-        // items are the `nbytes` bytes after the data pointer.
-        let (is_empty, exported_strides) = if self.strides.is_none() && self.order == Order::C {
-            let nbytes = crate::layout::checked_nbytes(&shape, itemsize).ok_or_else(|| {
-                LayoutError::ShapeOverflow {
-                    shape: shape.clone(),
-                    itemsize,
-                }
-            })?;
-            let is_empty = shape.contains(&0);
-            let end = self.offset.checked_add(nbytes);
-            if self.offset > self.byte_len || end.is_none_or(|end| end > self.byte_len) {
-                let strides = Layout::c_contiguous(&shape, itemsize)?.strides().to_vec();
-                return Err(self.out_of_bounds(shape, strides, 0, nbytes as isize));
-            }
-            (is_empty, None)
-        } else {
-            let layout = match &self.strides {
-                Some(s) => Layout::strided(&shape, s, itemsize)?,
-                None => Layout::contiguous(&shape, itemsize, self.order)?,
-            };
-            let offset = isize::try_from(self.offset).unwrap_or(isize::MAX);
-            if self.offset > self.byte_len || !layout.fits_in(offset, self.byte_len) {
-                let e = layout
-                    .extent()
-                    .unwrap_or(crate::layout::Extent { lo: 0, hi: 0 });
-                let strides = layout.strides().to_vec();
-                return Err(self.out_of_bounds(shape, strides, e.lo, e.hi));
-            }
-            (
-                layout.is_empty(),
-                layout.exported_strides().map(<[isize]>::to_vec),
-            )
+        let layout = match &self.strides {
+            Some(s) => Layout::strided(&shape, s, itemsize)?,
+            None => Layout::contiguous(&shape, itemsize, self.order)?,
         };
+        let offset = isize::try_from(self.offset).unwrap_or(isize::MAX);
+        if self.offset > self.byte_len || !layout.fits_in(offset, self.byte_len) {
+            let e = layout
+                .extent()
+                .unwrap_or(crate::layout::Extent { lo: 0, hi: 0 });
+            let strides = layout.strides().to_vec();
+            return Err(self.out_of_bounds(shape, strides, e.lo, e.hi));
+        }
+        let (is_empty, exported_strides) = (
+            layout.is_empty(),
+            layout.exported_strides().map(<[isize]>::to_vec),
+        );
         let ptr = if is_empty {
             0
         } else {
