@@ -2,7 +2,8 @@
 # Runs every test of the project: formatting, clippy, the Rust unit/integration/property/UI
 # tests, a build without default features, the abi3 wheel of the `cai` Python package, the
 # pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and the demo.
-# Needs no GPU and no CUDA toolkit. This is the command README.md names and .ci/run calls.
+# Needs no GPU and no CUDA toolkit (the `cuda` feature is compiled and tested against a stub
+# libcuda). This is the command README.md names and .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,15 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+
+# The `cuda` feature links libcuda. Without a CUDA installation (CI), link and run against the
+# stub from scripts/cuda-stub.sh: tests needing a device then say they were skipped.
+if [ -z "${CUDA_LIBRARY_PATH:-}" ] && [ ! -e /usr/local/cuda/include/cuda.h ] && [ ! -e /opt/cuda/include/cuda.h ]; then
+    echo "== no CUDA installation: building the libcuda stub"
+    scripts/cuda-stub.sh "$PWD/target/cuda-stub"
+    export CUDA_LIBRARY_PATH="$PWD/target/cuda-stub"
+    export LD_LIBRARY_PATH="$PWD/target/cuda-stub/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 echo "== cargo fmt"
 cargo fmt --all -- --check

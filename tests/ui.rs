@@ -1,6 +1,10 @@
 //! Compile-fail suite: one small file per mistake in `tests/ui/`, with the exact message the
 //! user sees in the `.stderr` beside it. Regenerate with `TRYBUILD=overwrite cargo test --test ui`
 //! and review every changed message as a user would read it.
+//!
+//! The `.stderr` files are those of the test command (`cargo test --workspace --all-features`,
+//! README): rustc's lists of implementing types and its path disambiguation depend on which
+//! features of cai-runtime are on (with `cuda`, `Device` is spelled `cai_runtime::Device`).
 
 #[test]
 fn ui() {

@@ -138,3 +138,59 @@ impl DescriptorError {
         }
     }
 }
+
+/// A CUDA driver call that failed: which call, and the `CUresult` it returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{operation} failed: {} ({code}){}", driver_error_name(*code), driver_error_hint(*code))]
+pub struct DriverError {
+    /// The driver call (`"cuInit"`, `"cuEventRecord"`...).
+    pub operation: &'static str,
+    /// The `CUresult` it returned.
+    pub code: u32,
+}
+
+impl DriverError {
+    /// Whether the error means there is no usable CUDA driver or device here, so that tests
+    /// needing one are skipped rather than failed.
+    pub fn is_no_device(&self) -> bool {
+        matches!(self.code, 34 | 35 | 100 | 999)
+    }
+}
+
+/// The `CUresult` name for the codes this crate meets (`cuGetErrorName` needs a driver, and a
+/// message about a missing driver must not).
+pub fn driver_error_name(code: u32) -> &'static str {
+    match code {
+        0 => "CUDA_SUCCESS",
+        1 => "CUDA_ERROR_INVALID_VALUE",
+        2 => "CUDA_ERROR_OUT_OF_MEMORY",
+        3 => "CUDA_ERROR_NOT_INITIALIZED",
+        4 => "CUDA_ERROR_DEINITIALIZED",
+        34 => "CUDA_ERROR_STUB_LIBRARY",
+        35 => "CUDA_ERROR_INSUFFICIENT_DRIVER",
+        100 => "CUDA_ERROR_NO_DEVICE",
+        101 => "CUDA_ERROR_INVALID_DEVICE",
+        200 => "CUDA_ERROR_INVALID_IMAGE",
+        201 => "CUDA_ERROR_INVALID_CONTEXT",
+        400 => "CUDA_ERROR_INVALID_HANDLE",
+        500 => "CUDA_ERROR_NOT_FOUND",
+        600 => "CUDA_ERROR_NOT_READY",
+        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
+        709 => "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+        719 => "CUDA_ERROR_LAUNCH_FAILED",
+        801 => "CUDA_ERROR_NOT_SUPPORTED",
+        999 => "CUDA_ERROR_UNKNOWN",
+        _ => "CUDA error",
+    }
+}
+
+fn driver_error_hint(code: u32) -> &'static str {
+    match code {
+        34 => {
+            ": this libcuda is a stub (a build without the CUDA driver); install the NVIDIA driver to use a GPU"
+        }
+        35 => ": the installed NVIDIA driver is older than this CUDA version needs",
+        100 => ": no CUDA-capable device is visible (check CUDA_VISIBLE_DEVICES)",
+        _ => "",
+    }
+}

@@ -283,6 +283,30 @@ impl Layout {
         }
     }
 
+    /// The byte offset of every item relative to the data pointer, in C order (last index
+    /// fastest); nothing for an array with no items.
+    pub fn item_offsets(&self) -> impl Iterator<Item = isize> + '_ {
+        let n = if self.is_empty() { 0 } else { self.size() };
+        let mut index = vec![0usize; self.ndim()];
+        let mut offset = 0isize;
+        (0..n).map(move |k| {
+            if k > 0 {
+                // Odometer step: bump the last axis, carrying into earlier ones. Offsets stay
+                // inside the validated extent, so the arithmetic cannot overflow.
+                for axis in (0..index.len()).rev() {
+                    index[axis] += 1;
+                    offset += self.strides[axis];
+                    if index[axis] < self.shape[axis] {
+                        break;
+                    }
+                    offset -= self.strides[axis] * self.shape[axis] as isize;
+                    index[axis] = 0;
+                }
+            }
+            offset
+        })
+    }
+
     /// The bytes touched relative to the data pointer, or `None` for an array with no items.
     pub fn extent(&self) -> Option<Extent> {
         if self.is_empty() {

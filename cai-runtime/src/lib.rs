@@ -31,10 +31,16 @@
 //! - [`descriptor`]: the descriptor model, validation and the export builder.
 //! - [`stream`]: the `stream` entry; [`memory`]: what may back device and host arrays.
 //! - [`interface`]: the traits the derives implement and the traits annotated fields need.
+//! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions;
+//!   [`pointer`]: pointer attributes and the import checks on them.
+//! - `cuda` (feature `cuda`): the CUDA driver through cust: cust buffers and streams, the
+//!   event wait, pointer attributes. `python` (feature `python`): the PyO3 glue.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod descr;
 pub mod descriptor;
 pub mod element;
@@ -42,9 +48,11 @@ pub mod error;
 pub mod interface;
 pub mod layout;
 pub mod memory;
+pub mod pointer;
 #[cfg(feature = "python")]
 pub mod python;
 pub mod stream;
+pub mod sync;
 pub mod typestr;
 
 pub use descr::{Descr, DescrField, DescrFormat};
@@ -53,7 +61,7 @@ pub use descriptor::{
     HostArrayDescriptor, NoStream, Space,
 };
 pub use element::{DType, Element, FieldDType, StructDType};
-pub use error::DescriptorError;
+pub use error::{DescriptorError, DriverError};
 pub use interface::{
     ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
 };

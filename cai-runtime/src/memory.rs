@@ -160,3 +160,17 @@ unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for &T {
         (**self).is_writable()
     }
 }
+
+// SAFETY: forwards to `T`, which the Arc keeps alive as long as this handle.
+unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<T> {
+    type Elem = T::Elem;
+    fn device_ptr(&self) -> u64 {
+        (**self).device_ptr()
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+    fn is_writable(&self) -> bool {
+        (**self).is_writable()
+    }
+}

@@ -32,12 +32,16 @@ impl StreamHandle {
 
 /// A `stream` value the spec disallows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StreamError {
     /// `stream = 0`.
     #[error(
         "`stream` = 0 is disallowed by the CUDA Array Interface: 0 is ambiguous between None and the default streams; use None (no synchronization), 1 (legacy default stream) or 2 (per-thread default stream)"
     )]
     Zero,
+    /// A driver call ordering the producer's streams, or synchronizing with them, failed.
+    #[error("could not order work on the exported `stream`: {0}")]
+    Driver(#[from] crate::error::DriverError),
 }
 
 impl Stream {
@@ -81,6 +85,13 @@ impl fmt::Display for Stream {
 pub trait AsStream {
     /// The stream to export, or `None` when no synchronization is needed.
     fn cai_stream(&self) -> Option<Stream>;
+
+    /// Called on every export, before the descriptor is built: a type with work pending on
+    /// several streams makes the exported stream wait for all of it here (the spec's producer
+    /// rule), then returns it. The default returns [`AsStream::cai_stream`].
+    fn prepare_export(&self) -> Result<Option<Stream>, StreamError> {
+        Ok(self.cai_stream())
+    }
 }
 
 impl AsStream for Stream {
@@ -98,6 +109,18 @@ impl AsStream for Option<Stream> {
 impl<T: AsStream + ?Sized> AsStream for &T {
     fn cai_stream(&self) -> Option<Stream> {
         (**self).cai_stream()
+    }
+    fn prepare_export(&self) -> Result<Option<Stream>, StreamError> {
+        (**self).prepare_export()
+    }
+}
+
+impl<T: AsStream + ?Sized> AsStream for std::sync::Arc<T> {
+    fn cai_stream(&self) -> Option<Stream> {
+        (**self).cai_stream()
+    }
+    fn prepare_export(&self) -> Result<Option<Stream>, StreamError> {
+        (**self).prepare_export()
     }
 }
 

@@ -53,6 +53,34 @@ proptest! {
     }
 
     #[test]
+    fn item_offsets_visit_every_item_in_c_order(
+        shape in small_shape(),
+        strides in prop::collection::vec(-40isize..40, 5),
+        itemsize in 1usize..9,
+    ) {
+        let strides = &strides[..shape.len()];
+        let Ok(l) = Layout::strided(&shape, strides, itemsize) else { return Ok(()) };
+        let offsets: Vec<isize> = l.item_offsets().collect();
+        prop_assert_eq!(offsets.len(), if l.is_empty() { 0 } else { l.size() });
+        // The naive computation, index by index in C order.
+        let mut expected = Vec::new();
+        if !l.is_empty() {
+            for k in 0..l.size() {
+                let (mut rest, mut off) = (k, 0isize);
+                for axis in (0..shape.len()).rev() {
+                    off += (rest % shape[axis]) as isize * strides[axis];
+                    rest /= shape[axis];
+                }
+                expected.push(off);
+            }
+        }
+        prop_assert_eq!(&offsets, &expected);
+        if let Some(e) = l.extent() {
+            prop_assert!(offsets.iter().all(|&o| e.lo <= o && o + itemsize as isize <= e.hi));
+        }
+    }
+
+    #[test]
     fn overflow_is_an_error_never_a_wrap(shape in wild_shape(), itemsize in prop_oneof![1usize..17, any::<usize>()], order in order()) {
         let max = isize::MAX as u128;
         let count = if shape.contains(&0) {

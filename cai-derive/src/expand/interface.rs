@@ -141,8 +141,8 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     }
     if let Some(f) = plan.stream {
         let tr = quote!(#krate::AsStream);
-        let v = field_call(f, &tr, quote!(cai_stream), &params, &mut bounds);
-        calls.push(quote!(.stream(#v)));
+        let v = field_call(f, &tr, quote!(prepare_export), &params, &mut bounds);
+        calls.push(quote!(.stream(#v?)));
     }
     if let Some(f) = plan.mask {
         let tr = quote!(#krate::AsMask<#space>);

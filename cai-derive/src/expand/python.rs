@@ -43,6 +43,7 @@ pub fn pymethods_block(block: TokenStream, krate: &TokenStream) -> TokenStream {
 }
 
 /// `#[cai_runtime::pymethods(cuda, host, crate = "...")]` on an impl block.
+#[cfg(feature = "python")]
 pub fn attribute(args: TokenStream, item: TokenStream) -> TokenStream {
     match attribute_inner(args, item.clone()) {
         Ok(ts) => ts,
@@ -53,6 +54,7 @@ pub fn attribute(args: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+#[cfg(feature = "python")]
 fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let mut protocols = Vec::new();
     let mut krate = quote!(::cai_runtime);

@@ -10,7 +10,9 @@ use super::parse::{interface_of, parse};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::element::Element;
 use crate::layout::Layout;
+use crate::pointer::PointerAttributes;
 use crate::stream::Stream;
+use crate::sync::{ImportOptions, NoSyncReason, SyncPlan};
 
 /// A foreign array: the spec's `from_cuda_array_interface` / `as_cuda_array` result in Rust
 /// (and the same for `__array_interface__` with [`Host`]).
@@ -19,7 +21,9 @@ pub struct ForeignArray<S: Space> {
     descriptor: ArrayDescriptor<S>,
     layout: Layout,
     owner: Option<Py<PyAny>>,
-    sync: bool,
+    options: ImportOptions,
+    sync_plan: SyncPlan,
+    attributes: Option<PointerAttributes>,
 }
 
 /// An imported `__cuda_array_interface__`.
@@ -68,19 +72,41 @@ impl From<ViewError> for PyErr {
 
 impl<S: Space> ForeignArray<S> {
     /// Imports a descriptor dict (`from_cuda_array_interface(desc, owner, sync)`); `owner`, if
-    /// given, is kept alive as long as the view.
+    /// given, is kept alive as long as the view. Other options at their defaults.
     pub fn from_interface(
         desc: &Bound<'_, PyAny>,
         owner: Option<&Bound<'_, PyAny>>,
         sync: bool,
     ) -> PyResult<Self> {
+        let options = ImportOptions {
+            sync,
+            ..ImportOptions::default()
+        };
+        Self::from_interface_with(desc, owner, &options)
+    }
+
+    /// Imports a descriptor dict with explicit [`ImportOptions`]. For a device array built with
+    /// the `cuda` feature, the pointer is checked with the driver and the consumer's stream is
+    /// synchronized with the producer's before this returns; without it, [`Self::sync_plan`]
+    /// says what the caller must do.
+    pub fn from_interface_with(
+        desc: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
+        options: &ImportOptions,
+    ) -> PyResult<Self> {
         let (descriptor, layout) = parse::<S>(desc).into_result()?;
-        Ok(ForeignArray {
+        let mut a = ForeignArray {
             descriptor,
             layout,
             owner: owner.map(|o| o.clone().unbind()),
-            sync,
-        })
+            options: *options,
+            sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
+            attributes: None,
+        };
+        if S::DEVICE {
+            a.prepare_device()?;
+        }
+        Ok(a)
     }
 
     /// Imports an object exposing the interface (`as_cuda_array(obj, sync)`); the view keeps
@@ -88,6 +114,48 @@ impl<S: Space> ForeignArray<S> {
     pub fn from_object(obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<Self> {
         let desc = interface_of::<S>(obj)?;
         Self::from_interface(&desc, Some(obj), sync)
+    }
+
+    /// [`Self::from_object`] with explicit [`ImportOptions`].
+    pub fn from_object_with(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<Self> {
+        let desc = interface_of::<S>(obj)?;
+        Self::from_interface_with(&desc, Some(obj), options)
+    }
+
+    /// Pointer checks and stream synchronization with the driver.
+    #[cfg(feature = "cuda")]
+    fn prepare_device(&mut self) -> PyResult<()> {
+        use crate::cuda;
+        let extent = self.layout.extent();
+        if self.options.check_pointer {
+            self.attributes =
+                cuda::check_device_pointer(self.ptr(), extent).map_err(|e| match e {
+                    cuda::ImportCheckError::Pointer(_) => PyValueError::new_err(e.to_string()),
+                    cuda::ImportCheckError::Driver(_) => {
+                        pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
+                    }
+                })?;
+        }
+        if let Some(ordinal) = self.attributes.and_then(|a| a.device_ordinal) {
+            cuda::ensure_context(ordinal).map_err(driver_error)?;
+        }
+        self.sync_plan =
+            cuda::synchronize_import(self.stream(), &self.options).map_err(driver_error)?;
+        Ok(())
+    }
+
+    /// Without the driver: decide, and leave the doing to the caller.
+    #[cfg(not(feature = "cuda"))]
+    fn prepare_device(&mut self) -> PyResult<()> {
+        let o = &self.options;
+        self.sync_plan = crate::sync::plan(
+            self.stream(),
+            o.consumer,
+            o.mode,
+            o.sync,
+            crate::sync::ignore_streams(),
+        );
+        Ok(())
     }
 
     /// The validated descriptor.
@@ -120,10 +188,32 @@ impl<S: Space> ForeignArray<S> {
         self.descriptor.stream()
     }
 
-    /// Whether the caller asked for synchronization with the producer's stream (`sync=True`)
-    /// and there is a stream to synchronize on. The CUDA backend acts on it.
+    /// Whether the import called for synchronization with the producer's stream (there is a
+    /// stream, `sync=True`, streams not ignored, another consumer stream). With the `cuda`
+    /// feature it was carried out during the import ([`Self::synchronized`]).
     pub fn needs_sync(&self) -> bool {
-        self.sync && self.stream().is_some()
+        !matches!(self.sync_plan, SyncPlan::Nothing(_))
+    }
+
+    /// What the import decided about the producer's stream.
+    pub fn sync_plan(&self) -> SyncPlan {
+        self.sync_plan
+    }
+
+    /// Whether [`Self::sync_plan`] was carried out (true with the `cuda` feature).
+    pub fn synchronized(&self) -> bool {
+        cfg!(feature = "cuda")
+    }
+
+    /// The options the import used.
+    pub fn options(&self) -> &ImportOptions {
+        &self.options
+    }
+
+    /// What the driver said about the data pointer (`cuda` feature, pointer checks on,
+    /// non-empty device arrays).
+    pub fn pointer_attributes(&self) -> Option<&PointerAttributes> {
+        self.attributes.as_ref()
     }
 
     /// A typed view, refused unless the typestr (byte order included) and, when present, the
@@ -283,36 +373,44 @@ impl<T: Plain> TypedMut<'_, T, Host> {
 impl ForeignArray<Host> {
     /// The items' bytes in C order (a copy), whatever the strides.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let l = &self.layout;
-        let itemsize = l.itemsize();
-        let mut out = Vec::with_capacity(l.nbytes());
-        if l.is_empty() {
-            return out;
-        }
-        let mut index = vec![0usize; l.ndim()];
-        loop {
-            let off: isize = index
-                .iter()
-                .zip(l.strides())
-                .map(|(&i, &s)| i as isize * s)
-                .sum();
+        let itemsize = self.layout.itemsize();
+        let mut out = Vec::with_capacity(self.layout.nbytes());
+        for off in self.layout.item_offsets() {
             let p = (self.ptr() as usize as *const u8).wrapping_offset(off);
-            // SAFETY: `index` is inside the shape, so `p .. p + itemsize` is inside the validated
-            // extent of memory the kept-alive owner holds; bytes have no invalid values.
+            // SAFETY: every item offset lies inside the validated extent of memory the
+            // kept-alive owner holds; bytes have no invalid values.
             out.extend_from_slice(unsafe { std::slice::from_raw_parts(p, itemsize) });
-            let mut axis = l.ndim();
-            loop {
-                if axis == 0 {
-                    return out;
-                }
-                axis -= 1;
-                index[axis] += 1;
-                if index[axis] < l.shape()[axis] {
-                    break;
-                }
-                index[axis] = 0;
-            }
         }
+        out
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn driver_error(e: crate::error::DriverError) -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
+}
+
+#[cfg(feature = "cuda")]
+impl ForeignArray<Device> {
+    /// The items' bytes in C order (a copy), whatever the strides: the bytes the array spans
+    /// are copied to the host on the consumer's stream, which is then synchronized.
+    pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
+        let Some(extent) = self.layout.extent() else {
+            return Ok(Vec::new());
+        };
+        let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
+        crate::cuda::ensure_context(ordinal).map_err(driver_error)?;
+        let lo = self.ptr().wrapping_add_signed(extent.lo as i64);
+        let span = crate::cuda::copy_to_host(lo, extent.len(), self.options.consumer)
+            .map_err(driver_error)?;
+        let itemsize = self.layout.itemsize();
+        let mut out = Vec::with_capacity(self.layout.nbytes());
+        for off in self.layout.item_offsets() {
+            // Offsets lie inside the extent, so this slice is inside `span`.
+            let at = (off - extent.lo) as usize;
+            out.extend_from_slice(&span[at..at + itemsize]);
+        }
+        Ok(out)
     }
 }
 

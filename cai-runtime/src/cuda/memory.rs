@@ -1,0 +1,146 @@
+//! cust's device memory types as [`DeviceMemory`]: they own (or borrow) device-accessible
+//! allocations, so a derived struct holding one exports it without any unsafe code.
+
+use cust::memory::{DeviceBox, DeviceBuffer, DeviceCopy, DeviceSlice, UnifiedBuffer};
+
+use super::ffi;
+use super::stream::raw_handle;
+use crate::element::Element;
+use crate::error::DriverError;
+use crate::memory::DeviceMemory;
+use crate::stream::Stream;
+
+// SAFETY: a DeviceBuffer owns `len()` items of device memory at `as_device_ptr()` (null when
+// empty) until it is dropped, and nothing else aliases it.
+unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBuffer<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.as_device_ptr().as_raw()
+    }
+    fn len(&self) -> usize {
+        DeviceSlice::len(self)
+    }
+}
+
+// SAFETY: a DeviceSlice describes `len()` items at `as_device_ptr()` inside an allocation that
+// outlives it (cust's contract for constructing one).
+unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceSlice<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.as_device_ptr().as_raw()
+    }
+    fn len(&self) -> usize {
+        DeviceSlice::len(self)
+    }
+}
+
+// SAFETY: a DeviceBox owns one item of device memory at `as_device_ptr()` until dropped.
+unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBox<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.as_device_ptr().as_raw()
+    }
+    fn len(&self) -> usize {
+        1
+    }
+}
+
+// SAFETY: a UnifiedBuffer owns `len()` items of managed memory, addressable from host and
+// device at the same address, until dropped (a dangling, never-dereferenced address when
+// empty; the export then writes 0).
+unsafe impl<T: Element + DeviceCopy> DeviceMemory for UnifiedBuffer<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.as_slice().as_ptr() as usize as u64
+    }
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+}
+
+/// Copies `len` bytes at device address `src` to a new host vector, enqueued on `stream`,
+/// which is then synchronized. The caller's context must be current.
+pub fn copy_to_host(src: u64, len: usize, stream: Stream) -> Result<Vec<u8>, DriverError> {
+    super::init()?;
+    let mut out = vec![0u8; len];
+    if len == 0 {
+        return Ok(out);
+    }
+    let s = raw_handle(stream);
+    // SAFETY: `out` is valid for `len` bytes of writes and outlives the copy, which is complete
+    // once the stream is synchronized below (on error the stream is synchronized too, so no
+    // copy can still be writing into `out` when it is freed).
+    let copied = ffi::check("cuMemcpyDtoHAsync", unsafe {
+        ffi::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), src, len, s)
+    });
+    // SAFETY: the stream is alive (caller's contract).
+    let synced = ffi::check("cuStreamSynchronize", unsafe {
+        ffi::cuStreamSynchronize(s)
+    });
+    copied.and(synced).map(|()| out)
+}
+
+/// Copies host bytes to device address `dst` on `stream` and waits for the copy.
+pub fn copy_from_host(dst: u64, data: &[u8], stream: Stream) -> Result<(), DriverError> {
+    super::init()?;
+    if data.is_empty() {
+        return Ok(());
+    }
+    let s = raw_handle(stream);
+    // SAFETY: `data` is valid for reads of its length until the stream is synchronized below.
+    let copied = ffi::check("cuMemcpyHtoDAsync", unsafe {
+        ffi::cuMemcpyHtoDAsync_v2(dst, data.as_ptr().cast(), data.len(), s)
+    });
+    // SAFETY: the stream is alive (caller's contract).
+    let synced = ffi::check("cuStreamSynchronize", unsafe {
+        ffi::cuStreamSynchronize(s)
+    });
+    copied.and(synced)
+}
+
+/// Enqueues setting `len` bytes at `dst` to `value` on `stream`, without waiting.
+///
+/// # Safety
+/// `dst .. dst + len` must be device memory the caller may write, alive until the work
+/// completes, and `stream` a live stream.
+pub unsafe fn memset_async(
+    dst: u64,
+    value: u8,
+    len: usize,
+    stream: Stream,
+) -> Result<(), DriverError> {
+    super::init()?;
+    // SAFETY: the caller's contract.
+    ffi::check("cuMemsetD8Async", unsafe {
+        ffi::cuMemsetD8Async(dst, value, len, raw_handle(stream))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use cust::memory::DevicePointer;
+
+    use super::*;
+    use crate::DescriptorBuilder;
+
+    #[test]
+    fn a_device_slice_exports_its_address_and_length() {
+        // SAFETY: a slice over an address that is never dereferenced; constructing one makes
+        // no driver call.
+        let s =
+            unsafe { DeviceSlice::<f32>::from_raw_parts(DevicePointer::from_raw(0x7000_0000), 6) };
+        assert_eq!((s.device_ptr(), DeviceMemory::len(&s)), (0x7000_0000, 6));
+        let d = DescriptorBuilder::device(&s)
+            .shape(vec![2, 3])
+            .build()
+            .unwrap();
+        assert_eq!(d.data.ptr, 0x7000_0000);
+        assert_eq!(d.typestr.to_string(), "<f4");
+        assert!(
+            DescriptorBuilder::device(&s)
+                .shape(vec![7])
+                .build()
+                .is_err()
+        );
+    }
+}

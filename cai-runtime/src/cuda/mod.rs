@@ -1,0 +1,105 @@
+//! The CUDA driver through `cust` 0.3 (feature `cuda`): the spec's Synchronization and Lifetime
+//! sections and its pointer attributes, for real.
+//!
+//! - [`memory`]: cust's `DeviceBuffer`, `DeviceSlice`, `DeviceBox` and `UnifiedBuffer` as
+//!   [`crate::DeviceMemory`] (and [`crate::RawDeviceMemory`] for memory allocated elsewhere).
+//! - [`stream`]: cust's `Stream` as a derive's `#[cai(stream)]` field; [`stream::PendingStreams`]
+//!   for data with work pending on several streams; [`stream::order_after`], the event wait.
+//! - [`sync`]: what an import does about the producer's stream ([`crate::sync::plan`]), done.
+//! - [`pointer`]: pointer attributes and the import checks built on them.
+//!
+//! Nothing here needs a GPU to compile or link: without a CUDA installation, link against the
+//! stub from `scripts/cuda-stub.sh`; every call then fails with `CUDA_ERROR_STUB_LIBRARY`, which
+//! [`crate::error::DriverError::is_no_device`] recognizes so that tests skip.
+
+mod ffi;
+pub mod memory;
+pub mod pointer;
+pub mod stream;
+pub mod sync;
+
+use std::sync::{Mutex, OnceLock};
+
+pub use crate::error::DriverError;
+pub use memory::{copy_from_host, copy_to_host, memset_async};
+pub use pointer::{ImportCheckError, check_device_pointer, pointer_attributes};
+pub use stream::{ExportStream, PendingStreams, order_after};
+pub use sync::{execute, synchronize_import};
+
+/// Initializes the driver API once (`cuInit(0)`); later calls return the first outcome. Every
+/// function of this module calls it first.
+pub fn init() -> Result<(), DriverError> {
+    static INIT: OnceLock<Result<(), DriverError>> = OnceLock::new();
+    // SAFETY: cuInit takes flags by value and may be called from any thread, any number of
+    // times.
+    *INIT.get_or_init(|| ffi::check("cuInit", unsafe { ffi::cuInit(0) }))
+}
+
+/// Makes the primary context of device `ordinal` current on this thread if no context is
+/// (what the runtime API, CuPy and PyTorch do), retaining it for the life of the process.
+/// A thread that already has a current context keeps it.
+pub fn ensure_context(ordinal: u32) -> Result<(), DriverError> {
+    init()?;
+    let mut current: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: `current` is a valid out-pointer for one CUcontext.
+    ffi::check("cuCtxGetCurrent", unsafe {
+        ffi::cuCtxGetCurrent(&mut current)
+    })?;
+    if !current.is_null() {
+        return Ok(());
+    }
+    let ctx = primary_context(ordinal)?;
+    // SAFETY: `ctx` is a primary context retained below and never released.
+    ffi::check("cuCtxSetCurrent", unsafe {
+        ffi::cuCtxSetCurrent(ctx as ffi::CUcontext)
+    })
+}
+
+/// The primary context of device `ordinal`, retained once per process (never released, like
+/// the runtime API's), as an address.
+fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
+    static RETAINED: Mutex<Vec<(u32, usize)>> = Mutex::new(Vec::new());
+    let mut retained = RETAINED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&(_, ctx)) = retained.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(ctx);
+    }
+    let ordinal_c = i32::try_from(ordinal).map_err(|_| DriverError {
+        operation: "cuDeviceGet",
+        code: 101,
+    })?;
+    let mut dev: ffi::CUdevice = 0;
+    // SAFETY: `dev` is a valid out-pointer; the ordinal is checked by the driver.
+    ffi::check("cuDeviceGet", unsafe {
+        ffi::cuDeviceGet(&mut dev, ordinal_c)
+    })?;
+    let mut ctx: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: `ctx` is a valid out-pointer, `dev` a device handle from cuDeviceGet.
+    ffi::check("cuDevicePrimaryCtxRetain", unsafe {
+        ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev)
+    })?;
+    retained.push((ordinal, ctx as usize));
+    Ok(ctx as usize)
+}
+
+/// Runs `f` with `ctx` current on this thread, then restores the previous context.
+fn with_context<R>(
+    ctx: ffi::CUcontext,
+    f: impl FnOnce() -> Result<R, DriverError>,
+) -> Result<R, DriverError> {
+    let mut previous: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: valid out-pointer.
+    ffi::check("cuCtxGetCurrent", unsafe {
+        ffi::cuCtxGetCurrent(&mut previous)
+    })?;
+    if previous == ctx || ctx.is_null() {
+        return f();
+    }
+    // SAFETY: `ctx` comes from the driver (a stream's or a pointer's context) and is alive
+    // while the object it was read from is.
+    ffi::check("cuCtxSetCurrent", unsafe { ffi::cuCtxSetCurrent(ctx) })?;
+    let out = f();
+    // SAFETY: `previous` was current a moment ago (possibly null: no context).
+    let restored = ffi::check("cuCtxSetCurrent", unsafe { ffi::cuCtxSetCurrent(previous) });
+    let out = out?;
+    restored.map(|()| out)
+}

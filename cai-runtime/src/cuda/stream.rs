@@ -1,0 +1,232 @@
+//! Streams on the producer side: cust's `Stream` as an exported stream, data with work pending
+//! on several streams, and the event wait that orders one stream after another.
+
+use std::sync::{Arc, Mutex};
+
+use cust::stream::Stream as CuStream;
+
+use super::{ffi, with_context};
+use crate::error::DriverError;
+use crate::stream::{AsStream, Stream, StreamError};
+
+/// The driver handle for an exported stream value (1 and 2 are `CU_STREAM_LEGACY` and
+/// `CU_STREAM_PER_THREAD`, as `cuda.h` defines them).
+pub fn raw_handle(stream: Stream) -> *mut std::ffi::c_void {
+    match stream {
+        Stream::LegacyDefault => ffi::CU_STREAM_LEGACY,
+        Stream::PerThreadDefault => ffi::CU_STREAM_PER_THREAD,
+        Stream::Handle(h) => h.get() as usize as ffi::CUstream,
+    }
+}
+
+/// The exported value for a driver handle. A null handle is the legacy default stream (the
+/// driver API's meaning of 0, which the interface forbids exporting).
+pub fn from_raw_handle(handle: *mut std::ffi::c_void) -> Stream {
+    // Never 0 here, so from_raw cannot fail.
+    Stream::from_raw(handle as usize as u64).unwrap_or(Stream::LegacyDefault)
+}
+
+/// A cust stream exports its handle. The struct holding it keeps it alive, so the exported
+/// stream lives as long as the object (the spec's Lifetime rule).
+impl AsStream for CuStream {
+    fn cai_stream(&self) -> Option<Stream> {
+        Some(from_raw_handle(self.as_inner().cast()))
+    }
+}
+
+/// The context a stream belongs to (null for the default streams: the current context's).
+fn stream_context(stream: Stream) -> Result<ffi::CUcontext, DriverError> {
+    let Stream::Handle(_) = stream else {
+        return Ok(std::ptr::null_mut());
+    };
+    let mut ctx: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: valid out-pointer; the handle is a live stream by the caller's contract.
+    ffi::check("cuStreamGetCtx", unsafe {
+        ffi::cuStreamGetCtx(raw_handle(stream), &mut ctx)
+    })?;
+    Ok(ctx)
+}
+
+/// Makes `waiter` wait for the work enqueued so far on `producer`, without blocking the host:
+/// records an event on `producer` (in that stream's context) and enqueues a wait on it in
+/// `waiter`. Both streams must be alive; the default streams are those of the current context.
+pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> {
+    super::init()?;
+    if waiter == producer {
+        return Ok(());
+    }
+    let ctx = stream_context(producer)?;
+    with_context(ctx, || {
+        let mut event: ffi::CUevent = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; flags are a cuda.h constant.
+        ffi::check("cuEventCreate", unsafe {
+            ffi::cuEventCreate(&mut event, ffi::CU_EVENT_DISABLE_TIMING)
+        })?;
+        // SAFETY: `event` was just created; the streams are alive (caller's contract). A wait
+        // may name an event of another context; destroying the event after enqueueing the wait
+        // is allowed (the wait keeps what it needs).
+        let recorded = ffi::check("cuEventRecord", unsafe {
+            ffi::cuEventRecord(event, raw_handle(producer))
+        })
+        .and_then(|()| {
+            ffi::check("cuStreamWaitEvent", unsafe {
+                ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0)
+            })
+        });
+        // SAFETY: `event` is ours and destroyed once.
+        let destroyed = ffi::check("cuEventDestroy", unsafe { ffi::cuEventDestroy_v2(event) });
+        recorded.and(destroyed)
+    })
+}
+
+/// Blocks until all work enqueued on `stream` has finished.
+pub fn synchronize(stream: Stream) -> Result<(), DriverError> {
+    super::init()?;
+    let ctx = stream_context(stream)?;
+    // SAFETY: the stream is alive (caller's contract).
+    with_context(ctx, || {
+        ffi::check("cuStreamSynchronize", unsafe {
+            ffi::cuStreamSynchronize(raw_handle(stream))
+        })
+    })
+}
+
+/// A stream that can be exported and outlives every export: one of the default streams, or a
+/// cust stream kept alive by reference counting.
+#[derive(Clone, Debug)]
+pub enum ExportStream {
+    /// The legacy default stream (exported as 1).
+    LegacyDefault,
+    /// The per-thread default stream (exported as 2).
+    PerThreadDefault,
+    /// A stream created with cust.
+    Owned(Arc<CuStream>),
+}
+
+impl ExportStream {
+    /// The exported value.
+    pub fn stream(&self) -> Stream {
+        match self {
+            ExportStream::LegacyDefault => Stream::LegacyDefault,
+            ExportStream::PerThreadDefault => Stream::PerThreadDefault,
+            ExportStream::Owned(s) => from_raw_handle(s.as_inner().cast()),
+        }
+    }
+}
+
+impl From<CuStream> for ExportStream {
+    fn from(s: CuStream) -> Self {
+        ExportStream::Owned(Arc::new(s))
+    }
+}
+
+impl From<Arc<CuStream>> for ExportStream {
+    fn from(s: Arc<CuStream>) -> Self {
+        ExportStream::Owned(s)
+    }
+}
+
+impl AsStream for ExportStream {
+    fn cai_stream(&self) -> Option<Stream> {
+        Some(self.stream())
+    }
+}
+
+/// The streams with work pending on one array: the stream it exports, and the others work was
+/// enqueued on since the last export. On export ([`AsStream::prepare_export`]) an event is
+/// recorded on each other stream and the exported stream waits on it, so that synchronizing on
+/// the exported stream covers all pending work (the spec's producer rule, its example of
+/// streams 7, 9 and 15 and stream 3). The pending streams are kept alive until then.
+#[derive(Debug)]
+pub struct PendingStreams {
+    export: ExportStream,
+    pending: Mutex<Vec<ExportStream>>,
+}
+
+impl PendingStreams {
+    /// Data whose work is (and will be) ordered on `export`.
+    pub fn new(export: impl Into<ExportStream>) -> Self {
+        PendingStreams {
+            export: export.into(),
+            pending: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The exported stream.
+    pub fn exported(&self) -> &ExportStream {
+        &self.export
+    }
+
+    /// Records that work on the data was enqueued on `stream` (nothing to record when it is
+    /// the exported stream).
+    pub fn enqueued_on(&self, stream: impl Into<ExportStream>) {
+        let stream = stream.into();
+        let value = stream.stream();
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if value != self.export.stream() && !pending.iter().any(|p| p.stream() == value) {
+            pending.push(stream);
+        }
+    }
+
+    /// The streams with work not yet ordered before the exported stream.
+    pub fn pending(&self) -> Vec<Stream> {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.iter().map(ExportStream::stream).collect()
+    }
+
+    /// Makes the exported stream wait for the work pending on every other stream. A stream
+    /// whose event could not be enqueued stays pending, and the first error is returned.
+    pub fn order_pending(&self) -> Result<(), DriverError> {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let export = self.export.stream();
+        let mut first_error = None;
+        pending.retain(|p| match order_after(export, p.stream()) {
+            Ok(()) => false,
+            Err(e) => {
+                first_error.get_or_insert(e);
+                true
+            }
+        });
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl AsStream for PendingStreams {
+    fn cai_stream(&self) -> Option<Stream> {
+        Some(self.export.stream())
+    }
+
+    fn prepare_export(&self) -> Result<Option<Stream>, StreamError> {
+        self.order_pending()?;
+        Ok(self.cai_stream())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_map_to_exported_values() {
+        assert_eq!(raw_handle(Stream::LegacyDefault), ffi::CU_STREAM_LEGACY);
+        assert_eq!(
+            raw_handle(Stream::PerThreadDefault),
+            ffi::CU_STREAM_PER_THREAD
+        );
+        assert_eq!(from_raw_handle(std::ptr::null_mut()), Stream::LegacyDefault);
+        assert_eq!(from_raw_handle(0x2 as _), Stream::PerThreadDefault);
+        let h = Stream::from_raw(0x5555_0000).unwrap();
+        assert_eq!(from_raw_handle(raw_handle(h)), h);
+    }
+
+    #[test]
+    fn pending_streams_bookkeeping() {
+        let p = PendingStreams::new(ExportStream::PerThreadDefault);
+        p.enqueued_on(ExportStream::PerThreadDefault); // the exported stream itself
+        assert!(p.pending().is_empty());
+        p.enqueued_on(ExportStream::LegacyDefault);
+        p.enqueued_on(ExportStream::LegacyDefault); // once only
+        assert_eq!(p.pending(), [Stream::LegacyDefault]);
+        assert_eq!(p.cai_stream(), Some(Stream::PerThreadDefault));
+    }
+}

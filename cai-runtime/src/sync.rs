@@ -1,0 +1,287 @@
+//! Stream synchronization policy, both sides of the CUDA Array Interface's Synchronization
+//! section, as pure decisions that need no GPU. The `cuda` feature carries them out
+//! ([`crate::cuda::sync`]).
+//!
+//! - Producer: [`export_stream_none`], off by default, makes every export say `stream: None`
+//!   (the spec's optional "always set stream to None"); environment variable
+//!   [`EXPORT_STREAM_NONE_ENV`] or [`set_export_stream_none`].
+//! - Consumer: [`plan`] decides what an import does about the producer's stream. By default
+//!   ([`SyncMode::Enqueue`]) the host is not blocked: an event is recorded on the producer's
+//!   stream and the consumer's stream waits on it (the spec's "enqueue operations" mechanism).
+//!   [`SyncMode::Synchronize`] blocks until the producer's stream is idle, as CuPy and Numba do.
+//!   `sync=false` per call, environment variable [`IGNORE_STREAMS_ENV`]`=0` or
+//!   [`set_ignore_streams`] ignore the stream (the spec's optional consumer override).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use crate::stream::Stream;
+
+/// Set to `1` (or `true`, `yes`, `on`) to export `stream: None` always. Read once.
+pub const EXPORT_STREAM_NONE_ENV: &str = "CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE";
+/// Set to `0` (or `false`, `no`, `off`) to ignore the `stream` of imported arrays, like Numba's
+/// `NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0` and CuPy's `CUPY_CUDA_ARRAY_INTERFACE_SYNC=0`. Read once.
+pub const IGNORE_STREAMS_ENV: &str = "CAI_CUDA_ARRAY_INTERFACE_SYNC";
+
+/// A process-wide switch: unset (fall back to the environment), off, or on.
+struct Switch(AtomicU8);
+
+const UNSET: u8 = 0;
+const OFF: u8 = 1;
+const ON: u8 = 2;
+
+impl Switch {
+    const fn new() -> Self {
+        Switch(AtomicU8::new(UNSET))
+    }
+
+    fn get(&self, from_env: impl FnOnce() -> bool) -> bool {
+        match self.0.load(Ordering::Relaxed) {
+            OFF => false,
+            ON => true,
+            _ => {
+                let on = from_env();
+                // Another thread may have set it meanwhile: its explicit value wins.
+                let _ = self.0.compare_exchange(
+                    UNSET,
+                    if on { ON } else { OFF },
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                self.0.load(Ordering::Relaxed) == ON
+            }
+        }
+    }
+
+    fn set(&self, on: bool) {
+        self.0.store(if on { ON } else { OFF }, Ordering::Relaxed);
+    }
+}
+
+/// How an environment variable's value reads as a boolean; `None` when unset or unreadable
+/// (then the default applies).
+pub fn env_flag(value: Option<&str>) -> Option<bool> {
+    match value?.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn env_is(name: &str, value_meaning_on: bool) -> bool {
+    let v = std::env::var(name).ok();
+    env_flag(v.as_deref()) == Some(value_meaning_on)
+}
+
+static EXPORT_NONE: Switch = Switch::new();
+static IGNORE_STREAMS: Switch = Switch::new();
+
+/// Whether producers export `stream: None` whatever their stream (off by default; see
+/// [`EXPORT_STREAM_NONE_ENV`]). The user then takes on ordering the producer's work before
+/// any consumer's, as the spec says of this option.
+pub fn export_stream_none() -> bool {
+    EXPORT_NONE.get(|| env_is(EXPORT_STREAM_NONE_ENV, true))
+}
+
+/// Sets [`export_stream_none`] for the whole process, overriding the environment.
+pub fn set_export_stream_none(on: bool) {
+    EXPORT_NONE.set(on);
+}
+
+/// Whether consumers ignore the `stream` of imported arrays (off by default; see
+/// [`IGNORE_STREAMS_ENV`]).
+pub fn ignore_streams() -> bool {
+    IGNORE_STREAMS.get(|| env_is(IGNORE_STREAMS_ENV, false))
+}
+
+/// Sets [`ignore_streams`] for the whole process, overriding the environment.
+pub fn set_ignore_streams(on: bool) {
+    IGNORE_STREAMS.set(on);
+}
+
+/// How a consumer makes its work on imported data wait for the producer's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SyncMode {
+    /// Record an event on the producer's stream and make the consumer's stream wait on it:
+    /// the host is not blocked, and work the consumer enqueues on its stream runs after the
+    /// producer's. The default.
+    #[default]
+    Enqueue,
+    /// Block the host until the producer's stream has finished its work (what CuPy and Numba
+    /// do); afterwards any stream may use the data.
+    Synchronize,
+}
+
+/// Why an import does nothing about the producer's stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NoSyncReason {
+    /// `stream` was absent or `None`: the producer has no pending work.
+    NoStream,
+    /// The caller passed `sync=false`.
+    Disabled,
+    /// [`ignore_streams`] is on.
+    Ignored,
+    /// The consumer works on the producer's stream, where work is already serialized.
+    SameStream,
+}
+
+/// What an import must do before the consumer touches the data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SyncPlan {
+    /// Nothing, and why.
+    Nothing(NoSyncReason),
+    /// Record an event on `producer`, then make `consumer` wait on it.
+    EventWait {
+        /// The stream the producer exported.
+        producer: Stream,
+        /// The stream the consumer will use.
+        consumer: Stream,
+    },
+    /// Block until `producer` has finished.
+    Synchronize {
+        /// The stream the producer exported.
+        producer: Stream,
+    },
+}
+
+/// What an import does about streams and pointers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ImportOptions {
+    /// `sync=False` skips synchronization with the producer's stream (default true).
+    pub sync: bool,
+    /// The stream the consumer will work on (default: the legacy default stream, which every
+    /// blocking stream also waits for).
+    pub consumer: Stream,
+    /// Event wait (default) or host synchronization.
+    pub mode: SyncMode,
+    /// Ask the driver whether `data` is device-accessible and the array stays inside its
+    /// allocation (default true; needs the `cuda` feature, without which it does nothing).
+    pub check_pointer: bool,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            sync: true,
+            consumer: Stream::LegacyDefault,
+            mode: SyncMode::Enqueue,
+            check_pointer: true,
+        }
+    }
+}
+
+/// The consumer's decision (the spec's "Expected behaviour of the Consumer"):
+/// - no stream: nothing to do;
+/// - `sync=false` or [`ignore_streams`] (passed in as `ignore`): nothing, at the user's request;
+/// - the consumer already works on the producer's stream: nothing, the stream serializes;
+/// - otherwise [`SyncMode::Enqueue`] waits on an event, [`SyncMode::Synchronize`] blocks.
+///
+/// The legacy default stream is not special-cased: a non-blocking consumer stream does not
+/// wait for it implicitly, so it gets an event wait too.
+pub fn plan(
+    producer: Option<Stream>,
+    consumer: Stream,
+    mode: SyncMode,
+    sync: bool,
+    ignore: bool,
+) -> SyncPlan {
+    let Some(producer) = producer else {
+        return SyncPlan::Nothing(NoSyncReason::NoStream);
+    };
+    if !sync {
+        return SyncPlan::Nothing(NoSyncReason::Disabled);
+    }
+    if ignore {
+        return SyncPlan::Nothing(NoSyncReason::Ignored);
+    }
+    match mode {
+        // The per-thread default stream names a different stream on each thread, so two `2`s
+        // on the same thread are the same stream; imports run on the consumer's thread.
+        _ if producer == consumer => SyncPlan::Nothing(NoSyncReason::SameStream),
+        SyncMode::Enqueue => SyncPlan::EventWait { producer, consumer },
+        SyncMode::Synchronize => SyncPlan::Synchronize { producer },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle(n: u64) -> Stream {
+        Stream::from_raw(n).unwrap()
+    }
+
+    #[test]
+    fn consumer_plans_follow_the_spec() {
+        let (p, c) = (handle(0x7000), handle(0x8000));
+        use SyncMode::*;
+        // No stream: nothing, whatever the mode or flags.
+        for mode in [Enqueue, Synchronize] {
+            for (sync, ignore) in [(true, false), (false, false), (true, true)] {
+                assert_eq!(
+                    plan(None, c, mode, sync, ignore),
+                    SyncPlan::Nothing(NoSyncReason::NoStream)
+                );
+            }
+        }
+        assert_eq!(
+            plan(Some(p), c, Enqueue, true, false),
+            SyncPlan::EventWait {
+                producer: p,
+                consumer: c
+            }
+        );
+        assert_eq!(
+            plan(Some(p), c, Synchronize, true, false),
+            SyncPlan::Synchronize { producer: p }
+        );
+        assert_eq!(
+            plan(Some(p), c, Enqueue, false, false),
+            SyncPlan::Nothing(NoSyncReason::Disabled)
+        );
+        assert_eq!(
+            plan(Some(p), c, Synchronize, true, true),
+            SyncPlan::Nothing(NoSyncReason::Ignored)
+        );
+        assert_eq!(
+            plan(Some(p), p, Enqueue, true, false),
+            SyncPlan::Nothing(NoSyncReason::SameStream)
+        );
+        // The default streams are streams like any other.
+        assert_eq!(
+            plan(Some(Stream::LegacyDefault), c, Enqueue, true, false),
+            SyncPlan::EventWait {
+                producer: Stream::LegacyDefault,
+                consumer: c
+            }
+        );
+        assert_eq!(
+            plan(Some(p), Stream::PerThreadDefault, Synchronize, true, false),
+            SyncPlan::Synchronize { producer: p }
+        );
+    }
+
+    #[test]
+    fn env_flags() {
+        for on in ["1", "true", " YES ", "On"] {
+            assert_eq!(env_flag(Some(on)), Some(true), "{on}");
+        }
+        for off in ["0", "false", "No", "off"] {
+            assert_eq!(env_flag(Some(off)), Some(false), "{off}");
+        }
+        for other in [None, Some(""), Some("2"), Some("maybe")] {
+            assert_eq!(env_flag(other), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn switches_fall_back_to_the_environment_once_then_obey_the_setter() {
+        let s = Switch::new();
+        assert!(s.get(|| true));
+        // Read once: the environment is not consulted again.
+        assert!(s.get(|| panic!("read twice")));
+        s.set(false);
+        assert!(!s.get(|| panic!("read after set")));
+        s.set(true);
+        assert!(s.get(|| false));
+    }
+}

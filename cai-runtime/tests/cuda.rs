@@ -1,0 +1,295 @@
+//! The `cuda` feature against the driver. On a machine without one (CI links the stub from
+//! scripts/cuda-stub.sh) the tests that need a device print why they were skipped and return;
+//! the rest check that every driver failure is a typed error, never a panic.
+//!
+//! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh).
+
+#![cfg(feature = "cuda")]
+
+use std::sync::Arc;
+
+use cai_runtime::cuda::{self, ExportStream, PendingStreams};
+use cai_runtime::layout::Extent;
+use cai_runtime::pointer::{MemoryType, PointerError};
+use cai_runtime::sync::{ImportOptions, NoSyncReason, SyncMode, SyncPlan};
+use cai_runtime::{CudaArrayInterface, DescriptorError, Stream, StreamError};
+use cust::context::Context;
+use cust::memory::{
+    CopyDestination, DeviceBox, DeviceBuffer, DeviceSlice, LockedBuffer, UnifiedBuffer,
+};
+use cust::stream::{Stream as CuStream, StreamFlags};
+
+/// The primary context of device 0, or `None` (with the reason printed) when this machine has
+/// no usable driver or device.
+fn gpu(test: &str) -> Option<Context> {
+    match cuda::init() {
+        Err(e) if e.is_no_device() => {
+            eprintln!("skipped {test}: no CUDA device here ({e})");
+            None
+        }
+        Err(e) => panic!("cuInit failed unexpectedly: {e}"),
+        Ok(()) => {
+            let dev = cust::device::Device::get_device(0).expect("device 0");
+            Some(Context::new(dev).expect("primary context"))
+        }
+    }
+}
+
+fn stream() -> CuStream {
+    CuStream::new(StreamFlags::NON_BLOCKING, None).expect("stream")
+}
+
+#[derive(CudaArrayInterface)]
+struct Image {
+    #[cai(data)]
+    pixels: DeviceBuffer<f32>,
+    #[cai(shape)]
+    dims: [usize; 2],
+    #[cai(stream)]
+    stream: CuStream,
+}
+
+#[derive(CudaArrayInterface)]
+struct MultiStream {
+    #[cai(data)]
+    bytes: Arc<DeviceBuffer<u8>>,
+    #[cai(stream)]
+    streams: PendingStreams,
+}
+
+#[test]
+fn without_a_driver_every_call_is_a_typed_error() {
+    let Err(e) = cuda::init() else {
+        eprintln!("skipped: a driver is present, so driver failures cannot be provoked this way");
+        return;
+    };
+    assert!(e.is_no_device(), "{e}");
+    assert_eq!(e.operation, "cuInit");
+    let msg = e.to_string();
+    assert!(msg.starts_with("cuInit failed: CUDA_ERROR_"), "{msg}");
+    // Each entry point reports the same failure rather than panicking.
+    assert_eq!(cuda::pointer_attributes(0x1000).unwrap_err(), e);
+    assert!(cuda::order_after(Stream::LegacyDefault, Stream::PerThreadDefault).is_err());
+    assert!(cuda::copy_to_host(0x1000, 8, Stream::LegacyDefault).is_err());
+    let check = cuda::check_device_pointer(0x1000, Some(Extent { lo: 0, hi: 8 })).unwrap_err();
+    assert!(
+        check
+            .to_string()
+            .starts_with("cannot check `data` with the CUDA driver: cuInit failed")
+    );
+    // A zero-size array touches no memory: accepted without asking the driver.
+    assert_eq!(cuda::check_device_pointer(0, None), Ok(None));
+    // Import: no stream means nothing to do; a stream means a driver call, which fails.
+    let opts = ImportOptions::default();
+    assert_eq!(
+        cuda::synchronize_import(None, &opts),
+        Ok(SyncPlan::Nothing(NoSyncReason::NoStream))
+    );
+    assert!(cuda::synchronize_import(Some(Stream::PerThreadDefault), &opts).is_err());
+
+    // An export whose pending streams cannot be ordered fails with an error on `stream`.
+    let pending = PendingStreams::new(ExportStream::PerThreadDefault);
+    pending.enqueued_on(ExportStream::LegacyDefault);
+    let err = pending.order_pending().unwrap_err();
+    assert_eq!(err.operation, "cuInit");
+    let as_descriptor = DescriptorError::from(StreamError::from(err));
+    assert_eq!(as_descriptor.key(), "stream");
+    assert!(
+        as_descriptor
+            .to_string()
+            .starts_with("could not order work on the exported `stream`: cuInit failed")
+    );
+    // Still pending: nothing was lost.
+    assert_eq!(pending.pending(), [Stream::LegacyDefault]);
+}
+
+#[test]
+fn cust_buffers_export_with_their_stream() {
+    let Some(_ctx) = gpu("cust_buffers_export_with_their_stream") else {
+        return;
+    };
+    let host: Vec<f32> = (0..6).map(|i| i as f32).collect();
+    let img = Image {
+        pixels: DeviceBuffer::from_slice(&host).unwrap(),
+        dims: [2, 3],
+        stream: stream(),
+    };
+    let d = img.cuda_array_interface().unwrap();
+    assert_eq!(d.data.ptr, img.pixels.as_device_ptr().as_raw());
+    assert_eq!(d.shape, [2, 3]);
+    assert_eq!(d.version, 3);
+    let s = d.stream().expect("a stream");
+    assert_eq!(s.as_raw(), img.stream.as_inner() as usize as u64);
+    assert!(
+        s.as_raw() > 2,
+        "a created stream is a handle, never 0, 1 or 2"
+    );
+
+    // DeviceBox, DeviceSlice and UnifiedBuffer are device memory too.
+    let b = DeviceBox::new(&7u64).unwrap();
+    let d = cai_runtime::DescriptorBuilder::device(&b).build().unwrap();
+    assert_eq!(
+        (d.shape.as_slice(), d.data.ptr),
+        (&[1][..], b.as_device_ptr().as_raw())
+    );
+    let slice: DeviceSlice<f32> = img.pixels.index(2..5);
+    let d = cai_runtime::DescriptorBuilder::device(&slice)
+        .build()
+        .unwrap();
+    assert_eq!(d.data.ptr, img.pixels.as_device_ptr().as_raw() + 8);
+    assert_eq!(d.shape, [3]);
+    let u = UnifiedBuffer::new(&1.5f64, 4).unwrap();
+    let d = cai_runtime::DescriptorBuilder::device(&u).build().unwrap();
+    assert_eq!(d.data.ptr, u.as_slice().as_ptr() as u64);
+}
+
+#[test]
+fn pointer_attributes_for_every_memory_type() {
+    let Some(_ctx) = gpu("pointer_attributes_for_every_memory_type") else {
+        return;
+    };
+    let dev = DeviceBuffer::<u8>::zeroed(4096).unwrap();
+    let base = dev.as_device_ptr().as_raw();
+    let a = cuda::pointer_attributes(base + 100).unwrap();
+    assert_eq!(a.memory_type, MemoryType::Device);
+    assert_eq!(a.device_ordinal, Some(0));
+    assert!(a.device_accessible() && !a.host_accessible() && !a.is_managed);
+    assert_ne!(a.context, 0);
+    let (start, size) = a.range.expect("range of a cuMemAlloc allocation");
+    assert_eq!(start, base);
+    assert!(size >= 4096);
+
+    // The extent check against the allocation's range.
+    assert!(
+        cuda::check_device_pointer(
+            base,
+            Some(Extent {
+                lo: 0,
+                hi: size as isize
+            })
+        )
+        .is_ok()
+    );
+    let err = cuda::check_device_pointer(
+        base,
+        Some(Extent {
+            lo: 0,
+            hi: size as isize + 1,
+        }),
+    )
+    .unwrap_err();
+    assert!(matches!(
+        err,
+        cuda::ImportCheckError::Pointer(PointerError::OutsideAllocation { .. })
+    ));
+    let err = cuda::check_device_pointer(base, Some(Extent { lo: -8, hi: 8 })).unwrap_err();
+    assert!(err.to_string().contains("before the allocation"), "{err}");
+
+    let managed = UnifiedBuffer::new(&0u32, 256).unwrap();
+    let a = cuda::pointer_attributes(managed.as_slice().as_ptr() as u64).unwrap();
+    assert_eq!(a.memory_type, MemoryType::Managed);
+    assert!(a.is_managed && a.device_accessible() && a.host_accessible());
+
+    let pinned = LockedBuffer::new(&0u8, 512).unwrap();
+    let a = cuda::pointer_attributes(pinned.as_slice().as_ptr() as u64).unwrap();
+    assert_eq!(a.memory_type, MemoryType::Host);
+    assert!(a.device_accessible() && a.host_accessible());
+
+    let pageable = vec![0u8; 4096];
+    let a = cuda::pointer_attributes(pageable.as_ptr() as u64).unwrap();
+    assert_eq!(a.memory_type, MemoryType::Unregistered);
+    assert_eq!(a.range, None);
+    let checked = cuda::check_device_pointer(a.ptr, Some(Extent { lo: 0, hi: 8 }));
+    if a.pageable_memory_access {
+        eprintln!(
+            "note: this device reaches pageable memory (HMM/ATS), so host memory is accepted"
+        );
+        assert!(checked.is_ok());
+    } else {
+        let e = checked.unwrap_err();
+        assert!(e.to_string().contains("is not device-accessible"), "{e}");
+    }
+}
+
+/// Fills `n` bytes with `value` on `stream`, after `rounds` slow fills, so that a reader that
+/// does not wait for the stream would see old bytes.
+fn slow_fill(buf: &DeviceBuffer<u8>, value: u8, stream: Stream, rounds: usize) {
+    let ptr = buf.as_device_ptr().as_raw();
+    for _ in 0..rounds {
+        // SAFETY: the buffer is ours and outlives the work (the tests synchronize before
+        // dropping it).
+        unsafe { cuda::memset_async(ptr, value.wrapping_add(1), buf.len(), stream).unwrap() };
+    }
+    // SAFETY: as above.
+    unsafe { cuda::memset_async(ptr, value, buf.len(), stream).unwrap() };
+}
+
+const BIG: usize = 1 << 30;
+
+#[test]
+fn pending_streams_are_ordered_before_the_exported_stream() {
+    let Some(_ctx) = gpu("pending_streams_are_ordered_before_the_exported_stream") else {
+        return;
+    };
+    let side = Arc::new(stream());
+    let bytes = Arc::new(DeviceBuffer::<u8>::zeroed(BIG).unwrap());
+    let m = MultiStream {
+        bytes: bytes.clone(),
+        streams: PendingStreams::new(stream()),
+    };
+    let side_value = cuda::stream::from_raw_handle(side.as_inner().cast());
+    slow_fill(&bytes, 7, side_value, 20);
+    m.streams.enqueued_on(side.clone());
+    assert_eq!(m.streams.pending(), [side_value]);
+    // Export: the exported stream now waits for the side stream's work.
+    let d = m.cuda_array_interface().unwrap();
+    assert!(m.streams.pending().is_empty());
+    let exported = d.stream().unwrap();
+    assert_ne!(exported, side_value);
+    // A consumer that only synchronizes the exported stream sees the final bytes.
+    let tail = cuda::copy_to_host(d.data.ptr + BIG as u64 - 64, 64, exported).unwrap();
+    assert!(tail.iter().all(|&b| b == 7), "stale bytes: {tail:?}");
+    side.synchronize().unwrap();
+}
+
+#[test]
+fn import_waits_with_an_event_or_synchronizes() {
+    let Some(_ctx) = gpu("import_waits_with_an_event_or_synchronizes") else {
+        return;
+    };
+    let producer = stream();
+    let consumer = stream();
+    let (p, c) = (
+        cuda::stream::from_raw_handle(producer.as_inner().cast()),
+        cuda::stream::from_raw_handle(consumer.as_inner().cast()),
+    );
+    let buf = DeviceBuffer::<u8>::zeroed(BIG).unwrap();
+    for (mode, value) in [(SyncMode::Enqueue, 3u8), (SyncMode::Synchronize, 9u8)] {
+        slow_fill(&buf, value, p, 20);
+        let opts = ImportOptions {
+            consumer: c,
+            mode,
+            ..ImportOptions::default()
+        };
+        let plan = cuda::synchronize_import(Some(p), &opts).unwrap();
+        match mode {
+            SyncMode::Enqueue => assert_eq!(
+                plan,
+                SyncPlan::EventWait {
+                    producer: p,
+                    consumer: c
+                }
+            ),
+            SyncMode::Synchronize => assert_eq!(plan, SyncPlan::Synchronize { producer: p }),
+        }
+        let last = buf.as_device_ptr().as_raw() + BIG as u64 - 64;
+        let tail = cuda::copy_to_host(last, 64, c).unwrap();
+        assert!(
+            tail.iter().all(|&b| b == value),
+            "{mode:?}: stale bytes {tail:?}"
+        );
+    }
+    let mut check = [0u8; 16];
+    buf.index(0..16).copy_to(&mut check[..]).unwrap();
+    assert!(check.iter().all(|&b| b == 9));
+}
