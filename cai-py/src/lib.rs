@@ -14,6 +14,8 @@ use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
+mod cuda;
+
 fn order_is_f(order: &str) -> PyResult<bool> {
     match order {
         "C" => Ok(false),
@@ -474,10 +476,39 @@ impl CudaArrayView {
     fn stream(slf: &Bound<'_, Self>) -> Option<u64> {
         cuda_of(slf).stream().map(Stream::as_raw)
     }
-    /// Whether sync was requested and there is a stream to synchronize on.
+    /// Whether the import called for synchronization with the producer's stream.
     #[getter]
     fn needs_sync(slf: &Bound<'_, Self>) -> bool {
         cuda_of(slf).needs_sync()
+    }
+    /// What the import decided about the producer's stream: `"event-wait"`, `"synchronize"`,
+    /// or `"none: <why>"` (no stream, sync=False, streams ignored, same stream).
+    #[getter]
+    fn sync_plan(slf: &Bound<'_, Self>) -> String {
+        cuda::plan_name(cuda_of(slf).sync_plan())
+    }
+    /// Whether the plan was carried out (a build with the `cuda` feature) rather than left to
+    /// the caller.
+    #[getter]
+    fn synchronized(slf: &Bound<'_, Self>) -> bool {
+        cuda_of(slf).synchronized()
+    }
+    /// The consumer stream the import ordered the data for.
+    #[getter]
+    fn consumer_stream(slf: &Bound<'_, Self>) -> u64 {
+        cuda_of(slf).options().consumer.as_raw()
+    }
+    /// What the CUDA driver said about `data` (a dict), or None (no check made).
+    #[getter]
+    fn pointer_attributes<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        cuda_of(slf)
+            .pointer_attributes()
+            .map(|a| cuda::attributes_dict(slf.py(), a))
+            .transpose()
+    }
+    /// The items' bytes in C order, copied from the device on the consumer stream.
+    fn copy_to_host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
+        cuda::copy_view_to_host(slf.py(), cuda_of(slf))
     }
     /// The descriptor, re-exported (the view keeps the owner alive, so consumers of the view
     /// are safe).
@@ -577,23 +608,38 @@ impl HostArrayView {
     }
 }
 
-/// Imports a `__cuda_array_interface__` dict (the spec's `from_cuda_array_interface`).
+/// Imports a `__cuda_array_interface__` dict (the spec's `from_cuda_array_interface`); see
+/// `cuda::import_options` for the keyword arguments.
 #[pyfunction]
-#[pyo3(signature = (desc, owner = None, sync = true))]
+#[pyo3(signature = (desc, owner = None, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
 fn from_cuda_array_interface(
     desc: &Bound<'_, PyAny>,
     owner: Option<&Bound<'_, PyAny>>,
     sync: bool,
+    stream: Option<u64>,
+    mode: &str,
+    check_pointer: bool,
 ) -> PyResult<Py<CudaArrayView>> {
-    new_cuda_view(desc.py(), ForeignArray::from_interface(desc, owner, sync)?)
+    let options = cuda::import_options(sync, stream, mode, check_pointer)?;
+    new_cuda_view(
+        desc.py(),
+        ForeignArray::from_interface_with(desc, owner, &options)?,
+    )
 }
 
 /// Imports an object exposing `__cuda_array_interface__`, keeping it alive (the spec's
 /// `as_cuda_array`).
 #[pyfunction]
-#[pyo3(signature = (obj, sync = true))]
-fn as_cuda_array(obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<Py<CudaArrayView>> {
-    new_cuda_view(obj.py(), ForeignArray::from_object(obj, sync)?)
+#[pyo3(signature = (obj, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
+fn as_cuda_array(
+    obj: &Bound<'_, PyAny>,
+    sync: bool,
+    stream: Option<u64>,
+    mode: &str,
+    check_pointer: bool,
+) -> PyResult<Py<CudaArrayView>> {
+    let options = cuda::import_options(sync, stream, mode, check_pointer)?;
+    new_cuda_view(obj.py(), ForeignArray::from_object_with(obj, &options)?)
 }
 
 /// Imports an `__array_interface__` dict.
@@ -661,5 +707,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(total, m)?)?;
     m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
+    cuda::register(m)?;
     Ok(())
 }

@@ -4,12 +4,30 @@ Import foreign arrays into validated views that keep their owner alive
 (``from_cuda_array_interface``, ``as_cuda_array``, ``from_array_interface``,
 ``as_host_array``), check any object's interface against the spec (``check``), and try the
 example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayInterface)]``
-(``Grid``, ``counts``, ``DeviceMatrix``, ``Buffer``).
+(``Grid``, ``counts``, ``DeviceMatrix``, ``Buffer``; ``DeviceArray`` in CUDA builds).
+
+CUDA builds (``HAS_CUDA``) check imported pointers with the driver and order the consumer's
+stream after the producer's on import (an event wait by default; ``mode="synchronize"`` blocks
+instead; ``sync=False`` or ``set_ignore_streams(True)`` / ``CAI_CUDA_ARRAY_INTERFACE_SYNC=0``
+skip it). Producers export ``stream: None`` always after ``set_export_stream_none(True)`` or
+with ``CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE=1``.
 """
 
 from types import SimpleNamespace as _Namespace
 
+try:
+    from . import _native
+except ImportError as _e:  # pragma: no cover - depends on the machine
+    if "libcuda" in str(_e):
+        raise ImportError(
+            "this build of cai has CUDA support and needs the NVIDIA driver's libcuda.so.1, "
+            "which this machine lacks; install the driver, or install a build of cai without "
+            f"the `cuda` feature ({_e})"
+        ) from _e
+    raise
+
 from ._native import (
+    HAS_CUDA,
     ArrayView,
     Buffer,
     Counts,
@@ -26,10 +44,20 @@ from ._native import (
     counts,
     from_array_interface,
     from_cuda_array_interface,
+    cuda_available,
+    export_stream_none,
+    ignore_streams,
+    pointer_attributes,
+    set_export_stream_none,
+    set_ignore_streams,
     total,
 )
 
+if HAS_CUDA:
+    from ._native import DeviceArray
+
 __all__ = [
+    "HAS_CUDA",
     "ArrayView",
     "Buffer",
     "Counts",
@@ -47,8 +75,14 @@ __all__ = [
     "counts",
     "from_array_interface",
     "from_cuda_array_interface",
+    "cuda_available",
+    "export_stream_none",
+    "ignore_streams",
+    "pointer_attributes",
+    "set_export_stream_none",
+    "set_ignore_streams",
     "total",
-]
+] + (["DeviceArray"] if HAS_CUDA else [])
 
 
 def check_descriptor(desc, interface="cuda"):

@@ -18,6 +18,14 @@ from ._native import (
     from_array_interface as from_array_interface,
     from_cuda_array_interface as from_cuda_array_interface,
     total as total,
+    HAS_CUDA as HAS_CUDA,
+    cuda_available as cuda_available,
+    pointer_attributes as pointer_attributes,
+    set_export_stream_none as set_export_stream_none,
+    export_stream_none as export_stream_none,
+    set_ignore_streams as set_ignore_streams,
+    ignore_streams as ignore_streams,
 )
+from ._native import DeviceArray as DeviceArray
 
 def check_descriptor(desc: dict[str, Any], interface: Literal["cuda", "host"] = "cuda") -> list[Violation]: ...

@@ -7,6 +7,7 @@ use super::ffi;
 use super::stream::raw_handle;
 use crate::element::Element;
 use crate::error::DriverError;
+use crate::layout::Layout;
 use crate::memory::DeviceMemory;
 use crate::stream::Stream;
 
@@ -78,6 +79,27 @@ pub fn copy_to_host(src: u64, len: usize, stream: Stream) -> Result<Vec<u8>, Dri
         ffi::cuStreamSynchronize(s)
     });
     copied.and(synced).map(|()| out)
+}
+
+/// The items of an array at device address `ptr` with `layout`, in C order: the bytes the
+/// array spans are copied on `stream` (then synchronized) and gathered on the host.
+pub fn gather_to_host(ptr: u64, layout: &Layout, stream: Stream) -> Result<Vec<u8>, DriverError> {
+    let Some(extent) = layout.extent() else {
+        return Ok(Vec::new());
+    };
+    let span = copy_to_host(
+        ptr.wrapping_add_signed(extent.lo as i64),
+        extent.len(),
+        stream,
+    )?;
+    let itemsize = layout.itemsize();
+    let mut out = Vec::with_capacity(layout.nbytes());
+    for off in layout.item_offsets() {
+        // Item offsets lie inside the extent, so this range is inside `span`.
+        let at = (off - extent.lo) as usize;
+        out.extend_from_slice(&span[at..at + itemsize]);
+    }
+    Ok(out)
 }
 
 /// Copies host bytes to device address `dst` on `stream` and waits for the copy.

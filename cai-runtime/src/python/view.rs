@@ -373,9 +373,23 @@ impl<T: Plain> TypedMut<'_, T, Host> {
 impl ForeignArray<Host> {
     /// The items' bytes in C order (a copy), whatever the strides.
     pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_bytes_in(crate::layout::Order::C)
+    }
+
+    /// The items' bytes in C or F order (a copy), whatever the strides.
+    pub fn to_bytes_in(&self, order: crate::layout::Order) -> Vec<u8> {
         let itemsize = self.layout.itemsize();
         let mut out = Vec::with_capacity(self.layout.nbytes());
-        for off in self.layout.item_offsets() {
+        // F order of an array is C order of its transpose.
+        let transposed;
+        let layout = match order {
+            crate::layout::Order::C => &self.layout,
+            crate::layout::Order::F => {
+                transposed = self.layout.transposed();
+                &transposed
+            }
+        };
+        for off in layout.item_offsets() {
             let p = (self.ptr() as usize as *const u8).wrapping_offset(off);
             // SAFETY: every item offset lies inside the validated extent of memory the
             // kept-alive owner holds; bytes have no invalid values.
@@ -395,22 +409,10 @@ impl ForeignArray<Device> {
     /// The items' bytes in C order (a copy), whatever the strides: the bytes the array spans
     /// are copied to the host on the consumer's stream, which is then synchronized.
     pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
-        let Some(extent) = self.layout.extent() else {
-            return Ok(Vec::new());
-        };
         let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
         crate::cuda::ensure_context(ordinal).map_err(driver_error)?;
-        let lo = self.ptr().wrapping_add_signed(extent.lo as i64);
-        let span = crate::cuda::copy_to_host(lo, extent.len(), self.options.consumer)
-            .map_err(driver_error)?;
-        let itemsize = self.layout.itemsize();
-        let mut out = Vec::with_capacity(self.layout.nbytes());
-        for off in self.layout.item_offsets() {
-            // Offsets lie inside the extent, so this slice is inside `span`.
-            let at = (off - extent.lo) as usize;
-            out.extend_from_slice(&span[at..at + itemsize]);
-        }
-        Ok(out)
+        crate::cuda::gather_to_host(self.ptr(), &self.layout, self.options.consumer)
+            .map_err(driver_error)
     }
 }
 

@@ -1,0 +1,403 @@
+//! The CUDA side of the package: import options, the stream switches, pointer attributes and,
+//! with the `cuda` feature, `DeviceArray`, a producer that owns device memory through cust.
+//! Without the feature everything here still exists; what needs the driver raises
+//! RuntimeError saying the build has no CUDA support.
+
+use cai_runtime::pointer::PointerAttributes;
+use cai_runtime::python::ForeignArray;
+use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
+use cai_runtime::{Device, Stream};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+/// The keyword arguments of the import functions: `sync` (False: ignore the producer's
+/// stream), `stream` (the consumer's stream: 1 legacy default, 2 per-thread default, or a
+/// handle; default 1), `mode` (`"enqueue"`: event wait, the default; `"synchronize"`: block the
+/// host), `check_pointer` (ask the driver about `data`; default True).
+pub fn import_options(
+    sync: bool,
+    stream: Option<u64>,
+    mode: &str,
+    check_pointer: bool,
+) -> PyResult<ImportOptions> {
+    let consumer = match stream {
+        None => Stream::LegacyDefault,
+        Some(v) => Stream::from_raw(v).map_err(|e| {
+            PyValueError::new_err(format!(
+                "consumer {}",
+                e.to_string().trim_start_matches('`')
+            ))
+        })?,
+    };
+    let mode = match mode {
+        "enqueue" => SyncMode::Enqueue,
+        "synchronize" => SyncMode::Synchronize,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "mode = {other:?} is not a synchronization mode: use \"enqueue\" (event wait, the default) or \"synchronize\" (block the host)"
+            )));
+        }
+    };
+    Ok(ImportOptions {
+        sync,
+        consumer,
+        mode,
+        check_pointer,
+    })
+}
+
+/// A plan as Python sees it.
+pub fn plan_name(plan: SyncPlan) -> String {
+    match plan {
+        SyncPlan::EventWait { .. } => "event-wait".into(),
+        SyncPlan::Synchronize { .. } => "synchronize".into(),
+        SyncPlan::Nothing(why) => format!(
+            "none: {}",
+            match why {
+                NoSyncReason::NoStream => "no stream",
+                NoSyncReason::Disabled => "sync=False",
+                NoSyncReason::Ignored => "streams ignored",
+                NoSyncReason::SameStream => "same stream",
+            }
+        ),
+    }
+}
+
+/// Pointer attributes as a dict.
+pub fn attributes_dict<'py>(
+    py: Python<'py>,
+    a: &PointerAttributes,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("ptr", a.ptr)?;
+    d.set_item("context", a.context)?;
+    d.set_item("device_ordinal", a.device_ordinal)?;
+    d.set_item("memory_type", a.memory_type.name())?;
+    d.set_item("is_managed", a.is_managed)?;
+    d.set_item("device_accessible", a.device_accessible())?;
+    d.set_item("host_accessible", a.host_accessible())?;
+    d.set_item("range", a.range)?;
+    Ok(d)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn no_cuda() -> PyErr {
+    PyRuntimeError::new_err(
+        "this build of cai has no CUDA support: build the package with the `cuda` feature (README, \"CUDA\")",
+    )
+}
+
+/// A view's items, copied from the device.
+pub fn copy_view_to_host<'py>(
+    py: Python<'py>,
+    view: &ForeignArray<Device>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    #[cfg(feature = "cuda")]
+    {
+        let bytes = view.copy_to_host()?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (py, view);
+        Err(no_cuda())
+    }
+}
+
+/// Whether CUDA can be used here, and if not why: `(True, "")` or `(False, reason)`.
+#[pyfunction]
+fn cuda_available() -> (bool, String) {
+    #[cfg(feature = "cuda")]
+    match cai_runtime::cuda::init() {
+        Ok(()) => (true, String::new()),
+        Err(e) => (false, e.to_string()),
+    }
+    #[cfg(not(feature = "cuda"))]
+    (false, no_cuda().to_string())
+}
+
+/// What the CUDA driver knows about address `ptr` (any address may be asked about).
+#[pyfunction]
+fn pointer_attributes(py: Python<'_>, ptr: u64) -> PyResult<Bound<'_, PyDict>> {
+    #[cfg(feature = "cuda")]
+    {
+        let a = cai_runtime::cuda::pointer_attributes(ptr)
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        attributes_dict(py, &a)
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (py, ptr);
+        Err(no_cuda())
+    }
+}
+
+/// Producers: export `stream: None` always (True) or the real stream (False, the default).
+/// Overrides the environment variable CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE.
+#[pyfunction]
+fn set_export_stream_none(on: bool) {
+    sync::set_export_stream_none(on);
+}
+
+/// Whether producers export `stream: None` always.
+#[pyfunction]
+fn export_stream_none() -> bool {
+    sync::export_stream_none()
+}
+
+/// Consumers: ignore the stream of imported arrays (True) or synchronize (False, the default).
+/// Overrides the environment variable CAI_CUDA_ARRAY_INTERFACE_SYNC (=0 ignores).
+#[pyfunction]
+fn set_ignore_streams(on: bool) {
+    sync::set_ignore_streams(on);
+}
+
+/// Whether consumers ignore the stream of imported arrays.
+#[pyfunction]
+fn ignore_streams() -> bool {
+    sync::ignore_streams()
+}
+
+/// Adds this module's functions and classes.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("HAS_CUDA", cfg!(feature = "cuda"))?;
+    m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(pointer_attributes, m)?)?;
+    m.add_function(wrap_pyfunction!(set_export_stream_none, m)?)?;
+    m.add_function(wrap_pyfunction!(export_stream_none, m)?)?;
+    m.add_function(wrap_pyfunction!(set_ignore_streams, m)?)?;
+    m.add_function(wrap_pyfunction!(ignore_streams, m)?)?;
+    #[cfg(feature = "cuda")]
+    m.add_class::<device_array::DeviceArray>()?;
+    Ok(())
+}
+
+#[cfg(feature = "cuda")]
+mod device_array {
+    use std::sync::Arc;
+
+    use cai_runtime::cuda::{self, PendingStreams};
+    use cai_runtime::python::HostArrayView as HostImport;
+    use cai_runtime::{
+        CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
+        DriverError, Layout, Order,
+    };
+    use cust::memory::DeviceBuffer;
+    use cust::stream::{Stream as CuStream, StreamFlags};
+    use pyo3::exceptions::{PyRuntimeError, PyValueError};
+    use pyo3::prelude::*;
+    use pyo3::types::PyBytes;
+
+    fn driver(e: impl std::fmt::Display) -> PyErr {
+        PyRuntimeError::new_err(e.to_string())
+    }
+
+    fn new_stream() -> PyResult<CuStream> {
+        CuStream::new(StreamFlags::NON_BLOCKING, None)
+            .map_err(|e| driver(format!("cuStreamCreate failed: {e}")))
+    }
+
+    /// Device memory owned by Rust (a cust `DeviceBuffer`), exported through
+    /// `__cuda_array_interface__` version 3 with its own stream. Work enqueued on its side
+    /// stream is ordered before the exported stream on every export (events and a stream wait),
+    /// so consumers that synchronize on the exported stream never see stale data. Views share
+    /// the buffer and the streams.
+    #[pyclass(module = "cai", weakref, frozen)]
+    pub struct DeviceArray {
+        buf: Arc<DeviceBuffer<u8>>,
+        dtype: &'static DType,
+        shape: Vec<usize>,
+        strides: Option<Vec<isize>>,
+        offset: usize,
+        streams: Arc<PendingStreams>,
+        side: Arc<CuStream>,
+    }
+
+    impl CudaArrayInterface for DeviceArray {
+        fn cuda_array_interface(&self) -> Result<CudaArrayDescriptor, DescriptorError> {
+            DescriptorBuilder::<cai_runtime::Device>::new(
+                self.buf.as_device_ptr().as_raw(),
+                self.buf.len(),
+                self.dtype,
+                true,
+            )
+            .shape(self.shape.clone())
+            .strides(self.strides.clone())
+            .offset(self.offset)
+            .stream(cai_runtime::AsStream::prepare_export(&*self.streams)?)
+            .build()
+        }
+    }
+
+    impl DeviceArray {
+        fn layout(&self) -> PyResult<Layout> {
+            let itemsize = self.dtype.itemsize();
+            match &self.strides {
+                Some(s) => Layout::strided(&self.shape, s, itemsize),
+                None => Layout::c_contiguous(&self.shape, itemsize),
+            }
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+        }
+
+        fn stream_value(s: &CuStream) -> cai_runtime::Stream {
+            cuda::stream::from_raw_handle(s.as_inner().cast())
+        }
+    }
+
+    #[cai_runtime::pymethods(cuda)]
+    impl DeviceArray {
+        /// Copies a host array (anything exposing `__array_interface__`, e.g. a NumPy array)
+        /// to new device memory, stored in C or F order.
+        #[new]
+        #[pyo3(signature = (obj, *, order = "C"))]
+        fn new(obj: HostImport, order: &str) -> PyResult<Self> {
+            let order = match order {
+                "C" => Order::C,
+                "F" => Order::F,
+                o => {
+                    return Err(PyValueError::new_err(format!(
+                        "order = {o:?}: use \"C\" or \"F\""
+                    )));
+                }
+            };
+            let dtype = super::super::dtype_for(&obj.descriptor().typestr.to_string())?;
+            let shape = obj.layout().shape().to_vec();
+            let bytes = obj.to_bytes_in(order);
+            cuda::ensure_context(0).map_err(driver)?;
+            let buf = DeviceBuffer::from_slice(&bytes)
+                .map_err(|e| driver(format!("cuMemAlloc/cuMemcpyHtoD failed: {e}")))?;
+            let strides = match order {
+                Order::C => None,
+                Order::F => Some(
+                    Layout::contiguous(&shape, dtype.itemsize(), Order::F)
+                        .map_err(|e| PyValueError::new_err(e.to_string()))?
+                        .strides()
+                        .to_vec(),
+                ),
+            };
+            Ok(DeviceArray {
+                buf: Arc::new(buf),
+                dtype,
+                shape,
+                strides,
+                offset: 0,
+                streams: Arc::new(PendingStreams::new(new_stream()?)),
+                side: Arc::new(new_stream()?),
+            })
+        }
+
+        /// Another view of the same memory and streams: `shape`, byte `strides` (None: C
+        /// order) and the first item `offset` bytes into the buffer. ValueError if it leaves
+        /// the buffer.
+        #[pyo3(signature = (shape, strides = None, offset = 0))]
+        fn view(
+            &self,
+            shape: Vec<usize>,
+            strides: Option<Vec<isize>>,
+            offset: usize,
+        ) -> PyResult<Self> {
+            let v = DeviceArray {
+                buf: self.buf.clone(),
+                dtype: self.dtype,
+                shape,
+                strides,
+                offset,
+                streams: self.streams.clone(),
+                side: self.side.clone(),
+            };
+            // Validate without ordering any stream.
+            DescriptorBuilder::<cai_runtime::Device>::new(
+                v.buf.as_device_ptr().as_raw(),
+                v.buf.len(),
+                v.dtype,
+                true,
+            )
+            .shape(v.shape.clone())
+            .strides(v.strides.clone())
+            .offset(v.offset)
+            .build()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            Ok(v)
+        }
+
+        /// The view's items in C order, copied to the host after all pending work.
+        fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+            self.streams.order_pending().map_err(driver)?;
+            let layout = self.layout()?;
+            let ptr = self.buf.as_device_ptr().as_raw() + self.offset as u64;
+            let bytes = cuda::gather_to_host(ptr, &layout, self.streams.exported().stream())
+                .map_err(driver)?;
+            Ok(PyBytes::new(py, &bytes))
+        }
+
+        /// Enqueues setting every byte of the whole buffer to `value` (after `rounds - 1`
+        /// fills with `value + 1`, to make the work long), on the exported stream or on the
+        /// side stream, and returns at once. Work on the side stream is recorded as pending.
+        #[pyo3(signature = (value, *, on_side_stream = false, rounds = 1))]
+        fn fill(&self, value: u8, on_side_stream: bool, rounds: usize) -> PyResult<()> {
+            let stream = if on_side_stream {
+                Self::stream_value(&self.side)
+            } else {
+                self.streams.exported().stream()
+            };
+            let ptr = self.buf.as_device_ptr().as_raw();
+            for i in 0..rounds.max(1) {
+                let v = if i + 1 < rounds.max(1) {
+                    value.wrapping_add(1)
+                } else {
+                    value
+                };
+                // SAFETY: the whole buffer is ours; it outlives the work because it is only
+                // freed after its streams are (the Arc'd streams are dropped with the last
+                // view, and cuMemFree waits for the device to finish using the memory).
+                unsafe { cuda::memset_async(ptr, v, self.buf.len(), stream) }.map_err(driver)?;
+            }
+            if on_side_stream {
+                self.streams.enqueued_on(self.side.clone());
+            }
+            Ok(())
+        }
+
+        /// Blocks until all work on the data (every stream) has finished.
+        fn synchronize(&self) -> PyResult<()> {
+            self.streams.order_pending().map_err(driver)?;
+            cuda::stream::synchronize(self.streams.exported().stream())
+                .map_err(|e: DriverError| driver(e))
+        }
+
+        /// The exported stream's handle.
+        #[getter]
+        fn stream(&self) -> u64 {
+            self.streams.exported().stream().as_raw()
+        }
+
+        /// The side stream's handle.
+        #[getter]
+        fn side_stream(&self) -> u64 {
+            Self::stream_value(&self.side).as_raw()
+        }
+
+        /// Streams with work not yet ordered before the exported stream.
+        #[getter]
+        fn pending_streams(&self) -> Vec<u64> {
+            self.streams
+                .pending()
+                .into_iter()
+                .map(|s| s.as_raw())
+                .collect()
+        }
+
+        /// The size of the whole buffer in bytes.
+        #[getter]
+        fn nbytes(&self) -> usize {
+            self.buf.len()
+        }
+
+        /// The address of the buffer's first byte.
+        #[getter]
+        fn ptr(&self) -> u64 {
+            self.buf.as_device_ptr().as_raw()
+        }
+    }
+}

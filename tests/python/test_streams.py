@@ -1,0 +1,111 @@
+"""Stream synchronization decisions and switches, as the package exposes them.
+
+These run everywhere: in a build without the ``cuda`` feature the import decides what must be
+done (``sync_plan``) and says it did not do it (``synchronized`` is False). The GPU suite
+(tests/gpu) checks that CUDA builds carry the plans out.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import cai
+
+pytestmark = pytest.mark.skipif(
+    cai.HAS_CUDA, reason="CUDA builds check pointers with the driver; see tests/gpu"
+)
+
+PTR = 0x7F00_0000_0000
+
+
+def matrix(stream=None):
+    return cai.DeviceMatrix(PTR, 2, 3, stream=stream)
+
+
+@pytest.mark.parametrize(
+    "stream, kwargs, plan",
+    [
+        (None, {}, "none: no stream"),
+        (5, {}, "event-wait"),
+        (5, {"mode": "synchronize"}, "synchronize"),
+        (5, {"sync": False}, "none: sync=False"),
+        (5, {"stream": 5}, "none: same stream"),
+        (2, {"stream": 2}, "none: same stream"),
+        (1, {}, "none: same stream"),  # the default consumer stream is the legacy stream
+        (1, {"stream": 2}, "event-wait"),
+        (0x1234, {"stream": 0x5678, "mode": "synchronize"}, "synchronize"),
+    ],
+)
+def test_import_plans(stream, kwargs, plan):
+    v = cai.as_cuda_array(matrix(stream), **kwargs)
+    assert v.sync_plan == plan
+    assert v.needs_sync == (not plan.startswith("none"))
+    assert v.synchronized is False
+    assert v.consumer_stream == kwargs.get("stream", 1)
+    assert v.pointer_attributes is None
+    desc = matrix(stream).__cuda_array_interface__
+    w = cai.from_cuda_array_interface(desc, **kwargs)
+    assert w.sync_plan == plan
+
+
+def test_bad_import_options_are_value_errors():
+    with pytest.raises(ValueError, match=r"consumer stream` = 0 is disallowed"):
+        cai.as_cuda_array(matrix(5), stream=0)
+    with pytest.raises(ValueError, match=r'mode = "later" is not a synchronization mode'):
+        cai.as_cuda_array(matrix(5), mode="later")
+    with pytest.raises(OverflowError):
+        cai.as_cuda_array(matrix(5), stream=-1)
+
+
+def test_without_cuda_driver_work_says_so():
+    ok, why = cai.cuda_available()
+    assert (ok, "no CUDA support" in why) == (False, True)
+    v = cai.as_cuda_array(matrix(5))
+    with pytest.raises(RuntimeError, match="no CUDA support"):
+        v.copy_to_host()
+    with pytest.raises(RuntimeError, match="no CUDA support"):
+        cai.pointer_attributes(PTR)
+    assert not hasattr(cai, "DeviceArray")
+
+
+def test_switches():
+    assert cai.export_stream_none() is False
+    assert cai.ignore_streams() is False
+    try:
+        cai.set_ignore_streams(True)
+        assert cai.as_cuda_array(matrix(5)).sync_plan == "none: streams ignored"
+        cai.set_export_stream_none(True)
+        m = matrix(5)
+        assert m.__cuda_array_interface__["stream"] is None
+        assert "stream" in m.__cuda_array_interface__  # still present at version 3
+    finally:
+        cai.set_ignore_streams(False)
+        cai.set_export_stream_none(False)
+    assert matrix(5).__cuda_array_interface__["stream"] == 5
+    assert cai.as_cuda_array(matrix(5)).sync_plan == "event-wait"
+
+
+@pytest.mark.parametrize(
+    "env, expected",
+    [
+        ({"CAI_CUDA_ARRAY_INTERFACE_SYNC": "0"}, "none: streams ignored 5"),
+        ({"CAI_CUDA_ARRAY_INTERFACE_SYNC": "1"}, "event-wait 5"),
+        ({"CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE": "1"}, "none: no stream None"),
+        ({"CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE": "0"}, "event-wait 5"),
+    ],
+)
+def test_environment_variables(env, expected):
+    code = (
+        "import cai; m = cai.DeviceMatrix(%d, 2, 3, stream=5); "
+        "print(cai.as_cuda_array(m).sync_plan, m.__cuda_array_interface__['stream'])" % PTR
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == expected
