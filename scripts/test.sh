@@ -13,14 +13,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 
-# The `cuda` feature links libcuda. Without a CUDA installation (CI), link and run against the
-# stub from scripts/cuda-stub.sh: tests needing a device then say they were skipped.
-if [ -z "${CUDA_LIBRARY_PATH:-}" ] && [ ! -e /usr/local/cuda/include/cuda.h ] && [ ! -e /opt/cuda/include/cuda.h ]; then
-    echo "== no CUDA installation: building the libcuda stub"
-    scripts/cuda-stub.sh "$PWD/target/cuda-stub"
-    export CUDA_LIBRARY_PATH="$PWD/target/cuda-stub"
-    export LD_LIBRARY_PATH="$PWD/target/cuda-stub/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
+source scripts/cuda-env.sh
 
 echo "== cargo fmt"
 cargo fmt --all -- --check
@@ -34,6 +27,10 @@ echo "== abi3 wheel of the cai package"
 rm -rf dist
 .venv/bin/maturin build --release -m cai-py/Cargo.toml -o dist
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai-*-abi3-*.whl
+echo "== GPU bundle: built, and dry-run here (device tests say they were skipped)"
+scripts/gpu-bundle.sh gpu-bundle
+PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
+export CAI_CUDA_WHEEL_DIR="$PWD/gpu-bundle/wheels"
 echo "== pytest"
 cargo build -p cai-oracle
 CAI_ORACLE="$PWD/target/debug/cai-oracle" .venv/bin/python -m pytest tests/python -q

@@ -1,0 +1,93 @@
+"""GPU benchmarks of cai, printed as ratios against references measured in the same process
+(never asserted). Run on the GPU machine from the bundle (README, "GPU suite"):
+
+  1. exchange overhead: importing an array whose producer stream is busy, with our event wait
+     (the host is not blocked) against a full stream synchronize (what CuPy and Numba do);
+  2. import: `cai.as_cuda_array` against `numba.cuda.as_cuda_array`, `cupy.asarray` and
+     `torch.as_tensor` on the same CuPy array (no stream, then with a stream);
+  3. property access: our `DeviceArray.__cuda_array_interface__` against CuPy's and PyTorch's.
+"""
+
+import time
+import timeit
+
+import numpy as np
+
+import cai
+
+
+def best(fn, number, repeat=5):
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def us(s):
+    return f"{s * 1e6:9.2f} us"
+
+
+def row(name, ours, ref, ref_name):
+    print(f"  {name:<44} {us(ours)}  vs {ref_name:<26} {us(ref)}  = {ours / ref:6.2f}x")
+
+
+def main():
+    import cupy as cp
+
+    print("cai GPU benchmarks:", cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
+
+    # 1. Exchange overhead with a busy producer stream: each iteration enqueues ~0.2 ms of
+    # work on the producer stream, then imports; time is the host time of the import.
+    producer = cp.cuda.Stream(non_blocking=True)
+    consumer = cp.cuda.Stream(non_blocking=True)
+    with producer:
+        big = cp.zeros(1 << 26, dtype=cp.float32)
+        desc = big[:16].__cuda_array_interface__
+
+    def exchange(mode, reps=200):
+        total = 0.0
+        for _ in range(reps):
+            with producer:
+                big += 1
+            t0 = time.perf_counter()
+            cai.from_cuda_array_interface(desc, owner=big, stream=consumer.ptr, mode=mode)
+            total += time.perf_counter() - t0
+        producer.synchronize()
+        consumer.synchronize()
+        return total / reps
+
+    exchange("enqueue", 20)
+    ev, sync = exchange("enqueue"), exchange("synchronize")
+    print("1. exchange with a busy producer stream (host time per import)")
+    row("event wait (cai default)", ev, sync, "stream synchronize")
+
+    # 2. Import cost on the same object.
+    import numba.cuda
+    import torch
+
+    x = cp.arange(64 * 32, dtype=cp.float32).reshape(64, 32)
+    n = 5000
+    print("2. import of a 64x32 float32 CuPy array (stream None: CuPy's default stream is 1/2)")
+    cp_default = cp.cuda.Stream.null
+    with cp_default:
+        ours = best(lambda: cai.as_cuda_array(x), n)
+        ours_nocheck = best(lambda: cai.as_cuda_array(x, check_pointer=False), n)
+        refs = {
+            "numba.cuda.as_cuda_array": best(lambda: numba.cuda.as_cuda_array(x), n),
+            "cupy.asarray": best(lambda: cp.asarray(x), n),
+            "torch.as_tensor": best(lambda: torch.as_tensor(x, device="cuda"), n),
+        }
+    for name, ref in refs.items():
+        row("cai.as_cuda_array", ours, ref, name)
+    for name, ref in refs.items():
+        row("cai.as_cuda_array(check_pointer=False)", ours_nocheck, ref, name)
+
+    # 3. Property access.
+    a = cai.DeviceArray(np.zeros((64, 32), dtype=np.float32))
+    t = torch.zeros((64, 32), dtype=torch.float32, device="cuda")
+    n = 100_000
+    ours = best(lambda: a.__cuda_array_interface__, n)
+    print("3. __cuda_array_interface__ access (64x32 float32)")
+    row("cai DeviceArray", ours, best(lambda: x.__cuda_array_interface__, n), "cupy.ndarray")
+    row("cai DeviceArray", ours, best(lambda: t.__cuda_array_interface__, n // 10), "torch.Tensor")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds, on a CPU machine, everything the GPU suite needs into one folder (default gpu-bundle/,
+# git-ignored), because the GPU machine has the driver, CUDA and Python but no Rust toolchain
+# and no network:
+#   bin/      release test binaries of cai-runtime with the `cuda` feature (stripped)
+#   wheels/   the abi3 wheel of the `cai` package with the `cuda` feature
+#   tests/    the pytest GPU suite (tests/gpu)
+#   gpu_bench.py, run.sh
+# Then, on the GPU machine: bash gpu-bundle/run.sh   (README, "GPU suite").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-gpu-bundle}
+maturin=${MATURIN:-$( [ -x .venv/bin/maturin ] && echo .venv/bin/maturin || echo maturin )}
+
+source scripts/cuda-env.sh
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/wheels"
+
+echo "== release test binaries (cai-runtime, feature cuda)"
+cargo test --release -p cai-runtime --features cuda --no-run --message-format=json 2>/dev/null \
+    | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["executable"])
+' | while read -r name exe; do
+    cp "$exe" "$out/bin/$name"
+    strip "$out/bin/$name"
+    echo "   bin/$name"
+done
+
+echo "== abi3 wheel (feature cuda)"
+# --auditwheel skip: libcuda.so.1 comes from the driver and must not be bundled.
+"$maturin" build --release -m cai-py/Cargo.toml --features cuda --auditwheel skip -o "$out/wheels"
+
+cp -r tests/gpu "$out/tests"
+rm -rf "$out/tests/__pycache__"
+cp benches/gpu_bench.py "$out/"
+cp scripts/gpu-run.sh "$out/run.sh"
+du -sh "$out"

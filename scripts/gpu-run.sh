@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs the GPU suite from a bundle made by scripts/gpu-bundle.sh (copied there as run.sh).
+# Needs the NVIDIA driver and Python >= 3.9 with numpy and pytest; CuPy, PyTorch, numba-cuda and
+# JAX are each optional (their tests say they were skipped). Exit status: 0 when all passed.
+set -uo pipefail
+cd "$(dirname "$0")"
+status=0
+nvidia-smi -L || echo "nvidia-smi not found"
+
+echo "== Rust tests against the driver (release, feature cuda)"
+for t in bin/*; do
+    echo "-- $t"
+    "$t" --test-threads=1 --nocapture 2>&1 | grep -Ev '^$' || status=1
+done
+
+echo "== the cai wheel"
+site=$(mktemp -d)
+python3 -m pip install -q --no-deps --no-index --target "$site" wheels/*.whl || exit 1
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c 'import cai; print("cai", cai.HAS_CUDA, cai.cuda_available())'
+
+echo "== pytest GPU suite"
+(cd tests && python3 -m pytest -q -rs -p no:cacheprovider .) || status=1
+
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+if [ -n "$sanitizer" ]; then
+    echo "== compute-sanitizer (memcheck): lifetime tests"
+    (cd tests && "$sanitizer" --tool memcheck --error-exitcode 99 \
+        python3 -m pytest -q -p no:cacheprovider test_lifetime.py -k "cupy or views or owner") || status=1
+else
+    echo "== compute-sanitizer not found: lifetime tests ran without it"
+fi
+
+if python3 -c 'import cai, sys; sys.exit(0 if cai.cuda_available()[0] else 1)'; then
+    echo "== benchmarks"
+    python3 gpu_bench.py || status=1
+else
+    echo "== benchmarks skipped: no CUDA device"
+fi
+echo "GPU suite exit status: $status"
+exit $status

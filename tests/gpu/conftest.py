@@ -1,0 +1,72 @@
+"""GPU suite: run from the bundle made by scripts/gpu-bundle.sh (see README, "GPU suite").
+
+Every test here needs a CUDA build of cai and a device; without them the whole suite is
+skipped with the reason.
+"""
+
+import gc
+
+import numpy as np
+import pytest
+
+import cai
+
+if not cai.HAS_CUDA:
+    SKIP = "cai was built without the `cuda` feature"
+else:
+    _ok, _why = cai.cuda_available()
+    SKIP = None if _ok else f"no CUDA device: {_why}"
+
+
+def pytest_collection_modifyitems(config, items):
+    if SKIP:
+        for item in items:
+            item.add_marker(pytest.mark.skip(reason=SKIP))
+
+
+@pytest.fixture
+def cp():
+    return pytest.importorskip("cupy")
+
+
+@pytest.fixture
+def torch():
+    t = pytest.importorskip("torch")
+    if not t.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    return t
+
+
+@pytest.fixture
+def numba_cuda():
+    nc = pytest.importorskip("numba.cuda")
+    return nc
+
+
+@pytest.fixture
+def jnp():
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("jax sees no GPU")
+    return pytest.importorskip("jax.numpy")
+
+
+def churn(cp, n=8, nbytes=64 << 20):
+    """Allocate and overwrite device memory, so that freed memory would be reused."""
+    gc.collect()
+    junk = [cp.full(nbytes // 4, -1.0, dtype=np.float32) for _ in range(n)]
+    cp.cuda.Device().synchronize()
+    return junk
+
+
+DTYPES = [np.float32, np.float64, np.int32, np.int16, np.uint8, np.complex64, np.float16]
+
+
+def sample(dtype, shape=(6, 10), seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-100, 100, size=shape) if np.dtype(dtype).kind in "iu" else rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "u":
+        a = np.abs(a)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(dtype)

@@ -1,0 +1,68 @@
+"""The CUDA build of the package (from the GPU bundle) on a machine without a GPU: what a user
+sees at import. Runs when CAI_CUDA_WHEEL_DIR names the bundle's wheels (scripts/test.sh sets it).
+"""
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+WHEELS = os.environ.get("CAI_CUDA_WHEEL_DIR")
+pytestmark = pytest.mark.skipif(not WHEELS, reason="CAI_CUDA_WHEEL_DIR not set")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    (wheel,) = Path(WHEELS).glob("cai-*.whl")
+    target = tmp_path_factory.mktemp("cuda-site")
+    zipfile.ZipFile(wheel).extractall(target)
+    return target
+
+
+def run(site, code, ld_library_path):
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["PYTHONPATH"] = str(site)
+    if ld_library_path:
+        env["LD_LIBRARY_PATH"] = ld_library_path
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+
+
+def libcuda_dirs():
+    """Directories of LD_LIBRARY_PATH holding a libcuda (the stub, in CI)."""
+    dirs = os.environ.get("LD_LIBRARY_PATH", "").split(":")
+    return [d for d in dirs if d and (Path(d) / "libcuda.so.1").exists()]
+
+
+def test_without_libcuda_import_fails_with_a_clear_message(site):
+    out = run(site, "import cai", ld_library_path=None)
+    if out.returncode == 0:
+        pytest.skip("this machine has a system libcuda.so.1")
+    assert "ImportError: this build of cai has CUDA support and needs the NVIDIA driver's libcuda.so.1" in out.stderr
+
+
+def test_with_a_driver_library_but_no_device_calls_raise(site):
+    dirs = libcuda_dirs()
+    if not dirs:
+        pytest.skip("no libcuda on LD_LIBRARY_PATH")
+    code = (
+        "import cai, numpy as np\n"
+        "print(cai.HAS_CUDA, cai.cuda_available()[0])\n"
+        "m = cai.DeviceMatrix(0x7f0000000000, 2, 2, stream=5)\n"
+        "for f in (lambda: cai.as_cuda_array(m), lambda: cai.DeviceArray(np.zeros(3)), lambda: cai.pointer_attributes(1)):\n"
+        "    try:\n"
+        "        f()\n"
+        "    except RuntimeError as e:\n"
+        "        print('RuntimeError', str(e)[:60])\n"
+        "print(cai.as_cuda_array(m, check_pointer=False, sync=False).sync_plan)\n"
+    )
+    out = run(site, code, ld_library_path=":".join(dirs))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "True False"
+    assert lines[1].startswith("RuntimeError cannot check `data` with the CUDA driver: cuInit failed")
+    assert lines[2].startswith("RuntimeError cuInit failed: CUDA_ERROR_")
+    assert lines[3].startswith("RuntimeError cuInit failed: CUDA_ERROR_")
+    assert lines[4] == "none: sync=False"
