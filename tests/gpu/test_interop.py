@@ -160,12 +160,15 @@ def test_host_pointer_is_refused():
 
 
 def test_extent_outside_the_allocation_is_refused():
-    a = cai.DeviceArray(np.zeros(16, dtype=np.float32))
+    n = (2 << 20) // 4  # 2 MiB: a whole number of the driver's allocation granules
+    a = cai.DeviceArray(np.zeros(n, dtype=np.float32))
+    start, size = cai.pointer_attributes(a.ptr)["range"]
+    assert start == a.ptr and size >= a.nbytes
     desc = dict(a.__cuda_array_interface__)
-    desc["shape"] = (17,)
+    desc["shape"] = (size // 4 + 1,)
     with pytest.raises(ValueError, match="after the allocation"):
         cai.from_cuda_array_interface(desc, owner=a)
-    desc["shape"], desc["strides"] = (16,), (-4,)
+    desc["shape"], desc["strides"] = (16,), (-4,)  # runs backwards from the first byte
     with pytest.raises(ValueError, match="before the allocation"):
         cai.from_cuda_array_interface(desc, owner=a)
     # Opting out of the pointer check accepts it (the caller's responsibility).

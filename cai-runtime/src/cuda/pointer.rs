@@ -41,16 +41,19 @@ pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes, DriverError> {
         _ => MemoryType::Unregistered,
     };
     let device_ordinal = u32::try_from(ordinal).ok();
+    // The allocation's range. Not every kind of memory has one the driver reports (registered
+    // host memory, some virtual-memory mappings): then the range is unknown and only
+    // accessibility is checked, rather than refusing memory that may be fine.
     let range = if memory_type == MemoryType::Unregistered || context.is_null() {
         None
     } else {
         with_context(context, || {
             let (mut base, mut size): (ffi::CUdeviceptr, usize) = (0, 0);
             // SAFETY: valid out-pointers; the allocation's context is current.
-            ffi::check("cuMemGetAddressRange", unsafe {
+            let found = ffi::check("cuMemGetAddressRange", unsafe {
                 ffi::cuMemGetAddressRange_v2(&mut base, &mut size, ptr)
-            })?;
-            Ok(Some((base, size as u64)))
+            });
+            Ok(found.ok().map(|()| (base, size as u64)))
         })?
     };
     let pageable_memory_access = memory_type == MemoryType::Unregistered

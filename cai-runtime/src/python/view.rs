@@ -122,30 +122,8 @@ impl<S: Space> ForeignArray<S> {
         Self::from_interface_with(&desc, Some(obj), options)
     }
 
-    /// Pointer checks and stream synchronization with the driver.
-    #[cfg(feature = "cuda")]
-    fn prepare_device(&mut self) -> PyResult<()> {
-        use crate::cuda;
-        let extent = self.layout.extent();
-        if self.options.check_pointer {
-            self.attributes =
-                cuda::check_device_pointer(self.ptr(), extent).map_err(|e| match e {
-                    cuda::ImportCheckError::Pointer(_) => PyValueError::new_err(e.to_string()),
-                    cuda::ImportCheckError::Driver(_) => {
-                        pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
-                    }
-                })?;
-        }
-        if let Some(ordinal) = self.attributes.and_then(|a| a.device_ordinal) {
-            cuda::ensure_context(ordinal).map_err(driver_error)?;
-        }
-        self.sync_plan =
-            cuda::synchronize_import(self.stream(), &self.options).map_err(driver_error)?;
-        Ok(())
-    }
-
-    /// Without the driver: decide, and leave the doing to the caller.
-    #[cfg(not(feature = "cuda"))]
+    /// Decides what to do about the producer's stream and, with the `cuda` feature, checks
+    /// the pointer and does it; without it the caller must ([`Self::synchronized`]).
     fn prepare_device(&mut self) -> PyResult<()> {
         let o = &self.options;
         self.sync_plan = crate::sync::plan(
@@ -155,6 +133,31 @@ impl<S: Space> ForeignArray<S> {
             o.sync,
             crate::sync::ignore_streams(),
         );
+        #[cfg(feature = "cuda")]
+        self.apply_with_driver()?;
+        Ok(())
+    }
+
+    /// Pointer checks, then the sync plan, with the driver.
+    #[cfg(feature = "cuda")]
+    fn apply_with_driver(&mut self) -> PyResult<()> {
+        use crate::cuda;
+        if self.options.check_pointer {
+            self.attributes = cuda::check_device_pointer(self.ptr(), self.layout.extent())
+                .map_err(|e| match e {
+                    cuda::ImportCheckError::Pointer(_) => PyValueError::new_err(e.to_string()),
+                    cuda::ImportCheckError::Driver(_) => {
+                        pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
+                    }
+                })?;
+        }
+        if !matches!(self.sync_plan, SyncPlan::Nothing(_)) {
+            // The default streams are those of the current context: make the data's device's
+            // primary context current when the thread has none.
+            let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
+            cuda::ensure_context(ordinal).map_err(driver_error)?;
+            cuda::execute(self.sync_plan).map_err(driver_error)?;
+        }
         Ok(())
     }
 
