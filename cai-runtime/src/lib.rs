@@ -33,6 +33,8 @@
 //! - [`interface`]: the traits the derives implement and the traits annotated fields need.
 //! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions;
 //!   [`pointer`]: pointer attributes and the import checks on them.
+//! - [`storage`]: GT4Py GDP-3 storages: parameters and presets, the aligned allocation plan,
+//!   the host/device mirror's state.
 //! - `cuda` (feature `cuda`): the CUDA driver through cust: cust buffers and streams, the
 //!   event wait, pointer attributes. `python` (feature `python`): the PyO3 glue.
 
@@ -51,6 +53,7 @@ pub mod memory;
 pub mod pointer;
 #[cfg(feature = "python")]
 pub mod python;
+pub mod storage;
 pub mod stream;
 pub mod sync;
 pub mod typestr;

@@ -1,0 +1,423 @@
+//! Storage parameters (GDP-3's keyword arguments), the `defaults` presets with their layout
+//! table, and the lookup order: explicit argument, then the preset, then the data, then the
+//! fallback.
+
+use super::StorageError;
+use super::alloc::check_layout;
+
+/// A `defaults` preset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Preset {
+    /// C order: the last index is contiguous whatever the dims.
+    C,
+    /// Fortran order: the first index is contiguous whatever the dims.
+    F,
+    /// GridTools' x86 backend: K contiguous (then data dimensions innermost).
+    GtX86,
+    /// GridTools' CUDA backend: I contiguous, 32-byte alignment, on the GPU.
+    GtCuda,
+}
+
+impl Preset {
+    /// Parses `"C"`, `"F"`, `"gtx86"`, `"gtcuda"`.
+    pub fn parse(name: &str) -> Result<Preset, StorageError> {
+        match name {
+            "C" => Ok(Preset::C),
+            "F" => Ok(Preset::F),
+            "gtx86" => Ok(Preset::GtX86),
+            "gtcuda" => Ok(Preset::GtCuda),
+            other => Err(StorageError::Preset(other.to_string())),
+        }
+    }
+
+    /// The preset's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::C => "C",
+            Preset::F => "F",
+            Preset::GtX86 => "gtx86",
+            Preset::GtCuda => "gtcuda",
+        }
+    }
+
+    /// The preset's `layout` for these dims (GDP-3's table: C and F ignore the dims' meaning,
+    /// the backends follow it).
+    pub fn layout(self, dims: &[String]) -> Vec<usize> {
+        let n = dims.len();
+        match self {
+            Preset::C => (0..n).collect(),
+            Preset::F => (0..n).rev().collect(),
+            Preset::GtX86 | Preset::GtCuda => {
+                // Rank of each dimension from outermost to innermost: x86 orders I, J, K, then
+                // data dimensions "0", "1", ...; CUDA the reverse.
+                let key = |d: &str| match d {
+                    "I" => 0u64,
+                    "J" => 1,
+                    "K" => 2,
+                    n => 3 + n.parse::<u64>().unwrap_or(u64::MAX - 3),
+                };
+                let mut order: Vec<usize> = (0..n).collect();
+                order.sort_by_key(|&i| key(&dims[i]));
+                if self == Preset::GtCuda {
+                    order.reverse();
+                }
+                let mut layout = vec![0; n];
+                for (rank, &i) in order.iter().enumerate() {
+                    layout[i] = rank;
+                }
+                layout
+            }
+        }
+    }
+
+    /// The preset's `alignment_size` (the GridTools backends' alignment).
+    pub fn alignment(self) -> usize {
+        match self {
+            Preset::GtCuda => 32,
+            _ => 1,
+        }
+    }
+
+    /// The preset's `device`.
+    pub fn device(self) -> StorageDevice {
+        match self {
+            Preset::GtCuda => StorageDevice::Gpu,
+            _ => StorageDevice::Host,
+        }
+    }
+}
+
+/// Where a storage's buffer lives (`device`: None or `"gpu"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StorageDevice {
+    /// Host memory only (`device=None`).
+    Host,
+    /// A GPU buffer (`device="gpu"`).
+    Gpu,
+}
+
+impl StorageDevice {
+    /// Parses `None` / `"gpu"`.
+    pub fn parse(value: Option<&str>) -> Result<Self, StorageError> {
+        match value {
+            None => Ok(StorageDevice::Host),
+            Some("gpu") => Ok(StorageDevice::Gpu),
+            Some(other) => Err(StorageError::Device(other.to_string())),
+        }
+    }
+}
+
+/// Who keeps host and device buffers in step (`managed`; only meaningful on the GPU).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Managed {
+    /// No host buffer is kept in step (`managed=None`).
+    None,
+    /// A host and a device mirror kept in step by the storage (`"gt4py"`, the default).
+    Gt4Py,
+    /// CUDA unified memory (`"cuda"`).
+    Cuda,
+}
+
+impl Managed {
+    /// Parses `None` / `"gt4py"` / `"cuda"`.
+    pub fn parse(value: Option<&str>) -> Result<Self, StorageError> {
+        match value {
+            None => Ok(Managed::None),
+            Some("gt4py") => Ok(Managed::Gt4Py),
+            Some("cuda") => Ok(Managed::Cuda),
+            Some(other) => Err(StorageError::Managed(other.to_string())),
+        }
+    }
+}
+
+/// `dims` from a string of single-letter dims (`"IJK"`) or a list (`["I", "J", "0"]`):
+/// `I`, `J`, `K` at most once each, other dims non-negative integers, none repeated.
+pub fn parse_dims(dims: &[String]) -> Result<Vec<String>, StorageError> {
+    let bad = |why: String| StorageError::Dims {
+        dims: dims.to_vec(),
+        why,
+    };
+    let mut seen = std::collections::HashSet::new();
+    for d in dims {
+        if !matches!(d.as_str(), "I" | "J" | "K") && d.parse::<u32>().is_err() {
+            return Err(bad(format!(
+                "{d:?} is not a dimension: use \"I\", \"J\", \"K\" or data dimensions \"0\", \"1\", ..."
+            )));
+        }
+        if !seen.insert(d.as_str()) {
+            return Err(bad(format!("{d:?} appears twice")));
+        }
+    }
+    Ok(dims.to_vec())
+}
+
+/// The default dims for `ndim` dimensions: I, J, K, then data dimensions "0", "1", ...
+pub fn default_dims(ndim: usize) -> Vec<String> {
+    (0..ndim)
+        .map(|i| match i {
+            0 => "I".to_string(),
+            1 => "J".to_string(),
+            2 => "K".to_string(),
+            n => (n - 3).to_string(),
+        })
+        .collect()
+}
+
+/// A halo given per dimension as a symmetric size or a (start, end) pair, normalized to pairs
+/// and checked against the shape: the halo may not be wider than its dimension.
+pub fn normalize_halo(
+    halo: &[(usize, usize)],
+    shape: &[usize],
+) -> Result<Vec<(usize, usize)>, StorageError> {
+    if halo.len() != shape.len() {
+        return Err(StorageError::Length {
+            param: "halo",
+            got: halo.len(),
+            ndim: shape.len(),
+        });
+    }
+    for (axis, (&h, &size)) in halo.iter().zip(shape).enumerate() {
+        if h.0.checked_add(h.1).is_none_or(|w| w > size) {
+            return Err(StorageError::HaloTooLarge {
+                axis,
+                halo: h,
+                size,
+            });
+        }
+    }
+    Ok(halo.to_vec())
+}
+
+/// The parameters of a storage, each optional until resolved.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageParams {
+    /// `defaults`.
+    pub defaults: Option<Preset>,
+    /// `dims`.
+    pub dims: Option<Vec<String>>,
+    /// `layout`.
+    pub layout: Option<Vec<usize>>,
+    /// `halo`, as (start, end) pairs.
+    pub halo: Option<Vec<(usize, usize)>>,
+    /// `alignment_size`.
+    pub alignment_size: Option<usize>,
+    /// `aligned_index`.
+    pub aligned_index: Option<Vec<usize>>,
+    /// `device`.
+    pub device: Option<StorageDevice>,
+    /// `managed`.
+    pub managed: Option<Managed>,
+}
+
+/// Parameters with every value decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedParams {
+    /// The dims.
+    pub dims: Vec<String>,
+    /// The stride order.
+    pub layout: Vec<usize>,
+    /// (start, end) per dimension.
+    pub halo: Vec<(usize, usize)>,
+    /// Bytes.
+    pub alignment_size: usize,
+    /// The aligned item.
+    pub aligned_index: Vec<usize>,
+    /// Where the buffer lives.
+    pub device: StorageDevice,
+    /// Who keeps mirrors in step (`Managed::None` on the host).
+    pub managed: Managed,
+}
+
+impl StorageParams {
+    /// Resolves every parameter for `shape`, taking each from the first source that has it:
+    /// these explicit values, then the `defaults` preset, then `data` (parameters read from a
+    /// buffer or storage being wrapped or copied), then the fallback (C layout, no halo, no
+    /// alignment, the halo's start as aligned index, host memory, "gt4py" on the GPU).
+    pub fn resolve(
+        &self,
+        shape: &[usize],
+        data: &StorageParams,
+    ) -> Result<ResolvedParams, StorageError> {
+        let ndim = shape.len();
+        let preset = self.defaults.or(data.defaults);
+        let dims = match self.dims.as_ref().or(data.dims.as_ref()) {
+            Some(d) => parse_dims(d)?,
+            None => default_dims(ndim),
+        };
+        if dims.len() != ndim {
+            return Err(StorageError::Length {
+                param: "dims",
+                got: dims.len(),
+                ndim,
+            });
+        }
+        let layout = self
+            .layout
+            .clone()
+            .or_else(|| preset.map(|p| p.layout(&dims)))
+            .or_else(|| data.layout.clone())
+            .unwrap_or_else(|| (0..ndim).collect());
+        check_layout(&layout, ndim)?;
+        let halo = self
+            .halo
+            .clone()
+            .or_else(|| data.halo.clone())
+            .unwrap_or_else(|| vec![(0, 0); ndim]);
+        let halo = normalize_halo(&halo, shape)?;
+        let alignment_size = self
+            .alignment_size
+            .or_else(|| preset.map(Preset::alignment))
+            .or(data.alignment_size)
+            .unwrap_or(1);
+        let aligned_index = self
+            .aligned_index
+            .clone()
+            .or_else(|| data.aligned_index.clone())
+            .unwrap_or_else(|| halo.iter().map(|h| h.0).collect());
+        let device = self
+            .device
+            .or_else(|| preset.map(Preset::device))
+            .or(data.device)
+            .unwrap_or(StorageDevice::Host);
+        let managed = match device {
+            StorageDevice::Host => Managed::None,
+            StorageDevice::Gpu => self.managed.or(data.managed).unwrap_or(Managed::Gt4Py),
+        };
+        Ok(ResolvedParams {
+            dims,
+            layout,
+            halo,
+            alignment_size,
+            aligned_index,
+            device,
+            managed,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dims(s: &str) -> Vec<String> {
+        s.chars().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_gdp3_layout_table() {
+        // GDP-3: rows dims="IJK" and dims="KJI"; columns F, C, gtx86, gtcuda.
+        let table = [
+            ("IJK", [[2, 1, 0], [0, 1, 2], [0, 1, 2], [2, 1, 0]]),
+            ("KJI", [[2, 1, 0], [0, 1, 2], [2, 1, 0], [0, 1, 2]]),
+        ];
+        for (d, row) in table {
+            for (preset, expected) in [Preset::F, Preset::C, Preset::GtX86, Preset::GtCuda]
+                .into_iter()
+                .zip(row)
+            {
+                assert_eq!(preset.layout(&dims(d)), expected, "{d} {}", preset.name());
+            }
+        }
+        // Data dimensions: innermost for x86, outermost for CUDA.
+        let d = vec!["I".into(), "J".into(), "K".into(), "0".into()];
+        assert_eq!(Preset::GtX86.layout(&d), [0, 1, 2, 3]);
+        assert_eq!(Preset::GtCuda.layout(&d), [3, 2, 1, 0]);
+    }
+
+    #[test]
+    fn lookup_order_explicit_then_preset_then_data_then_fallback() {
+        let shape = [4, 5, 6];
+        let fallback = StorageParams::default()
+            .resolve(&shape, &StorageParams::default())
+            .unwrap();
+        assert_eq!(fallback.layout, [0, 1, 2]);
+        assert_eq!(fallback.halo, [(0, 0); 3]);
+        assert_eq!(
+            (fallback.alignment_size, fallback.device),
+            (1, StorageDevice::Host)
+        );
+        let data = StorageParams {
+            layout: Some(vec![1, 0, 2]),
+            alignment_size: Some(16),
+            halo: Some(vec![(1, 1), (0, 0), (2, 0)]),
+            ..Default::default()
+        };
+        let from_data = StorageParams::default().resolve(&shape, &data).unwrap();
+        assert_eq!(
+            (from_data.layout.as_slice(), from_data.alignment_size),
+            (&[1, 0, 2][..], 16)
+        );
+        assert_eq!(from_data.aligned_index, [1, 0, 2]); // the halo's start
+        let preset = StorageParams {
+            defaults: Some(Preset::GtCuda),
+            ..Default::default()
+        };
+        let p = preset.resolve(&shape, &data).unwrap();
+        assert_eq!(
+            (p.layout.as_slice(), p.alignment_size),
+            (&[2, 1, 0][..], 32)
+        );
+        assert_eq!((p.device, p.managed), (StorageDevice::Gpu, Managed::Gt4Py));
+        let explicit = StorageParams {
+            layout: Some(vec![0, 2, 1]),
+            alignment_size: Some(8),
+            ..preset
+        };
+        let e = explicit.resolve(&shape, &data).unwrap();
+        assert_eq!((e.layout.as_slice(), e.alignment_size), (&[0, 2, 1][..], 8));
+    }
+
+    #[test]
+    fn bad_parameters() {
+        let shape = [4, 5];
+        let r = |p: StorageParams| {
+            p.resolve(&shape, &StorageParams::default())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            r(StorageParams {
+                halo: Some(vec![(2, 3), (0, 0)]),
+                ..Default::default()
+            }),
+            "halo = (2, 3) on dimension 0 needs 5 points but the dimension has 4"
+        );
+        assert_eq!(
+            r(StorageParams {
+                layout: Some(vec![1, 1]),
+                ..Default::default()
+            }),
+            "layout = [1, 1] is not a permutation of 0..2 (one entry per dimension, each once; the largest entry is the contiguous dimension)"
+        );
+        assert!(
+            r(StorageParams {
+                dims: Some(dims("IX")),
+                ..Default::default()
+            })
+            .contains("\"X\" is not a dimension")
+        );
+        assert!(
+            r(StorageParams {
+                dims: Some(dims("II")),
+                ..Default::default()
+            })
+            .contains("\"I\" appears twice")
+        );
+        assert_eq!(
+            r(StorageParams {
+                dims: Some(dims("IJK")),
+                ..Default::default()
+            }),
+            "dims has 3 entries but the storage has 2 dimensions"
+        );
+        assert!(
+            Preset::parse("gtmc")
+                .unwrap_err()
+                .to_string()
+                .starts_with("defaults = \"gtmc\" is not a preset")
+        );
+        assert!(StorageDevice::parse(Some("cpu")).is_err());
+        assert!(Managed::parse(Some("yes")).is_err());
+        assert!(normalize_halo(&[(usize::MAX, 1)], &[3]).is_err());
+    }
+}
