@@ -216,7 +216,16 @@ mod device_array {
 
     impl CudaArrayInterface for DeviceArray {
         fn cuda_array_interface(&self) -> Result<CudaArrayDescriptor, DescriptorError> {
-            DescriptorBuilder::<cai_runtime::Device>::new(
+            self.builder()
+                .stream(cai_runtime::AsStream::prepare_export(&*self.streams)?)
+                .build()
+        }
+    }
+
+    impl DeviceArray {
+        /// The descriptor of this view, without its stream.
+        fn builder(&self) -> DescriptorBuilder<cai_runtime::Device> {
+            DescriptorBuilder::new(
                 self.buf.as_device_ptr().as_raw(),
                 self.buf.len(),
                 self.dtype,
@@ -225,12 +234,8 @@ mod device_array {
             .shape(self.shape.clone())
             .strides(self.strides.clone())
             .offset(self.offset)
-            .stream(cai_runtime::AsStream::prepare_export(&*self.streams)?)
-            .build()
         }
-    }
 
-    impl DeviceArray {
         fn layout(&self) -> PyResult<Layout> {
             let itemsize = self.dtype.itemsize();
             match &self.strides {
@@ -307,17 +312,9 @@ mod device_array {
                 side: self.side.clone(),
             };
             // Validate without ordering any stream.
-            DescriptorBuilder::<cai_runtime::Device>::new(
-                v.buf.as_device_ptr().as_raw(),
-                v.buf.len(),
-                v.dtype,
-                true,
-            )
-            .shape(v.shape.clone())
-            .strides(v.strides.clone())
-            .offset(v.offset)
-            .build()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            v.builder()
+                .build()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
             Ok(v)
         }
 
