@@ -58,6 +58,21 @@ def main():
     print("1. exchange with a busy producer stream (host time per import)")
     row("event wait (cai default)", ev, sync, "stream synchronize")
 
+    # Control for the stream tests: with sync=False a consumer on another stream can read
+    # unfinished work, which is what the event wait prevents (a race: reported, not asserted).
+    stale = 0
+    for _ in range(5):
+        with producer:
+            big[:] = 0
+            producer.synchronize()
+            for _ in range(20):
+                big += 1
+            d = big[-4:].__cuda_array_interface__
+        v = cai.from_cuda_array_interface(d, owner=big, stream=consumer.ptr, sync=False)
+        stale += int((np.frombuffer(v.copy_to_host(), np.float32) != 20).any())
+        producer.synchronize()
+    print(f"   control: sync=False read unfinished data in {stale} of 5 imports")
+
     # 2. Import cost on the same object.
     import numba.cuda
     import torch

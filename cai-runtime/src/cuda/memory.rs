@@ -11,29 +11,25 @@ use crate::layout::Layout;
 use crate::memory::DeviceMemory;
 use crate::stream::Stream;
 
-// SAFETY: a DeviceBuffer owns `len()` items of device memory at `as_device_ptr()` (null when
-// empty) until it is dropped, and nothing else aliases it.
-unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBuffer<T> {
-    type Elem = T;
-    fn device_ptr(&self) -> u64 {
-        self.as_device_ptr().as_raw()
-    }
-    fn len(&self) -> usize {
-        DeviceSlice::len(self)
-    }
+/// A DeviceBuffer owns, and a DeviceSlice describes, `len()` items at `as_device_ptr()` (null
+/// when empty).
+macro_rules! device_slices {
+    ($($ty:ident),*) => {$(
+        // SAFETY: a DeviceBuffer owns its items until dropped; a DeviceSlice lies inside an
+        // allocation that outlives it (cust's contract for constructing one).
+        unsafe impl<T: Element + DeviceCopy> DeviceMemory for $ty<T> {
+            type Elem = T;
+            fn device_ptr(&self) -> u64 {
+                self.as_device_ptr().as_raw()
+            }
+            fn len(&self) -> usize {
+                DeviceSlice::len(self)
+            }
+        }
+    )*};
 }
 
-// SAFETY: a DeviceSlice describes `len()` items at `as_device_ptr()` inside an allocation that
-// outlives it (cust's contract for constructing one).
-unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceSlice<T> {
-    type Elem = T;
-    fn device_ptr(&self) -> u64 {
-        self.as_device_ptr().as_raw()
-    }
-    fn len(&self) -> usize {
-        DeviceSlice::len(self)
-    }
-}
+device_slices!(DeviceBuffer, DeviceSlice);
 
 // SAFETY: a DeviceBox owns one item of device memory at `as_device_ptr()` until dropped.
 unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBox<T> {
