@@ -70,6 +70,7 @@ pub use interface::{
 };
 pub use layout::{Extent, Layout, LayoutError, Order};
 pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
+pub use storage::gt::{AsDims, AsHalo, GtDataInterface, GtHooks};
 pub use stream::{AsStream, Stream, StreamError, StreamHandle};
 pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
 

@@ -1,14 +1,24 @@
-//! GT4Py GDP-3 storages, the pure part: parameters and their presets ([`params`]), the aligned
-//! allocation plan ([`alloc`]), and the host/device mirror's state machine ([`sync_state`]).
-//! Nothing here allocates or needs a GPU; the Python package builds storages on it.
+//! GT4Py GDP-3 storages: parameters and their presets ([`params`]), the aligned allocation
+//! plan ([`alloc`]), host buffers ([`buffer`]), view arithmetic ([`view`]), the storage itself
+//! ([`array`]), the host/device mirror's state machine ([`sync_state`]) and the
+//! `__gt_data_interface__` model ([`gt`]). Nothing here needs a GPU: device buffers come from
+//! the `cuda` module, and the Python package wraps [`Storage`].
 
 pub mod alloc;
+pub mod array;
+pub mod buffer;
+pub mod gt;
 pub mod params;
 pub mod sync_state;
+pub mod view;
 
 pub use alloc::AllocationPlan;
+pub use array::{Buffers, DeviceBufferHandle, ElementType, Init, Selected, Side, Storage};
+pub use buffer::HostBuffer;
+pub use gt::{GtDataDescriptor, GtDevice};
 pub use params::{Managed, Preset, StorageDevice, StorageParams, normalize_halo, parse_dims};
 pub use sync_state::{Mirror, SyncState, SyncStatus};
+pub use view::{Geometry, IndexError, IndexItem};
 
 /// A storage parameter GDP-3 does not allow; each names the parameter and the value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -96,4 +106,32 @@ pub enum StorageError {
         "managed = {0:?}: use None, \"gt4py\" (host and device mirror) or \"cuda\" (unified memory)"
     )]
     Managed(String),
+    /// A dtype a storage cannot hold.
+    #[error(
+        "dtype {0:?} cannot be stored: storages hold fixed-size plain data (numbers, booleans, bytes, structured types), not Python objects or zero-size items"
+    )]
+    Dtype(String),
+    /// The host allocation failed.
+    #[error("cannot allocate {0} bytes of host memory")]
+    Alloc(usize),
+    /// A device storage was asked for where there is none.
+    #[error("device=\"gpu\" needs a CUDA device: {0}")]
+    NoGpu(String),
+    /// A fill value of the wrong size.
+    #[error("fill value has {got} bytes but an item has {itemsize}")]
+    FillValue {
+        /// Bytes given.
+        got: usize,
+        /// The item size.
+        itemsize: usize,
+    },
+    /// A write to wrapped read-only memory.
+    #[error("the storage wraps read-only memory")]
+    ReadOnly,
+    /// The storage has no buffer on that side (GT4Py's `GTNoSuchBufferError`).
+    #[error("the storage has no {0} buffer")]
+    NoSuchBuffer(&'static str),
+    /// Copying between host and device failed.
+    #[error("copy between host and device failed: {0}")]
+    Copy(String),
 }

@@ -1,0 +1,606 @@
+//! [`Storage`]: a GDP-3 storage. Buffers (host, device, or both mirrored) shared by every view
+//! of one allocation, plus each view's own [`Geometry`] (layout, offset, halo, dims). Exports
+//! descriptors for both protocols; the Python class in the `cai` package wraps it.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::StorageError;
+use super::alloc::AllocationPlan;
+use super::buffer::{AllocError, HostBuffer};
+use super::params::{Managed, ResolvedParams, StorageDevice};
+use super::sync_state::{SyncState, SyncStatus};
+use super::view::{Geometry, IndexError, IndexItem, Selection};
+use crate::descr::Descr;
+use crate::descriptor::{ArrayDescriptor, CudaArrayDescriptor, Data, HostArrayDescriptor, Space};
+use crate::error::DescriptorError;
+use crate::layout::Layout;
+use crate::stream::Stream;
+use crate::typestr::{Kind, TypeStr};
+
+/// The element type of a storage, as NumPy spells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElementType {
+    /// `dtype.str`.
+    pub typestr: TypeStr,
+    /// `dtype.descr` for structured types (`None` for plain ones).
+    pub descr: Option<Descr>,
+}
+
+impl ElementType {
+    /// A plain element type; refuses object arrays (`O`: Python references cannot live in a
+    /// storage's raw memory) and zero-size items.
+    pub fn new(typestr: TypeStr, descr: Option<Descr>) -> Result<ElementType, StorageError> {
+        if typestr.kind() == Kind::Object || typestr.itemsize() == 0 {
+            return Err(StorageError::Dtype(typestr.to_string()));
+        }
+        Ok(ElementType { typestr, descr })
+    }
+
+    /// Bytes per item.
+    pub fn itemsize(&self) -> usize {
+        self.typestr.itemsize()
+    }
+}
+
+/// How a new storage's items start out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Init {
+    /// Whatever the allocator gives (`empty`).
+    Uninit,
+    /// All bytes zero (`zeros`).
+    Zeros,
+    /// Every item set to these bytes (`ones`, `full`); their length is the item size.
+    Fill(Vec<u8>),
+}
+
+/// One side's memory: where item `[0, ..., 0]` of the allocation is (`origin`, bytes from the
+/// start), and the bytes a whole-buffer copy moves (`span`, from the start).
+#[derive(Debug)]
+pub struct Side<B> {
+    /// The memory.
+    pub buffer: B,
+    /// Bytes from the buffer's start to item `[0, ..., 0]` of the allocation.
+    pub origin: usize,
+}
+
+/// Device memory as a storage sees it: an address, a size, and the handle that frees it.
+pub struct DeviceBufferHandle {
+    /// Device address of the first byte.
+    pub ptr: u64,
+    /// Size in bytes.
+    pub len: usize,
+    /// Keeps the allocation alive (a cust buffer, a unified buffer...).
+    pub keep: Box<dyn Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for DeviceBufferHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DeviceBuffer({:#x}, {} bytes)", self.ptr, self.len)
+    }
+}
+
+/// The buffers of one allocation, shared (through `Arc`) by all its views.
+#[derive(Debug)]
+pub struct Buffers {
+    /// Host memory, if any.
+    pub host: Option<Side<HostBuffer>>,
+    /// Device memory, if any.
+    pub device: Option<Side<DeviceBufferHandle>>,
+    /// Bytes to copy between mirrors, from each side's start.
+    pub span: usize,
+    /// Which side is newest (`managed="gt4py"` with both sides; shared by all views).
+    pub sync: Option<SyncState>,
+    /// Where the storage lives and who keeps the sides in step.
+    pub device_kind: StorageDevice,
+    /// See [`Managed`].
+    pub managed: Managed,
+    /// Consumers must not write (wrapped read-only memory).
+    pub readonly: bool,
+    /// The stream device work on the buffer is ordered on (exported as `stream`).
+    pub stream: Option<Stream>,
+}
+
+/// Allocation parameters a `*_like` call or a copy reuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllocInfo {
+    /// `alignment_size` the buffer was allocated with (1 for wrapped memory).
+    pub alignment_size: usize,
+    /// `aligned_index` (only for the view that was allocated; views drop it).
+    pub aligned_index: Option<Vec<usize>>,
+    /// The `defaults` preset used, if any.
+    pub defaults: Option<super::Preset>,
+}
+
+/// A storage: a view of shared buffers.
+#[derive(Clone, Debug)]
+pub struct Storage {
+    buffers: Arc<Buffers>,
+    geometry: Geometry,
+    element: ElementType,
+    info: AllocInfo,
+}
+
+impl From<AllocError> for StorageError {
+    fn from(e: AllocError) -> Self {
+        StorageError::Alloc(e.0)
+    }
+}
+
+impl Storage {
+    /// A new host storage of `shape` with the resolved parameters (which must say
+    /// `device = Host`; device storages are made by the `cuda` module).
+    pub fn allocate_host(
+        shape: &[usize],
+        element: ElementType,
+        params: &ResolvedParams,
+        init: Init,
+    ) -> Result<Storage, StorageError> {
+        if params.device != StorageDevice::Host {
+            return Err(StorageError::NoGpu(
+                "host allocation asked for a device storage".into(),
+            ));
+        }
+        let plan = Self::plan(shape, &element, params)?;
+        let buffer = match init {
+            Init::Uninit => HostBuffer::uninit(plan.buffer_bytes())?,
+            _ => HostBuffer::zeroed(plan.buffer_bytes())?,
+        };
+        let origin = plan.byte_offset(buffer.addr());
+        let storage = Self::from_plan(
+            &plan,
+            element,
+            params,
+            Buffers {
+                host: Some(Side { buffer, origin }),
+                device: None,
+                span: plan.buffer_bytes(),
+                sync: None,
+                device_kind: StorageDevice::Host,
+                managed: Managed::None,
+                readonly: false,
+                stream: None,
+            },
+        )?;
+        if let Init::Fill(item) = init {
+            storage.fill_host(&item)?;
+        }
+        Ok(storage)
+    }
+
+    /// The allocation plan for `shape` under `params`.
+    pub fn plan(
+        shape: &[usize],
+        element: &ElementType,
+        params: &ResolvedParams,
+    ) -> Result<AllocationPlan, StorageError> {
+        AllocationPlan::new(
+            shape,
+            element.itemsize(),
+            &params.layout,
+            params.alignment_size,
+            &params.aligned_index,
+        )
+    }
+
+    /// A storage over buffers laid out by `plan` (for the device allocators).
+    pub fn from_plan(
+        plan: &AllocationPlan,
+        element: ElementType,
+        params: &ResolvedParams,
+        buffers: Buffers,
+    ) -> Result<Storage, StorageError> {
+        let layout = plan.layout().map_err(|_| StorageError::Overflow {
+            shape: plan.padded_shape().to_vec(),
+            itemsize: element.itemsize(),
+        })?;
+        Ok(Storage {
+            buffers: Arc::new(buffers),
+            geometry: Geometry {
+                layout,
+                offset: 0,
+                halo: params.halo.clone(),
+                dims: params.dims.clone(),
+            },
+            element,
+            info: AllocInfo {
+                alignment_size: params.alignment_size,
+                aligned_index: Some(params.aligned_index.clone()),
+                defaults: None,
+            },
+        })
+    }
+
+    /// Wraps memory described by `layout` whose item `[0, ..., 0]` is `origin` bytes into
+    /// `buffer` (no copy).
+    pub fn wrap(
+        buffers: Buffers,
+        layout: Layout,
+        element: ElementType,
+        halo: Vec<(usize, usize)>,
+        dims: Vec<String>,
+    ) -> Result<Storage, StorageError> {
+        let ndim = layout.ndim();
+        for (param, got) in [("halo", halo.len()), ("dims", dims.len())] {
+            if got != ndim {
+                return Err(StorageError::Length { param, got, ndim });
+            }
+        }
+        super::normalize_halo(&halo, layout.shape())?;
+        Ok(Storage {
+            buffers: Arc::new(buffers),
+            geometry: Geometry {
+                layout,
+                offset: 0,
+                halo,
+                dims,
+            },
+            element,
+            info: AllocInfo {
+                alignment_size: 1,
+                aligned_index: None,
+                defaults: None,
+            },
+        })
+    }
+
+    /// Records the `defaults` preset the storage was made with (reused by `*_like`).
+    pub fn with_defaults(mut self, defaults: Option<super::Preset>) -> Storage {
+        self.info.defaults = defaults;
+        self
+    }
+
+    /// The buffers (shared with every view).
+    pub fn buffers(&self) -> &Arc<Buffers> {
+        &self.buffers
+    }
+
+    /// The view's geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// The element type.
+    pub fn element(&self) -> &ElementType {
+        &self.element
+    }
+
+    /// Allocation parameters for `*_like` and copies.
+    pub fn info(&self) -> &AllocInfo {
+        &self.info
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        self.geometry.layout.shape()
+    }
+
+    /// Byte strides.
+    pub fn strides(&self) -> &[isize] {
+        self.geometry.layout.strides()
+    }
+
+    /// Bytes of the items (padding excluded).
+    pub fn nbytes(&self) -> usize {
+        self.geometry.layout.nbytes()
+    }
+
+    /// The (start, end) halo per dimension.
+    pub fn halo(&self) -> &[(usize, usize)] {
+        &self.geometry.halo
+    }
+
+    /// Changes the halo (GDP-3's `halo` setter); the aligned item does not move.
+    pub fn set_halo(&mut self, halo: Vec<(usize, usize)>) -> Result<(), StorageError> {
+        self.geometry.halo = super::normalize_halo(&halo, self.shape())?;
+        Ok(())
+    }
+
+    /// The dims.
+    pub fn dims(&self) -> &[String] {
+        &self.geometry.dims
+    }
+
+    /// The stride order as a `layout` parameter: 0 for the largest stride, ties by axis.
+    pub fn layout_order(&self) -> Vec<usize> {
+        let s = self.strides();
+        let mut axes: Vec<usize> = (0..s.len()).collect();
+        axes.sort_by_key(|&a| (std::cmp::Reverse(s[a].unsigned_abs()), a));
+        let mut layout = vec![0; s.len()];
+        for (rank, &a) in axes.iter().enumerate() {
+            layout[a] = rank;
+        }
+        layout
+    }
+
+    /// Whether the storage has a host buffer.
+    pub fn has_host(&self) -> bool {
+        self.buffers.host.is_some()
+    }
+
+    /// Whether the storage has a device buffer.
+    pub fn has_device(&self) -> bool {
+        self.buffers.device.is_some()
+    }
+
+    /// The shared mirror state (`managed="gt4py"` device storages only).
+    pub fn sync_state(&self) -> Option<&SyncState> {
+        self.buffers.sync.as_ref()
+    }
+
+    /// Address of the view's item `[0, ..., 0]` in host memory.
+    pub fn host_ptr(&self) -> Option<u64> {
+        let h = self.buffers.host.as_ref()?;
+        Some(at(h.buffer.addr() as u64, h.origin, self.geometry.offset))
+    }
+
+    /// Address of the view's item `[0, ..., 0]` in device memory.
+    pub fn device_ptr(&self) -> Option<u64> {
+        let d = self.buffers.device.as_ref()?;
+        Some(at(d.buffer.ptr, d.origin, self.geometry.offset))
+    }
+
+    fn descriptor<S: Space>(
+        &self,
+        ptr: u64,
+        stream: S::StreamEntry,
+    ) -> Result<ArrayDescriptor<S>, DescriptorError> {
+        let layout = &self.geometry.layout;
+        let d = ArrayDescriptor {
+            shape: layout.shape().to_vec(),
+            typestr: self.element.typestr,
+            descr: self.element.descr.clone(),
+            data: Data {
+                ptr: if layout.is_empty() { 0 } else { ptr },
+                readonly: self.buffers.readonly,
+            },
+            strides: layout.exported_strides().map(<[isize]>::to_vec),
+            mask: None,
+            version: 3,
+            stream,
+        };
+        d.validate()?;
+        Ok(d)
+    }
+
+    /// The `__array_interface__` descriptor (`None` without a host buffer).
+    pub fn host_descriptor(&self) -> Option<Result<HostArrayDescriptor, DescriptorError>> {
+        let ptr = self.host_ptr()?;
+        Some(self.descriptor(ptr, crate::descriptor::NoStream))
+    }
+
+    /// The `__cuda_array_interface__` descriptor (`None` without a device buffer).
+    pub fn device_descriptor(&self) -> Option<Result<CudaArrayDescriptor, DescriptorError>> {
+        let ptr = self.device_ptr()?;
+        let stream = self
+            .buffers
+            .stream
+            .filter(|_| !crate::sync::export_stream_none());
+        Some(self.descriptor(ptr, stream))
+    }
+
+    /// `s[key]`: a view, or the byte offset of one item (from the host buffer's item pointer
+    /// of this view's origin; see [`Storage::item_host_ptr`]).
+    pub fn select(&self, key: &[IndexItem]) -> Result<Selected, IndexError> {
+        Ok(match self.geometry.select(key)? {
+            Selection::View(geometry) => Selected::View(self.with_geometry(geometry)),
+            Selection::Item(offset) => Selected::Item(offset),
+        })
+    }
+
+    fn with_geometry(&self, geometry: Geometry) -> Storage {
+        Storage {
+            buffers: self.buffers.clone(),
+            geometry,
+            element: self.element.clone(),
+            info: AllocInfo {
+                aligned_index: None,
+                ..self.info.clone()
+            },
+        }
+    }
+
+    /// The view without its halo.
+    pub fn domain_view(&self) -> Storage {
+        self.with_geometry(self.geometry.domain())
+    }
+
+    /// Dimensions permuted (`None`: reversed).
+    pub fn transpose(&self, axes: Option<&[usize]>) -> Result<Storage, IndexError> {
+        Ok(self.with_geometry(self.geometry.transpose(axes)?))
+    }
+
+    /// Host address of the item at byte `offset` from the origin (as [`Selected::Item`] gives).
+    pub fn item_host_ptr(&self, offset: isize) -> Option<u64> {
+        let h = self.buffers.host.as_ref()?;
+        Some(at(h.buffer.addr() as u64, h.origin, offset))
+    }
+
+    /// Sets every item of this view's host side to `item`.
+    pub fn fill_host(&self, item: &[u8]) -> Result<(), StorageError> {
+        if item.len() != self.element.itemsize() {
+            return Err(StorageError::FillValue {
+                got: item.len(),
+                itemsize: self.element.itemsize(),
+            });
+        }
+        let h = self.host_side_for_write()?;
+        let base = h.origin as isize + self.geometry.offset;
+        h.buffer
+            .fill(self.geometry.layout.item_offsets().map(|o| base + o), item);
+        Ok(())
+    }
+
+    fn host_side_for_write(&self) -> Result<&Side<HostBuffer>, StorageError> {
+        if self.buffers.readonly {
+            return Err(StorageError::ReadOnly);
+        }
+        self.buffers
+            .host
+            .as_ref()
+            .ok_or(StorageError::NoSuchBuffer("host"))
+    }
+
+    /// A new host storage with the same parameters and a copy of the items (its own buffers,
+    /// and its own sync state when mirrored). The host side is read: synchronize a mirrored
+    /// storage first.
+    pub fn copy_host(&self) -> Result<Storage, StorageError> {
+        let src = self
+            .buffers
+            .host
+            .as_ref()
+            .ok_or(StorageError::NoSuchBuffer("host"))?;
+        let params = self.like_params(StorageDevice::Host);
+        let out =
+            Storage::allocate_host(self.shape(), self.element.clone(), &params, Init::Uninit)?
+                .with_defaults(self.info.defaults);
+        let dst = out.buffers.host.as_ref().expect("allocated on the host");
+        let n = self.element.itemsize();
+        let src_base = src.origin as isize + self.geometry.offset;
+        let dst_base = dst.origin as isize;
+        for (s, d) in self
+            .geometry
+            .layout
+            .item_offsets()
+            .zip(out.geometry.layout.item_offsets())
+        {
+            // SAFETY: both offsets come from layouts that fit their buffers (checked when each
+            // storage was made), so `n` bytes at each lie inside; the buffers are distinct
+            // allocations, so the ranges do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.buffer.ptr().offset(src_base + s),
+                    dst.buffer.ptr().offset(dst_base + d),
+                    n,
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// This storage's parameters as fully resolved ones (for `*_like` and copies), on `device`.
+    pub fn like_params(&self, device: StorageDevice) -> ResolvedParams {
+        ResolvedParams {
+            dims: self.dims().to_vec(),
+            layout: self.layout_order(),
+            halo: self.halo().to_vec(),
+            alignment_size: self.info.alignment_size,
+            aligned_index: self
+                .info
+                .aligned_index
+                .clone()
+                .unwrap_or_else(|| self.halo().iter().map(|h| h.0).collect()),
+            device,
+            managed: self.buffers.managed,
+        }
+    }
+
+    /// The parameters a `*_like` call takes from this storage (the "data" step of the lookup
+    /// order).
+    pub fn data_params(&self) -> super::StorageParams {
+        super::StorageParams {
+            defaults: self.info.defaults,
+            dims: Some(self.dims().to_vec()),
+            layout: Some(self.layout_order()),
+            halo: Some(self.halo().to_vec()),
+            alignment_size: Some(self.info.alignment_size),
+            aligned_index: self.info.aligned_index.clone(),
+            device: Some(self.buffers.device_kind),
+            managed: Some(self.buffers.managed),
+        }
+    }
+
+    /// The mirror state's name, for display (`None` when not mirrored).
+    pub fn sync_status(&self) -> Option<SyncStatus> {
+        self.buffers.sync.as_ref().map(SyncState::status)
+    }
+}
+
+/// What `Storage::select` gives.
+#[derive(Clone, Debug)]
+pub enum Selected {
+    /// A view sharing the buffers.
+    View(Storage),
+    /// One item, at this byte offset from the allocation's origin.
+    Item(isize),
+}
+
+/// `base + origin + offset` (the view stays inside its buffer, so this cannot overflow for a
+/// valid storage; wrapping keeps a bug from panicking).
+fn at(base: u64, origin: usize, offset: isize) -> u64 {
+    base.wrapping_add(origin as u64)
+        .wrapping_add_signed(offset as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::StorageParams;
+
+    fn f64() -> ElementType {
+        ElementType::new(TypeStr::parse("<f8").unwrap(), None).unwrap()
+    }
+
+    fn zeros(shape: &[usize], p: StorageParams) -> Storage {
+        let params = p.resolve(shape, &StorageParams::default()).unwrap();
+        Storage::allocate_host(shape, f64(), &params, Init::Zeros).unwrap()
+    }
+
+    fn read(s: &Storage, offset: isize) -> f64 {
+        let p = s.item_host_ptr(offset).unwrap() as *const f64;
+        // SAFETY: tests pass offsets of items inside the storage.
+        unsafe { p.read_unaligned() }
+    }
+
+    #[test]
+    fn aligned_and_exported() {
+        let s = zeros(
+            &[3, 4, 5],
+            StorageParams {
+                alignment_size: Some(64),
+                halo: Some(vec![(1, 1), (1, 1), (2, 0)]),
+                ..Default::default()
+            },
+        );
+        let d = s.host_descriptor().unwrap().unwrap();
+        assert_eq!(d.shape, [3, 4, 5]);
+        assert_eq!(d.strides, Some(vec![4 * 8 * 8, 8 * 8, 8]));
+        // The aligned index defaults to the halo's start.
+        assert_eq!((d.data.ptr + 4 * 8 * 8 + 8 * 8 + 2 * 8) % 64, 0);
+        assert!(s.device_descriptor().is_none());
+        assert_eq!(s.nbytes(), 3 * 4 * 5 * 8);
+        let dom = s.domain_view();
+        assert_eq!(dom.shape(), [1, 2, 3]);
+        assert_eq!(dom.host_ptr().unwrap() % 64, 0);
+    }
+
+    #[test]
+    fn fill_views_and_copy() {
+        let s = zeros(&[2, 3], StorageParams::default());
+        let Selected::View(row) = s.select(&[IndexItem::Int(1)]).unwrap() else {
+            panic!()
+        };
+        row.fill_host(&2.5f64.to_le_bytes()).unwrap();
+        assert_eq!(read(&s, 3 * 8), 2.5);
+        assert_eq!(read(&s, 0), 0.0);
+        let c = s.transpose(None).unwrap().copy_host().unwrap();
+        assert_eq!(c.shape(), [3, 2]);
+        // The copy keeps the transposed stride order (F-like over the new shape).
+        assert_eq!(c.strides(), [8, 24]);
+        assert_eq!((read(&c, 8), read(&c, 24)), (0.0, 2.5)); // c[1, 0], c[0, 1]
+        c.fill_host(&1f64.to_le_bytes()).unwrap();
+        assert_eq!(read(&s, 0), 0.0, "the copy has its own buffer");
+        assert!(matches!(
+            s.fill_host(&[0; 4]),
+            Err(StorageError::FillValue {
+                got: 4,
+                itemsize: 8
+            })
+        ));
+    }
+
+    #[test]
+    fn object_dtype_refused() {
+        assert!(ElementType::new(TypeStr::parse("|O").unwrap(), None).is_err());
+    }
+}

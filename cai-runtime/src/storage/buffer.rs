@@ -1,0 +1,201 @@
+//! Host memory behind a storage: a fresh allocation (zeroed through `calloc`, as `numpy.zeros`
+//! does, or uninitialized as `numpy.empty`), or memory owned by something else (a wrapped
+//! NumPy array, CUDA unified memory) kept alive by a handle.
+
+use std::alloc::Layout as AllocLayout;
+use std::any::Any;
+use std::ptr::NonNull;
+
+/// The alignment of fresh allocations: the system allocator's own (`calloc` gives lazily
+/// zeroed pages for large sizes only at this alignment). Storage alignment beyond it comes from
+/// the allocation plan's shift, as in GT4Py.
+const BASE_ALIGN: usize = 16;
+
+enum Keep {
+    /// Allocated here with this layout; freed on drop.
+    Owned(AllocLayout),
+    /// Owned by this handle (dropped last).
+    Foreign(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
+}
+
+/// A host buffer: `len` bytes at `ptr`, valid as long as this value lives.
+pub struct HostBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    keep: Keep,
+}
+
+// SAFETY: the buffer is plain bytes with no thread affinity; an owned allocation may be freed
+// from any thread, and a foreign handle is `Send + Sync` by its bound. Concurrent writes are
+// the caller's (as for NumPy arrays sharing memory).
+unsafe impl Send for HostBuffer {}
+// SAFETY: as above; `&HostBuffer` only hands out the pointer.
+unsafe impl Sync for HostBuffer {}
+
+impl std::fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.keep {
+            Keep::Owned(_) => "owned",
+            Keep::Foreign(_) => "foreign",
+        };
+        write!(f, "HostBuffer({:p}, {} bytes, {kind})", self.ptr, self.len)
+    }
+}
+
+/// An allocation of this size failed (or exceeds `isize::MAX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot allocate {0} bytes of host memory")]
+pub struct AllocError(pub usize);
+
+impl HostBuffer {
+    /// `len` bytes, all zero. Large sizes come from fresh (lazily zeroed) pages, as for
+    /// `numpy.zeros`.
+    pub fn zeroed(len: usize) -> Result<HostBuffer, AllocError> {
+        Self::alloc(len, true)
+    }
+
+    /// `len` bytes, not initialized to anything in particular (`numpy.empty`). The bytes are
+    /// still plain bytes that may be read: every bit pattern is valid for the element types a
+    /// storage holds.
+    pub fn uninit(len: usize) -> Result<HostBuffer, AllocError> {
+        Self::alloc(len, false)
+    }
+
+    fn alloc(len: usize, zeroed: bool) -> Result<HostBuffer, AllocError> {
+        // A zero-size allocation is not allowed: allocate one aligned block instead.
+        let layout =
+            AllocLayout::from_size_align(len.max(1), BASE_ALIGN).map_err(|_| AllocError(len))?;
+        // SAFETY: `layout` has a non-zero size (checked above).
+        let raw = unsafe {
+            if zeroed {
+                std::alloc::alloc_zeroed(layout)
+            } else {
+                std::alloc::alloc(layout)
+            }
+        };
+        let ptr = NonNull::new(raw).ok_or(AllocError(len))?;
+        Ok(HostBuffer {
+            ptr,
+            len,
+            keep: Keep::Owned(layout),
+        })
+    }
+
+    /// Memory owned elsewhere, kept alive by `owner` for as long as this buffer lives.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads (and for writes, if the storage is written) of `len` bytes
+    /// for as long as `owner` is alive, and not be freed by anything else meanwhile.
+    pub unsafe fn foreign(
+        ptr: NonNull<u8>,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> HostBuffer {
+        HostBuffer {
+            ptr,
+            len,
+            keep: Keep::Foreign(owner),
+        }
+    }
+
+    /// The first byte.
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// The address of the first byte.
+    pub fn addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the memory was allocated here (and is therefore writable).
+    pub fn is_owned(&self) -> bool {
+        matches!(self.keep, Keep::Owned(_))
+    }
+
+    /// Copies `item` (one element's bytes) to every byte offset in `offsets`.
+    ///
+    /// # Panics
+    /// If an item at an offset would not lie inside the buffer (a bug in the caller's layout).
+    pub fn fill(&self, offsets: impl Iterator<Item = isize>, item: &[u8]) {
+        for off in offsets {
+            let start = usize::try_from(off).expect("item offset before the buffer");
+            assert!(
+                start
+                    .checked_add(item.len())
+                    .is_some_and(|end| end <= self.len),
+                "item at byte {start} of {} leaves the buffer of {} bytes",
+                item.len(),
+                self.len
+            );
+            // SAFETY: `start..start + item.len()` lies inside the buffer (asserted above), the
+            // buffer is valid for writes while `self` lives, and `item` is a distinct slice.
+            unsafe {
+                std::ptr::copy_nonoverlapping(item.as_ptr(), self.ptr().add(start), item.len());
+            }
+        }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        if let Keep::Owned(layout) = self.keep {
+            // SAFETY: allocated in `alloc` with exactly this layout, freed only here.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeroed_and_filled() {
+        let b = HostBuffer::zeroed(64).unwrap();
+        assert_eq!(b.addr() % BASE_ALIGN, 0);
+        // SAFETY: 64 bytes were allocated and zeroed.
+        let bytes = unsafe { std::slice::from_raw_parts(b.ptr(), 64) };
+        assert!(bytes.iter().all(|&x| x == 0));
+        b.fill([0isize, 8, 56].into_iter(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        // SAFETY: as above.
+        let bytes = unsafe { std::slice::from_raw_parts(b.ptr(), 64) };
+        assert_eq!(&bytes[..9], &[1, 2, 3, 4, 5, 6, 7, 8, 1]);
+        assert_eq!(&bytes[56..], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(HostBuffer::zeroed(0).unwrap().is_empty());
+        assert_eq!(
+            HostBuffer::uninit(usize::MAX).unwrap_err(),
+            AllocError(usize::MAX)
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "leaves the buffer")]
+    fn fill_outside_panics() {
+        HostBuffer::zeroed(8)
+            .unwrap()
+            .fill([4isize].into_iter(), &[0; 8]);
+    }
+
+    #[test]
+    fn foreign_keeps_its_owner() {
+        let v = std::sync::Arc::new(vec![7u8; 4]);
+        let ptr = NonNull::new(v.as_ptr() as *mut u8).unwrap();
+        // SAFETY: the Arc'd Vec lives as long as the buffer holds a clone.
+        let b = unsafe { HostBuffer::foreign(ptr, 4, Box::new(v.clone())) };
+        assert_eq!(std::sync::Arc::strong_count(&v), 2);
+        assert!(!b.is_owned());
+        drop(b);
+        assert_eq!(std::sync::Arc::strong_count(&v), 1);
+    }
+}
