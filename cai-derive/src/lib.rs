@@ -1,5 +1,5 @@
-//! Derive macros of cai: `#[derive(CudaArrayInterface)]`, `#[derive(ArrayInterface)]` and
-//! `#[derive(Element)]`. Use them through `cai-runtime`, which re-exports them; the attribute
+//! Derive macros of cai: `#[derive(CudaArrayInterface)]`, `#[derive(ArrayInterface)]`,
+//! `#[derive(GtDataInterface)]` and `#[derive(Element)]`. Use them through `cai-runtime`, which re-exports them; the attribute
 //! reference is in the runtime's and the repository's documentation.
 //!
 //! Layout of this crate (after serde_derive and thiserror-impl): `internals/` parses and checks
@@ -30,6 +30,15 @@ pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
 pub fn derive_array_interface(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand::interface::derive(&input, Protocol::Host).into()
+}
+
+/// Implements `GtDataInterface` (GDP-3's `__gt_data_interface__`) for a struct holding a host
+/// buffer (`#[cai(host)]`), a device buffer (`#[cai(gpu)]`) or both, with the layout keys of
+/// the interface derives plus `dims`, `halo` and `hooks`.
+#[proc_macro_derive(GtDataInterface, attributes(cai))]
+pub fn derive_gt_data_interface(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::gt::derive(&input).into()
 }
 
 /// In place of PyO3's `#[pymethods]` on a `#[pyclass]`'s own impl block: adds the

@@ -80,7 +80,7 @@ pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
 pub use cai_derive::pymethods;
 /// The derives, re-exported so that users depend on this crate alone (as with serde).
 #[cfg(feature = "derive")]
-pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
+pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element, GtDataInterface};
 
 /// Support for the derives' generated code; not a public API.
 #[doc(hidden)]

@@ -10,7 +10,7 @@ use syn::spanned::Spanned;
 use super::krate;
 use crate::internals::ast::{Container, Field};
 use crate::internals::attr::Order;
-use crate::internals::check::{self, Plan, Protocol, Readonly, Source};
+use crate::internals::check::{self, Common, Plan, Protocol, Readonly, Source};
 use crate::internals::ctxt::Ctxt;
 
 pub fn derive(input: &syn::DeriveInput, protocol: Protocol) -> TokenStream {
@@ -57,6 +57,95 @@ fn names(protocol: Protocol, krate: &TokenStream) -> Names {
     }
 }
 
+/// The where-clause bounds an expansion collects (only for types that mention a parameter).
+pub struct Bounds {
+    params: HashSet<String>,
+    pub bounds: Vec<TokenStream>,
+}
+
+impl Bounds {
+    pub fn new(generics: &syn::Generics) -> Self {
+        Bounds {
+            params: generics
+                .type_params()
+                .map(|p| p.ident.to_string())
+                .collect(),
+            bounds: Vec::new(),
+        }
+    }
+
+    /// Requires `ty: tr` when `ty` is generic.
+    pub fn bound(&mut self, ty: &syn::Type, tr: TokenStream) {
+        if mentions(ty, &self.params) {
+            self.bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
+        }
+    }
+
+    /// The struct's where clause plus the collected bounds.
+    pub fn where_clause(self, generics: &syn::Generics) -> syn::WhereClause {
+        let mut where_clause = generics
+            .where_clause
+            .clone()
+            .unwrap_or_else(|| syn::parse_quote!(where));
+        for b in self.bounds {
+            where_clause.predicates.push(syn::parse_quote!(#b));
+        }
+        where_clause
+    }
+}
+
+/// The builder calls for the shared layout options: shape, strides, offset, order, readonly,
+/// and (for device memory, when `stream` is true) the stream.
+pub fn layout_calls(
+    common: &Common,
+    krate: &TokenStream,
+    bounds: &mut Bounds,
+    stream: bool,
+) -> Vec<TokenStream> {
+    let mut calls: Vec<TokenStream> = Vec::new();
+    let value_of = |src: &Source, tr: TokenStream, m: TokenStream, bounds: &mut Bounds| {
+        match src {
+            Source::Default => None,
+            Source::Field(f) => Some(field_call(f, &tr, m, bounds)),
+            Source::Expr(e) => Some(quote_spanned!(e.span()=> #tr::#m(&(#e)))),
+        }
+    };
+    if let Some(v) = value_of(&common.shape, quote!(#krate::AsShape), quote!(to_shape), bounds) {
+        calls.push(quote!(.shape(#v)));
+    }
+    if let Some(v) = value_of(
+        &common.strides,
+        quote!(#krate::AsStrides),
+        quote!(to_strides),
+        bounds,
+    ) {
+        calls.push(quote!(.strides(#v)));
+    }
+    if let Some(v) = value_of(&common.offset, quote!(#krate::AsOffset), quote!(to_offset), bounds) {
+        calls.push(quote!(.offset(#v)));
+    }
+    if common.order == Order::F {
+        calls.push(quote!(.order(#krate::Order::F)));
+    }
+    match common.readonly {
+        Readonly::No => {}
+        Readonly::Always => calls.push(quote!(.readonly(true))),
+        Readonly::Field(f) => {
+            let tr = quote!(#krate::AsReadonly);
+            let v = field_call(f, &tr, quote!(is_readonly), bounds);
+            calls.push(quote!(.readonly(#v)));
+        }
+    }
+    if let (Some(f), true) = (common.stream, stream) {
+        let tr = quote!(#krate::AsStream);
+        let v = field_call(f, &tr, quote!(prepare_export), bounds);
+        calls.push(
+            quote!(.stream(#v.map_err(<#krate::DescriptorError as ::core::convert::From<_>>::from)?)),
+        );
+    }
+    calls
+}
+
 /// Whether a type mentions one of the struct's type parameters (then a where-clause bound is
 /// needed; on concrete types a bound would only add a "trivial bounds" note to the error).
 fn mentions(ty: &syn::Type, params: &HashSet<String>) -> bool {
@@ -79,21 +168,11 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
         memory,
     } = names(protocol, krate);
     let ident = cont.ident;
-    let params: HashSet<String> = cont
-        .generics
-        .type_params()
-        .map(|p| p.ident.to_string())
-        .collect();
-    let mut bounds: Vec<TokenStream> = Vec::new();
-    let mut bound = |ty: &syn::Type, tr: TokenStream| {
-        if mentions(ty, &params) {
-            bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
-        }
-    };
+    let mut bounds = Bounds::new(cont.generics);
 
     let data_ty = plan.data.ty;
     let data = &plan.data.member;
-    bound(data_ty, memory.clone());
+    bounds.bound(data_ty, memory.clone());
     let ctor = match protocol {
         Protocol::Device => quote!(device),
         Protocol::Host => quote!(host),
@@ -103,62 +182,31 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
             quote_spanned!(data_ty.span()=> #krate::DescriptorBuilder::#ctor::<#data_ty>(&self.#data))
         }
         Some(elem) => {
-            bound(elem, quote!(#krate::Element));
+            bounds.bound(elem, quote!(#krate::Element));
             let ctor_as = quote::format_ident!("{}_as", ctor.to_string());
             quote_spanned!(elem.span()=> #krate::DescriptorBuilder::#ctor_as::<#elem, #data_ty>(&self.#data))
         }
     };
 
-    let mut calls: Vec<TokenStream> = Vec::new();
-    let mut value_of = |src: &Source, tr: TokenStream, m: TokenStream| match src {
-        Source::Default => None,
-        Source::Field(f) => Some(field_call(f, &tr, m, &params, &mut bounds)),
-        Source::Expr(e) => Some(quote_spanned!(e.span()=> #tr::#m(&(#e)))),
-    };
-    if let Some(v) = value_of(&plan.shape, quote!(#krate::AsShape), quote!(to_shape)) {
-        calls.push(quote!(.shape(#v)));
-    }
-    if let Some(v) = value_of(&plan.strides, quote!(#krate::AsStrides), quote!(to_strides)) {
-        calls.push(quote!(.strides(#v)));
-    }
-    if let Some(v) = value_of(&plan.offset, quote!(#krate::AsOffset), quote!(to_offset)) {
-        calls.push(quote!(.offset(#v)));
-    }
-    if plan.order == Order::F {
-        calls.push(quote!(.order(#krate::Order::F)));
-    }
-    match plan.readonly {
-        Readonly::No => {}
-        Readonly::Always => calls.push(quote!(.readonly(true))),
-        Readonly::Field(f) => {
-            let tr = quote!(#krate::AsReadonly);
-            let v = field_call(f, &tr, quote!(is_readonly), &params, &mut bounds);
-            calls.push(quote!(.readonly(#v)));
-        }
-    }
+    let mut calls = layout_calls(
+        &plan.common,
+        krate,
+        &mut bounds,
+        protocol == Protocol::Device,
+    );
     if let Some(v) = plan.version {
         calls.push(quote!(.version(#v)));
     }
-    if let Some(f) = plan.stream {
-        let tr = quote!(#krate::AsStream);
-        let v = field_call(f, &tr, quote!(prepare_export), &params, &mut bounds);
-        calls.push(quote!(.stream(#v?)));
-    }
     if let Some(f) = plan.mask {
         let tr = quote!(#krate::AsMask<#space>);
-        let v = field_call(f, &tr, quote!(mask_descriptor), &params, &mut bounds);
+        let v = field_call(f, &tr, quote!(mask_descriptor), &mut bounds);
         calls.push(quote!(.mask(#v?)));
     }
 
-    let (impl_generics, ty_generics, where_clause) = cont.generics.split_for_impl();
-    let mut where_clause = where_clause
-        .cloned()
-        .unwrap_or_else(|| syn::parse_quote!(where));
-    for b in bounds {
-        where_clause.predicates.push(syn::parse_quote!(#b));
-    }
-    let python = plan.python.then(|| {
-        let getter = super::python::getter(protocol, krate);
+    let (impl_generics, ty_generics, _) = cont.generics.split_for_impl();
+    let where_clause = bounds.where_clause(cont.generics);
+    let python = plan.common.python.then(|| {
+        let getter = super::python::getter(super::python::Property::from(protocol), krate);
         super::python::pymethods_block(quote!(impl #ident { #getter }), krate)
     });
     quote! {
@@ -177,17 +225,9 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
 
 /// `<FieldTy as Trait>::method(&self.field)`, spanned at the field's type so that a missing
 /// impl is reported there; adds the where-clause bound when the type is generic.
-fn field_call(
-    f: &Field,
-    tr: &TokenStream,
-    m: TokenStream,
-    params: &HashSet<String>,
-    bounds: &mut Vec<TokenStream>,
-) -> TokenStream {
+pub fn field_call(f: &Field, tr: &TokenStream, m: TokenStream, bounds: &mut Bounds) -> TokenStream {
     let (ty, mem) = (f.ty, &f.member);
-    if mentions(ty, params) {
-        bounds.push(quote_spanned!(ty.span()=> #ty: #tr));
-    }
+    bounds.bound(ty, tr.clone());
     quote_spanned!(ty.span()=> <#ty as #tr>::#m(&self.#mem))
 }
 

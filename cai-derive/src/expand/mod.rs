@@ -3,6 +3,7 @@
 //! cascade of "trait not implemented" errors elsewhere.
 
 pub mod element;
+pub mod gt;
 pub mod interface;
 pub mod python;
 

@@ -7,20 +7,49 @@ use quote::quote;
 
 use crate::internals::check::Protocol;
 
-/// The getter method for one protocol.
-pub fn getter(protocol: Protocol, krate: &TokenStream) -> TokenStream {
+/// A property the derives can add.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Property {
+    /// `__cuda_array_interface__`
+    Cuda,
+    /// `__array_interface__`
+    Host,
+    /// `__gt_data_interface__`
+    Gt,
+}
+
+impl From<Protocol> for Property {
+    fn from(p: Protocol) -> Self {
+        match p {
+            Protocol::Device => Property::Cuda,
+            Protocol::Host => Property::Host,
+        }
+    }
+}
+
+/// The getter method for one property.
+pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
-    let (name, body, doc) = match protocol {
-        Protocol::Device => (
+    let (name, body, doc) = match property {
+        Property::Cuda => (
             quote!(__cuda_array_interface__),
             quote!(#krate::python::cuda_array_interface(py, self)),
             "The CUDA Array Interface (version 3) descriptor of this object's device memory.",
         ),
-        Protocol::Host => (
+        Property::Host => (
             quote!(__array_interface__),
             quote!(#krate::python::array_interface(py, self)),
             "The NumPy array interface (version 3) descriptor of this object's memory.",
         ),
+        Property::Gt => {
+            return quote! {
+                #[doc = "GDP-3's data interface: the buffers per device (None: host, \"gpu\"), with dims, halo and hooks."]
+                #[getter]
+                fn __gt_data_interface__<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
+                    #krate::python::gt_data_interface(slf)
+                }
+            };
+        }
     };
     quote! {
         #[doc = #doc]
@@ -60,9 +89,11 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
     let mut krate = quote!(::cai_runtime);
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("cuda") {
-            protocols.push(Protocol::Device);
+            protocols.push(Property::Cuda);
         } else if meta.path.is_ident("host") {
-            protocols.push(Protocol::Host);
+            protocols.push(Property::Host);
+        } else if meta.path.is_ident("gt") {
+            protocols.push(Property::Gt);
         } else if meta.path.is_ident("crate") {
             let s: syn::LitStr = meta.value()?.parse()?;
             let p: syn::Path = s.parse()?;
@@ -73,13 +104,13 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
                 .get_ident()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            let hint = ["cuda", "host"]
+            let hint = ["cuda", "host", "gt"]
                 .into_iter()
                 .find(|k| strsim::jaro_winkler(k, &key) > 0.8)
                 .map(|k| format!("; did you mean `{k}`?"))
                 .unwrap_or_default();
             return Err(meta.error(format!(
-                "unknown argument `{key}`{hint} expected `cuda` (adds __cuda_array_interface__), `host` (adds __array_interface__), or `crate = \"...\"`"
+                "unknown argument `{key}`{hint} expected `cuda` (adds __cuda_array_interface__), `host` (adds __array_interface__), `gt` (adds __gt_data_interface__), or `crate = \"...\"`"
             )));
         }
         Ok(())
@@ -88,7 +119,7 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
     if protocols.is_empty() {
         return Err(syn::Error::new(
             proc_macro2::Span::call_site(),
-            "say which property to add: `#[cai_runtime::pymethods(cuda)]` for __cuda_array_interface__, `(host)` for __array_interface__, or `(cuda, host)`",
+            "say which property to add: `#[cai_runtime::pymethods(cuda)]` for __cuda_array_interface__, `(host)` for __array_interface__, `(gt)` for __gt_data_interface__, or several: `(cuda, host)`",
         ));
     }
     let mut block: syn::ItemImpl = syn::parse2(item).map_err(|e| {

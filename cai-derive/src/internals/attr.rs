@@ -73,6 +73,12 @@ pub struct ContainerAttrs {
     pub version: Attr<u32>,
     pub python: Attr<()>,
     pub krate: Attr<syn::Path>,
+    /// `dims = ...` (GtDataInterface).
+    pub dims: Attr<syn::Expr>,
+    /// `halo = ...` (GtDataInterface).
+    pub halo: Attr<syn::Expr>,
+    /// `hooks`: the struct's `GtHooks` impl provides acquire/touch/release.
+    pub hooks: Attr<()>,
     /// `data` was put on the struct (already reported; a missing-data error would repeat it).
     pub misplaced_data: bool,
 }
@@ -87,6 +93,14 @@ pub struct FieldAttrs {
     pub stream: Attr<()>,
     pub mask: Attr<()>,
     pub readonly: Attr<()>,
+    /// GtDataInterface: the host buffer, the device buffer, dims, halo.
+    pub host: Attr<()>,
+    pub gpu: Attr<()>,
+    pub dims: Attr<()>,
+    pub halo: Attr<()>,
+    /// A refused `data` key was given (already reported; a missing-buffer error would repeat
+    /// it).
+    pub refused_data: bool,
 }
 
 impl FieldAttrs {
@@ -100,6 +114,10 @@ impl FieldAttrs {
             (&self.stream, "stream"),
             (&self.mask, "mask"),
             (&self.readonly, "readonly"),
+            (&self.host, "host"),
+            (&self.gpu, "gpu"),
+            (&self.dims, "dims"),
+            (&self.halo, "halo"),
         ]
         .into_iter()
         .filter_map(|(a, n)| a.key_tokens().map(|t| (n, t)))
@@ -244,6 +262,9 @@ impl ContainerAttrs {
             version: Attr::none("version"),
             python: Attr::none("python"),
             krate: Attr::none("crate"),
+            dims: Attr::none("dims"),
+            halo: Attr::none("halo"),
+            hooks: Attr::none("hooks"),
             misplaced_data: false,
         };
         for_each_key(cx, attrs, |key, meta| {
@@ -305,6 +326,26 @@ impl ContainerAttrs {
                         out.python.set(cx, &meta.path, ());
                     }
                 }
+                "dims" => {
+                    if let Some(e) = value(cx, meta, key, "dims = \"IJK\"")? {
+                        out.dims.set(cx, &meta.path, e);
+                    }
+                }
+                "halo" => {
+                    if let Some(e) = value(cx, meta, key, "halo = [(1, 1), (1, 1), (0, 0)]")? {
+                        out.halo.set(cx, &meta.path, e);
+                    }
+                }
+                "hooks" => {
+                    if flag(
+                        cx,
+                        meta,
+                        key,
+                        "write `#[cai(hooks)]` and implement `GtHooks` for the struct",
+                    )? {
+                        out.hooks.set(cx, &meta.path, ());
+                    }
+                }
                 "crate" => {
                     if let Some(s) =
                         value::<syn::LitStr>(cx, meta, key, "crate = \"my_crate::cai\"")?
@@ -337,9 +378,15 @@ impl FieldAttrs {
             stream: Attr::none("stream"),
             mask: Attr::none("mask"),
             readonly: Attr::none("readonly"),
+            host: Attr::none("host"),
+            gpu: Attr::none("gpu"),
+            dims: Attr::none("dims"),
+            halo: Attr::none("halo"),
+            refused_data: false,
         };
         for_each_key(cx, attrs, |key, meta| {
             if !keys.field.contains(&key) {
+                out.refused_data |= key == "data";
                 return misplaced(cx, meta, key, Place::Field, keys);
             }
             if key == "element" {
@@ -356,9 +403,13 @@ impl FieldAttrs {
                 "stream" => &mut out.stream,
                 "mask" => &mut out.mask,
                 "readonly" => &mut out.readonly,
+                "host" => &mut out.host,
+                "gpu" => &mut out.gpu,
+                "dims" => &mut out.dims,
+                "halo" => &mut out.halo,
                 _ => unreachable!("key listed in Keys but not parsed: {key}"),
             };
-            let hint = if matches!(key, "shape" | "strides" | "offset") {
+            let hint = if matches!(key, "shape" | "strides" | "offset" | "dims" | "halo") {
                 format!(
                     "on a field, `#[cai({key})]` uses the field's value; an expression goes on the struct: `#[cai({key} = ...)]`"
                 )

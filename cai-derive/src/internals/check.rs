@@ -63,6 +63,36 @@ static HOST_KEYS: attr::Keys = attr::Keys {
     ],
 };
 
+/// Keys of `#[derive(GtDataInterface)]`.
+pub static GT_KEYS: attr::Keys = attr::Keys {
+    derive: "GtDataInterface",
+    container: &[
+        "shape", "strides", "offset", "order", "readonly", "dims", "halo", "hooks", "python",
+        "crate",
+    ],
+    field: &[
+        "host", "gpu", "shape", "strides", "offset", "stream", "readonly", "dims", "halo",
+    ],
+    refused: &[
+        (
+            "data",
+            "a __gt_data_interface__ has one buffer per device: mark the host buffer `#[cai(host)]` and the device buffer `#[cai(gpu)]`",
+        ),
+        (
+            "mask",
+            "GDP-3's __gt_data_interface__ entries have no mask",
+        ),
+        (
+            "version",
+            "__gt_data_interface__ entries are always version 3",
+        ),
+        (
+            "element",
+            "the buffers' element types are exported as they are",
+        ),
+    ],
+};
+
 /// Keys of `#[derive(Element)]`.
 pub static ELEMENT_KEYS: attr::Keys = attr::Keys {
     derive: "Element",
@@ -85,19 +115,34 @@ pub enum Readonly<'a> {
     Field(&'a Field<'a>),
 }
 
-/// Everything the interface expansion needs, checked.
-pub struct Plan<'a> {
-    pub data: &'a Field<'a>,
-    pub element: Option<&'a syn::Type>,
+/// The layout and export options both kinds of derive share, checked.
+pub struct Common<'a> {
     pub shape: Source<'a>,
     pub strides: Source<'a>,
     pub offset: Source<'a>,
     pub order: Order,
     pub readonly: Readonly<'a>,
-    pub version: Option<u32>,
     pub stream: Option<&'a Field<'a>>,
-    pub mask: Option<&'a Field<'a>>,
     pub python: bool,
+}
+
+/// Everything the interface expansion needs, checked.
+pub struct Plan<'a> {
+    pub data: &'a Field<'a>,
+    pub element: Option<&'a syn::Type>,
+    pub common: Common<'a>,
+    pub version: Option<u32>,
+    pub mask: Option<&'a Field<'a>>,
+}
+
+/// Everything the `GtDataInterface` expansion needs, checked.
+pub struct GtPlan<'a> {
+    pub host: Option<&'a Field<'a>>,
+    pub gpu: Option<&'a Field<'a>>,
+    pub common: Common<'a>,
+    pub dims: Source<'a>,
+    pub halo: Source<'a>,
+    pub hooks: bool,
 }
 
 /// The one field with a role, reporting every extra one.
@@ -168,6 +213,67 @@ pub fn interface<'a>(cx: &Ctxt, cont: &'a Container<'a>, protocol: Protocol) -> 
         );
     }
     for f in &cont.fields {
+        if let Some(tokens) = f.attrs.element.key_tokens()
+            && !f.attrs.data.is_set()
+        {
+            cx.error_spanned_by(
+                tokens,
+                "`element` overrides the element type of the data: use it with `data`, as in `#[cai(data, element = f32)]`",
+            );
+        }
+    }
+    let common = common(cx, cont);
+    let mask = unique(cx, cont, "mask", |f| f.attrs.mask.is_set());
+    let version = cont.attrs.version.get().copied();
+    if let (Some(2), Some(s)) = (version, common.stream) {
+        cx.error_spanned_by(
+            s.attrs.stream.key_tokens().cloned().unwrap_or_default(),
+            "a stream cannot be exported with `version = 2`: CUDA Array Interface version 2 has no `stream` key, so consumers would not synchronize; export version 3 (the default)",
+        );
+    }
+    Some(Plan {
+        data: data?,
+        element: data.and_then(|d| d.attrs.element.get()),
+        common,
+        version,
+        mask,
+    })
+}
+
+/// Checks a struct for `#[derive(GtDataInterface)]`.
+pub fn gt<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Option<GtPlan<'a>> {
+    let host = unique(cx, cont, "host", |f| f.attrs.host.is_set());
+    let gpu = unique(cx, cont, "gpu", |f| f.attrs.gpu.is_set());
+    let reported = cont.attrs.misplaced_data || cont.fields.iter().any(|f| f.attrs.refused_data);
+    if host.is_none() && gpu.is_none() && !reported {
+        cx.error_spanned_by(
+            cont.ident,
+            "#[derive(GtDataInterface)] needs a buffer: mark the field holding host memory `#[cai(host)]` (e.g. `Vec<f64>`) and/or the one holding device memory `#[cai(gpu)]`",
+        );
+    }
+    let common = common(cx, cont);
+    if let (Some(s), None) = (common.stream, gpu) {
+        cx.error_spanned_by(
+            s.attrs.stream.key_tokens().cloned().unwrap_or_default(),
+            "`stream` belongs to a device buffer, and this struct has no `#[cai(gpu)]` field",
+        );
+    }
+    let dims_field = unique(cx, cont, "dims", |f| f.attrs.dims.is_set());
+    let halo_field = unique(cx, cont, "halo", |f| f.attrs.halo.is_set());
+    Some(GtPlan {
+        host,
+        gpu,
+        dims: source(cx, "dims", dims_field, &cont.attrs.dims),
+        halo: source(cx, "halo", halo_field, &cont.attrs.halo),
+        hooks: cont.attrs.hooks.is_set(),
+        common,
+    })
+}
+
+/// Roles, shape, strides, offset, order, readonly, stream and python: checks shared by all
+/// derives that export descriptors.
+fn common<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Common<'a> {
+    for f in &cont.fields {
         let roles = f.attrs.roles();
         if roles.len() > 1 {
             cx.error_spanned_by(
@@ -179,20 +285,11 @@ pub fn interface<'a>(cx: &Ctxt, cont: &'a Container<'a>, protocol: Protocol) -> 
                 ),
             );
         }
-        if let Some(tokens) = f.attrs.element.key_tokens()
-            && !f.attrs.data.is_set()
-        {
-            cx.error_spanned_by(
-                tokens,
-                "`element` overrides the element type of the data: use it with `data`, as in `#[cai(data, element = f32)]`",
-            );
-        }
     }
     let shape_field = unique(cx, cont, "shape", |f| f.attrs.shape.is_set());
     let strides_field = unique(cx, cont, "strides", |f| f.attrs.strides.is_set());
     let offset_field = unique(cx, cont, "offset", |f| f.attrs.offset.is_set());
     let stream = unique(cx, cont, "stream", |f| f.attrs.stream.is_set());
-    let mask = unique(cx, cont, "mask", |f| f.attrs.mask.is_set());
     let ro_field = unique(cx, cont, "readonly", |f| f.attrs.readonly.is_set());
 
     let shape = source(cx, "shape", shape_field, &cont.attrs.shape);
@@ -223,13 +320,6 @@ pub fn interface<'a>(cx: &Ctxt, cont: &'a Container<'a>, protocol: Protocol) -> 
         (None, Some(f)) => Readonly::Field(f),
         (None, None) => Readonly::No,
     };
-    let version = cont.attrs.version.get().copied();
-    if let (Some(2), Some(s)) = (version, stream) {
-        cx.error_spanned_by(
-            s.attrs.stream.key_tokens().cloned().unwrap_or_default(),
-            "a stream cannot be exported with `version = 2`: CUDA Array Interface version 2 has no `stream` key, so consumers would not synchronize; export version 3 (the default)",
-        );
-    }
     let python = cont.attrs.python.is_set();
     if let Some(tokens) = cont.attrs.python.key_tokens() {
         if !cfg!(feature = "python") {
@@ -245,19 +335,15 @@ pub fn interface<'a>(cx: &Ctxt, cont: &'a Container<'a>, protocol: Protocol) -> 
             );
         }
     }
-    Some(Plan {
-        python,
-        data: data?,
-        element: data.and_then(|d| d.attrs.element.get()),
+    Common {
         shape,
         strides,
         offset,
         order,
         readonly,
-        version,
         stream,
-        mask,
-    })
+        python,
+    }
 }
 
 /// Checks a struct for `#[derive(Element)]`.

@@ -7,6 +7,8 @@
 //! - [`view`]: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array` in
 //!   Rust: a validated, typed view that keeps the owner alive.
 //! - [`check`](mod@check): the conformance checker.
+//! - [`gt`]: GDP-3's `__gt_data_interface__`: the exported dict with hook callables, and
+//!   [`GtData`], reading any object through it or the array interfaces.
 //!
 //! Properties on a `#[pyclass]`, without `multiple-pymethods`:
 //! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
@@ -16,11 +18,13 @@
 
 pub mod check;
 pub mod export;
+pub mod gt;
 pub mod parse;
 pub mod rules;
 pub mod view;
 
 pub use check::{Violation, check};
 pub use export::{array_interface, cuda_array_interface, to_dict};
+pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
 pub use parse::{Parsed, Problem, parse};
 pub use view::{CudaArrayView, ForeignArray, HostArrayView, Plain, Typed, TypedMut, ViewError};

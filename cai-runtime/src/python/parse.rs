@@ -135,7 +135,7 @@ pub(crate) fn show(v: &Bound<'_, PyAny>) -> String {
     }
 }
 
-fn type_name(v: &Bound<'_, PyAny>) -> String {
+pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type()
         .name()
         .map(|n| n.to_string())

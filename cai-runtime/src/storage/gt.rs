@@ -125,6 +125,11 @@ pub type HookError = Box<dyn std::error::Error + Send + Sync>;
 /// What the `acquire`, `touch` and `release` entries call. Every method defaults to "no action",
 /// GDP-3's meaning of an absent hook; implement the ones a type needs (a mirrored type:
 /// `acquire(Host)` copies device to host, `touch(Gpu)` marks the device modified...).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` has `#[cai(hooks)]` but does not implement `GtHooks`",
+    label = "`#[cai(hooks)]` takes acquire/touch/release from the struct's `GtHooks` impl",
+    note = "implement the hooks it needs, e.g. `impl cai_runtime::GtHooks for {Self} {{ fn acquire(&self, device: GtDevice) -> Result<(), HookError> {{ ... }} }}` (each defaults to no action), or remove `hooks`"
+)]
 pub trait GtHooks {
     /// Before a computation reads `device`'s buffer.
     fn acquire(&self, device: GtDevice) -> Result<(), HookError> {

@@ -133,5 +133,5 @@ pub enum StorageError {
     NoSuchBuffer(&'static str),
     /// Copying between host and device failed.
     #[error("copy between host and device failed: {0}")]
-    Copy(String),
+    Transfer(String),
 }

@@ -1,0 +1,412 @@
+//! `__gt_data_interface__` in Python: the dict a [`GtDataInterface`] type exports (with hook
+//! callables that call back into the Rust object), and [`GtData`], the consumption of any
+//! object exposing it, falling back to `__array_interface__` / `__cuda_array_interface__` as
+//! GDP-3 says.
+
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::PyClass;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::export::to_dict;
+use super::parse::type_name;
+use super::view::{CudaArrayView, HostArrayView};
+use crate::storage::gt::{GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks};
+use crate::sync::ImportOptions;
+
+/// Which hook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HookKind {
+    /// `acquire`.
+    Acquire,
+    /// `touch`.
+    Touch,
+    /// `release`.
+    Release,
+}
+
+impl HookKind {
+    /// All three, in GDP-3's order.
+    pub const ALL: [HookKind; 3] = [HookKind::Acquire, HookKind::Touch, HookKind::Release];
+
+    /// The dict key.
+    pub fn key(self) -> &'static str {
+        match self {
+            HookKind::Acquire => "acquire",
+            HookKind::Touch => "touch",
+            HookKind::Release => "release",
+        }
+    }
+
+    fn call(self, hooks: &dyn GtHooks, device: GtDevice) -> PyResult<()> {
+        let r = match self {
+            HookKind::Acquire => hooks.acquire(device),
+            HookKind::Touch => hooks.touch(device),
+            HookKind::Release => hooks.release(device),
+        };
+        r.map_err(|e| PyRuntimeError::new_err(format!("{} failed: {e}", self.key())))
+    }
+}
+
+/// `GtError` as a Python exception (`ValueError`: the values are wrong, not their types).
+pub fn gt_error(e: GtError) -> PyErr {
+    PyValueError::new_err(format!("cannot export __gt_data_interface__: {e}"))
+}
+
+/// The `acquire` / `touch` / `release` callable of an exported `__gt_data_interface__`: calls
+/// the hook of the Rust object it was exported from, which it keeps alive.
+#[pyclass(frozen, module = "cai", name = "GtHook")]
+pub struct GtHook {
+    owner: Py<PyAny>,
+    device: GtDevice,
+    kind: HookKind,
+    call: fn(&Bound<'_, PyAny>, GtDevice, HookKind) -> PyResult<()>,
+}
+
+#[pymethods]
+impl GtHook {
+    fn __call__(&self, py: Python<'_>) -> PyResult<()> {
+        (self.call)(self.owner.bind(py), self.device, self.kind)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let device = match self.device.key() {
+            None => "None".to_string(),
+            Some(k) => format!("{k:?}"),
+        };
+        format!(
+            "<{} hook of the {device} buffer of {}>",
+            self.kind.key(),
+            type_name(self.owner.bind(py))
+        )
+    }
+}
+
+fn call_hook<T: GtDataInterface + PyClass>(
+    owner: &Bound<'_, PyAny>,
+    device: GtDevice,
+    kind: HookKind,
+) -> PyResult<()> {
+    let obj = owner.cast::<T>()?;
+    let this = obj.try_borrow()?;
+    match this.gt_hooks() {
+        Some(h) => kind.call(h, device),
+        None => Ok(()),
+    }
+}
+
+/// Builds the `__gt_data_interface__` dict: `{None: {...}, "gpu": {...}}`, each entry the
+/// side's array-interface dict plus `dims`, `halo` and the hooks `hook(device, kind)` gives.
+pub fn gt_dict<'py>(
+    py: Python<'py>,
+    d: &GtDataDescriptor,
+    mut hook: impl FnMut(GtDevice, HookKind) -> PyResult<Option<Bound<'py, PyAny>>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    let sides = [
+        (GtDevice::Host, d.host.as_ref().map(|h| to_dict(py, h))),
+        (GtDevice::Gpu, d.gpu.as_ref().map(|g| to_dict(py, g))),
+    ];
+    for (device, entry) in sides {
+        let Some(entry) = entry else { continue };
+        let entry = entry?;
+        if let Some(dims) = &d.dims {
+            entry.set_item(intern!(py, "dims"), PyTuple::new(py, dims)?)?;
+        }
+        if let Some(halo) = &d.halo {
+            entry.set_item(intern!(py, "halo"), PyTuple::new(py, halo)?)?;
+        }
+        for kind in HookKind::ALL {
+            if let Some(f) = hook(device, kind)? {
+                entry.set_item(kind.key(), f)?;
+            }
+        }
+        out.set_item(device.key(), entry)?;
+    }
+    Ok(out)
+}
+
+/// Body of a generated `__gt_data_interface__` getter.
+pub fn gt_data_interface<'py, T: GtDataInterface + PyClass>(
+    slf: &Bound<'py, T>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let py = slf.py();
+    let (d, has_hooks) = {
+        let this = slf.try_borrow()?;
+        (
+            this.gt_data_interface().map_err(gt_error)?,
+            this.gt_hooks().is_some(),
+        )
+    };
+    let owner = slf.clone().into_any().unbind();
+    gt_dict(py, &d, |device, kind| {
+        if !has_hooks {
+            return Ok(None);
+        }
+        let hook = GtHook {
+            owner: owner.clone_ref(py),
+            device,
+            kind,
+            call: call_hook::<T>,
+        };
+        Ok(Some(Bound::new(py, hook)?.into_any()))
+    })
+}
+
+/// Any object as GDP-3 reads it: its `__gt_data_interface__`, or else its
+/// `__array_interface__` (as the `None` entry) and `__cuda_array_interface__` (as `"gpu"`).
+#[derive(Debug)]
+pub struct GtData {
+    /// The host buffer.
+    pub host: Option<HostArrayView>,
+    /// The device buffer.
+    pub gpu: Option<CudaArrayView>,
+    /// `dims` (agreed by both entries).
+    pub dims: Option<Vec<String>>,
+    /// `halo` (agreed by both entries).
+    pub halo: Option<Vec<(usize, usize)>>,
+    /// Hooks: `[host, gpu]`, each `[acquire, touch, release]`.
+    hooks: [[Option<Py<PyAny>>; 3]; 2],
+    /// Whether `__gt_data_interface__` was read (else the fallback).
+    pub from_gt: bool,
+}
+
+fn side(device: GtDevice) -> usize {
+    match device {
+        GtDevice::Host => 0,
+        GtDevice::Gpu => 1,
+    }
+}
+
+impl GtData {
+    /// Reads `obj`. Every entry is validated as its protocol's descriptor (a `"gpu"` entry
+    /// without `version` is read as version 3: GDP-3 does not require the key); `dims`, `halo`
+    /// and the hooks are checked; both entries must agree on shape, dims and halo.
+    pub fn from_object(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<GtData> {
+        let py = obj.py();
+        match obj.getattr(intern!(py, "__gt_data_interface__")) {
+            Ok(gt) => Self::from_gt(obj, &gt, options),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => {
+                Self::fallback(obj, options)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn fallback(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<GtData> {
+        let py = obj.py();
+        let has = |name: &Bound<'_, PyString>| obj.hasattr(name);
+        let host = if has(intern!(py, "__array_interface__"))? {
+            Some(HostArrayView::from_object_with(obj, options)?)
+        } else {
+            None
+        };
+        let gpu = if has(intern!(py, "__cuda_array_interface__"))? {
+            Some(CudaArrayView::from_object_with(obj, options)?)
+        } else {
+            None
+        };
+        if host.is_none() && gpu.is_none() {
+            return Err(PyTypeError::new_err(format!(
+                "object of type {} exposes none of __gt_data_interface__, __array_interface__ and __cuda_array_interface__",
+                type_name(obj)
+            )));
+        }
+        let data = GtData {
+            host,
+            gpu,
+            dims: None,
+            halo: None,
+            hooks: Default::default(),
+            from_gt: false,
+        };
+        data.check_shapes()?;
+        Ok(data)
+    }
+
+    fn from_gt(
+        obj: &Bound<'_, PyAny>,
+        gt: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+    ) -> PyResult<GtData> {
+        let py = obj.py();
+        let dict = gt.cast::<PyDict>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "__gt_data_interface__ has type {}, not dict (a dict mapping device keys None and \"gpu\" to descriptors)",
+                type_name(gt)
+            ))
+        })?;
+        let mut data = GtData {
+            host: None,
+            gpu: None,
+            dims: None,
+            halo: None,
+            hooks: Default::default(),
+            from_gt: true,
+        };
+        for (key, entry) in dict.iter() {
+            let device = if key.is_none() {
+                GtDevice::Host
+            } else if key.extract::<&str>().is_ok_and(|k| k == "gpu") {
+                GtDevice::Gpu
+            } else {
+                return Err(PyValueError::new_err(format!(
+                    "__gt_data_interface__ key {} is not a device: use None (main memory) or \"gpu\"",
+                    key.repr()?
+                )));
+            };
+            let what = match device {
+                GtDevice::Host => "__gt_data_interface__[None]".to_string(),
+                GtDevice::Gpu => "__gt_data_interface__[\"gpu\"]".to_string(),
+            };
+            let entry = entry.cast::<PyDict>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{what} has type {}, not dict",
+                    type_name(&entry)
+                ))
+            })?;
+            match device {
+                GtDevice::Host => {
+                    data.host = Some(HostArrayView::from_interface_with(
+                        entry,
+                        Some(obj),
+                        options,
+                    )?);
+                }
+                GtDevice::Gpu => {
+                    let entry = if entry.contains(intern!(py, "version"))? {
+                        entry.clone()
+                    } else {
+                        let e = entry.copy()?;
+                        e.set_item(intern!(py, "version"), 3)?;
+                        e
+                    };
+                    data.gpu = Some(CudaArrayView::from_interface_with(
+                        &entry,
+                        Some(obj),
+                        options,
+                    )?);
+                }
+            }
+            let dims = optional(entry, "dims")?
+                .map(|v| {
+                    v.extract::<Vec<String>>().map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "{what}['dims'] = {} is not a sequence of str",
+                            v.repr().map(|r| r.to_string()).unwrap_or_default()
+                        ))
+                    })
+                })
+                .transpose()?;
+            let halo = optional(entry, "halo")?
+                .map(|v| {
+                    v.extract::<Vec<(usize, usize)>>().map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "{what}['halo'] = {} is not a sequence of (start, end) pairs of non-negative ints",
+                            v.repr().map(|r| r.to_string()).unwrap_or_default()
+                        ))
+                    })
+                })
+                .transpose()?;
+            agree(&mut data.dims, dims, "dims")?;
+            agree(&mut data.halo, halo, "halo")?;
+            for (i, kind) in HookKind::ALL.into_iter().enumerate() {
+                if let Some(f) = optional(entry, kind.key())? {
+                    if !f.is_callable() {
+                        return Err(PyTypeError::new_err(format!(
+                            "{what}['{}'] = {} is not callable (use None for no action)",
+                            kind.key(),
+                            f.repr()?
+                        )));
+                    }
+                    data.hooks[side(device)][i] = Some(f.unbind());
+                }
+            }
+        }
+        if data.host.is_none() && data.gpu.is_none() {
+            return Err(PyValueError::new_err(GtError::NoBuffer.to_string()));
+        }
+        data.check_shapes()?;
+        // dims and halo against the shape: the model's checks.
+        GtDataDescriptor::new(
+            data.host.as_ref().map(|h| h.descriptor().clone()),
+            data.gpu.as_ref().map(|g| g.descriptor().clone()),
+            data.dims.clone(),
+            data.halo.clone(),
+        )
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(data)
+    }
+
+    fn check_shapes(&self) -> PyResult<()> {
+        if let (Some(h), Some(g)) = (&self.host, &self.gpu)
+            && h.descriptor().shape != g.descriptor().shape
+        {
+            return Err(PyValueError::new_err(
+                GtError::ShapeMismatch {
+                    host: h.descriptor().shape.clone(),
+                    gpu: g.descriptor().shape.clone(),
+                }
+                .to_string(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        match (&self.host, &self.gpu) {
+            (Some(h), _) => &h.descriptor().shape,
+            (None, Some(g)) => &g.descriptor().shape,
+            (None, None) => &[],
+        }
+    }
+
+    /// The hook for `device`, if the object gave one.
+    pub fn hook<'py>(
+        &self,
+        py: Python<'py>,
+        device: GtDevice,
+        kind: HookKind,
+    ) -> Option<Bound<'py, PyAny>> {
+        let i = HookKind::ALL.iter().position(|k| *k == kind)?;
+        self.hooks[side(device)][i].as_ref().map(|f| f.bind(py).clone())
+    }
+
+    /// Calls the hook (no action when absent, as GDP-3 says).
+    pub fn call(&self, py: Python<'_>, device: GtDevice, kind: HookKind) -> PyResult<()> {
+        if let Some(f) = self.hook(py, device, kind) {
+            f.call0()?;
+        }
+        Ok(())
+    }
+}
+
+/// `entry[key]`, with a `None` value read as absent.
+fn optional<'py>(entry: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(entry.get_item(key)?.filter(|v| !v.is_none()))
+}
+
+/// Both entries must give the same `dims` / `halo` when both give one.
+fn agree<T: PartialEq + std::fmt::Debug>(
+    slot: &mut Option<T>,
+    value: Option<T>,
+    key: &str,
+) -> PyResult<()> {
+    match (slot.as_ref(), value) {
+        (Some(a), Some(b)) if *a != b => Err(PyValueError::new_err(format!(
+            "__gt_data_interface__ entries disagree on `{key}`: {a:?} and {b:?}"
+        ))),
+        (None, Some(b)) => {
+            *slot = Some(b);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Adds the hook class to a module.
+pub fn add_classes(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<GtHook>()
+}

@@ -1,0 +1,10 @@
+use cai_runtime::GtDataInterface;
+
+#[derive(GtDataInterface)]
+#[cai(dims = "IJK")]
+struct Field {
+    values: Vec<f64>,
+    shape: [usize; 3],
+}
+
+fn main() {}
