@@ -3,8 +3,8 @@
 
 use std::cell::Cell;
 
-use cai_runtime::storage::gt::{GtError, HookError};
 use cai_runtime::storage::GtDevice;
+use cai_runtime::storage::gt::{GtError, HookError};
 use cai_runtime::{GtDataInterface, GtHooks, RawDeviceMemory, Stream};
 
 fn dev(len: usize) -> RawDeviceMemory<f64> {
@@ -48,7 +48,10 @@ fn mirrored_buffers_share_layout_dims_and_halo() {
     };
     let d = m.gt_data_interface().unwrap();
     let (h, g) = (d.host.as_ref().unwrap(), d.gpu.as_ref().unwrap());
-    assert_eq!((h.shape.as_slice(), g.shape.as_slice()), (&[3, 4][..], &[3, 4][..]));
+    assert_eq!(
+        (h.shape.as_slice(), g.shape.as_slice()),
+        (&[3, 4][..], &[3, 4][..])
+    );
     assert_eq!(h.strides, Some(vec![8, 24]));
     assert_eq!(g.strides, h.strides);
     assert_eq!(h.data.ptr, m.host.as_ptr() as u64);

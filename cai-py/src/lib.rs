@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 mod cuda;
+mod storage;
 
 fn order_is_f(order: &str) -> PyResult<bool> {
     match order {
@@ -699,6 +700,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<HostArrayView>()?;
     m.add_class::<Violation>()?;
     cpy::export::add_classes(m)?;
+    cpy::gt::add_classes(m)?;
+    storage::add(m)?;
     m.add_function(wrap_pyfunction!(counts, m)?)?;
     m.add_function(wrap_pyfunction!(from_cuda_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_cuda_array, m)?)?;

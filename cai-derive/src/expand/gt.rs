@@ -61,15 +61,20 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
     };
     let dims = value(&plan.dims, quote!(#krate::AsDims), quote!(to_dims));
     let halo = value(&plan.halo, quote!(#krate::AsHalo), quote!(to_halo));
-    let hooks = cont.attrs.hooks.key_tokens().filter(|_| plan.hooks).map(|key| {
-        // Spanned at `hooks`: a missing `GtHooks` impl is reported there.
-        let this = quote_spanned!(key.span()=> self as &dyn #krate::GtHooks);
-        quote! {
-            fn gt_hooks(&self) -> ::core::option::Option<&dyn #krate::GtHooks> {
-                ::core::option::Option::Some(#this)
+    let hooks = cont
+        .attrs
+        .hooks
+        .key_tokens()
+        .filter(|_| plan.hooks)
+        .map(|key| {
+            // Spanned at `hooks`: a missing `GtHooks` impl is reported there.
+            let this = quote_spanned!(key.span()=> self as &dyn #krate::GtHooks);
+            quote! {
+                fn gt_hooks(&self) -> ::core::option::Option<&dyn #krate::GtHooks> {
+                    ::core::option::Option::Some(#this)
+                }
             }
-        }
-    });
+        });
     let (impl_generics, ty_generics, _) = cont.generics.split_for_impl();
     let where_clause = bounds.where_clause(cont.generics);
     let python = plan.common.python.then(|| {

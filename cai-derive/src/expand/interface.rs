@@ -103,14 +103,17 @@ pub fn layout_calls(
     stream: bool,
 ) -> Vec<TokenStream> {
     let mut calls: Vec<TokenStream> = Vec::new();
-    let value_of = |src: &Source, tr: TokenStream, m: TokenStream, bounds: &mut Bounds| {
-        match src {
-            Source::Default => None,
-            Source::Field(f) => Some(field_call(f, &tr, m, bounds)),
-            Source::Expr(e) => Some(quote_spanned!(e.span()=> #tr::#m(&(#e)))),
-        }
+    let value_of = |src: &Source, tr: TokenStream, m: TokenStream, bounds: &mut Bounds| match src {
+        Source::Default => None,
+        Source::Field(f) => Some(field_call(f, &tr, m, bounds)),
+        Source::Expr(e) => Some(quote_spanned!(e.span()=> #tr::#m(&(#e)))),
     };
-    if let Some(v) = value_of(&common.shape, quote!(#krate::AsShape), quote!(to_shape), bounds) {
+    if let Some(v) = value_of(
+        &common.shape,
+        quote!(#krate::AsShape),
+        quote!(to_shape),
+        bounds,
+    ) {
         calls.push(quote!(.shape(#v)));
     }
     if let Some(v) = value_of(
@@ -121,7 +124,12 @@ pub fn layout_calls(
     ) {
         calls.push(quote!(.strides(#v)));
     }
-    if let Some(v) = value_of(&common.offset, quote!(#krate::AsOffset), quote!(to_offset), bounds) {
+    if let Some(v) = value_of(
+        &common.offset,
+        quote!(#krate::AsOffset),
+        quote!(to_offset),
+        bounds,
+    ) {
         calls.push(quote!(.offset(#v)));
     }
     if common.order == Order::F {

@@ -78,10 +78,7 @@ pub static GT_KEYS: attr::Keys = attr::Keys {
             "data",
             "a __gt_data_interface__ has one buffer per device: mark the host buffer `#[cai(host)]` and the device buffer `#[cai(gpu)]`",
         ),
-        (
-            "mask",
-            "GDP-3's __gt_data_interface__ entries have no mask",
-        ),
+        ("mask", "GDP-3's __gt_data_interface__ entries have no mask"),
         (
             "version",
             "__gt_data_interface__ entries are always version 3",

@@ -66,6 +66,10 @@ unsafe extern "C" {
         stream: CUstream,
     ) -> c_int;
     pub fn cuMemsetD8Async(dst: CUdeviceptr, value: u8, n: usize, stream: CUstream) -> c_int;
+    pub fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> c_int;
+    pub fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> c_int;
+    pub fn cuMemFree_v2(dptr: CUdeviceptr) -> c_int;
+    pub fn cuCtxSynchronize() -> c_int;
 }
 
 /// `Ok` for `CUDA_SUCCESS`, else the error naming the call.

@@ -15,6 +15,7 @@
 mod ffi;
 pub mod memory;
 pub mod pointer;
+pub mod storage;
 pub mod stream;
 pub mod sync;
 

@@ -3,9 +3,9 @@
 //! object exposing it, falling back to `__array_interface__` / `__cuda_array_interface__` as
 //! GDP-3 says.
 
+use pyo3::PyClass;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
-use pyo3::PyClass;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
@@ -248,7 +248,7 @@ impl GtData {
         for (key, entry) in dict.iter() {
             let device = if key.is_none() {
                 GtDevice::Host
-            } else if key.extract::<&str>().is_ok_and(|k| k == "gpu") {
+            } else if key.extract::<String>().is_ok_and(|k| k == "gpu") {
                 GtDevice::Gpu
             } else {
                 return Err(PyValueError::new_err(format!(
@@ -261,10 +261,7 @@ impl GtData {
                 GtDevice::Gpu => "__gt_data_interface__[\"gpu\"]".to_string(),
             };
             let entry = entry.cast::<PyDict>().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "{what} has type {}, not dict",
-                    type_name(&entry)
-                ))
+                PyTypeError::new_err(format!("{what} has type {}, not dict", type_name(&entry)))
             })?;
             match device {
                 GtDevice::Host => {
@@ -371,7 +368,9 @@ impl GtData {
         kind: HookKind,
     ) -> Option<Bound<'py, PyAny>> {
         let i = HookKind::ALL.iter().position(|k| *k == kind)?;
-        self.hooks[side(device)][i].as_ref().map(|f| f.bind(py).clone())
+        self.hooks[side(device)][i]
+            .as_ref()
+            .map(|f| f.bind(py).clone())
     }
 
     /// Calls the hook (no action when absent, as GDP-3 says).

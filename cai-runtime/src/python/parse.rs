@@ -278,6 +278,11 @@ fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<TypeStr, Probl
     Ok(t)
 }
 
+/// Reads a `descr` list (NumPy's `dtype.descr`), raising the import's exception.
+pub fn parse_descr(v: &Bound<'_, PyAny>) -> PyResult<Descr> {
+    descr("descr", v, 0).map_err(|p| p.to_pyerr())
+}
+
 fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem> {
     let rule = rules::DESCR;
     if depth > 16 {

@@ -250,6 +250,12 @@ impl Storage {
         self
     }
 
+    /// Replaces the allocation parameters (for wrapped memory whose alignment was checked).
+    pub fn with_info(mut self, info: AllocInfo) -> Storage {
+        self.info = info;
+        self
+    }
+
     /// The buffers (shared with every view).
     pub fn buffers(&self) -> &Arc<Buffers> {
         &self.buffers
@@ -441,41 +447,64 @@ impl Storage {
             .ok_or(StorageError::NoSuchBuffer("host"))
     }
 
-    /// A new host storage with the same parameters and a copy of the items (its own buffers,
-    /// and its own sync state when mirrored). The host side is read: synchronize a mirrored
-    /// storage first.
+    /// A new host storage with the same parameters and a copy of the items (its own buffer).
+    /// The host side is read: synchronize a mirrored storage first.
     pub fn copy_host(&self) -> Result<Storage, StorageError> {
+        let params = self.like_params(StorageDevice::Host);
+        let out =
+            Storage::allocate_host(self.shape(), self.element.clone(), &params, Init::Uninit)?
+                .with_defaults(self.info.defaults);
+        self.copy_items_host(&out)?;
+        Ok(out)
+    }
+
+    /// Copies every item of this view's host side to `dst`'s host side (same shape and item
+    /// size; any strides).
+    pub fn copy_items_host(&self, dst: &Storage) -> Result<(), StorageError> {
         let src = self
             .buffers
             .host
             .as_ref()
             .ok_or(StorageError::NoSuchBuffer("host"))?;
-        let params = self.like_params(StorageDevice::Host);
-        let out =
-            Storage::allocate_host(self.shape(), self.element.clone(), &params, Init::Uninit)?
-                .with_defaults(self.info.defaults);
-        let dst = out.buffers.host.as_ref().expect("allocated on the host");
+        let out = dst.host_side_for_write()?;
         let n = self.element.itemsize();
+        if self.shape() != dst.shape() || n != dst.element.itemsize() {
+            return Err(StorageError::Transfer(format!(
+                "cannot copy items of shape {:?} ({n} bytes each) into shape {:?} ({} bytes each)",
+                self.shape(),
+                dst.shape(),
+                dst.element.itemsize()
+            )));
+        }
         let src_base = src.origin as isize + self.geometry.offset;
-        let dst_base = dst.origin as isize;
+        let dst_base = out.origin as isize + dst.geometry.offset;
         for (s, d) in self
             .geometry
             .layout
             .item_offsets()
-            .zip(out.geometry.layout.item_offsets())
+            .zip(dst.geometry.layout.item_offsets())
         {
             // SAFETY: both offsets come from layouts that fit their buffers (checked when each
-            // storage was made), so `n` bytes at each lie inside; the buffers are distinct
-            // allocations, so the ranges do not overlap.
+            // storage was made), so `n` bytes at each lie inside. Overlap is possible only
+            // when both views share a buffer, where `copy` (memmove) is still defined.
             unsafe {
-                std::ptr::copy_nonoverlapping(
+                std::ptr::copy(
                     src.buffer.ptr().offset(src_base + s),
-                    dst.buffer.ptr().offset(dst_base + d),
+                    out.buffer.ptr().offset(dst_base + d),
                     n,
                 );
             }
         }
-        Ok(out)
+        Ok(())
+    }
+
+    /// The same view (geometry, element, parameters) over other buffers laid out like these
+    /// (a staging copy).
+    pub fn on_buffers(&self, buffers: Arc<Buffers>) -> Storage {
+        Storage {
+            buffers,
+            ..self.clone()
+        }
     }
 
     /// This storage's parameters as fully resolved ones (for `*_like` and copies), on `device`.

@@ -1,0 +1,1390 @@
+//! GDP-3 storages in Python: `Storage`, `SyncState`, `GTNoSuchBufferError`, and the functions
+//! `empty`, `zeros`, `ones`, `full`, their `_like` forms, `as_storage` and `storage`. The
+//! storage itself (allocation, views, descriptors) is `cai_runtime::storage`; this file reads
+//! the arguments, applies GDP-3's lookup order, and forwards element writes to NumPy (host) or
+//! CuPy (device), as GDP-3 does.
+
+use cai_runtime::TypeStr;
+use cai_runtime::python::parse::parse_descr;
+use cai_runtime::python::{self as cpy, GtData, HookKind};
+use cai_runtime::storage::array::AllocInfo;
+use cai_runtime::storage::gt::GtDataDescriptor;
+use cai_runtime::storage::{
+    Buffers, DeviceBufferHandle, ElementType, GtDevice, HostBuffer, IndexItem, Init, Managed,
+    Preset, Selected, Side, Storage, StorageDevice, StorageError, StorageParams, SyncState,
+    SyncStatus,
+};
+use cai_runtime::sync::ImportOptions;
+use pyo3::exceptions::{
+    PyAttributeError, PyException, PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError,
+    PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyEllipsis, PySlice, PyString, PyTuple};
+
+pyo3::create_exception!(
+    cai,
+    GTNoSuchBufferError,
+    PyException,
+    "The storage has no buffer on the side asked for (to_numpy() of a device-only storage...)."
+);
+
+/// A `StorageError` as the Python exception that fits it.
+fn err(e: StorageError) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        StorageError::NoSuchBuffer(_) => GTNoSuchBufferError::new_err(msg),
+        StorageError::Alloc(_) => PyMemoryError::new_err(msg),
+        StorageError::NoGpu(_) | StorageError::Transfer(_) => PyRuntimeError::new_err(msg),
+        StorageError::Dtype(_) => PyTypeError::new_err(msg),
+        _ => PyValueError::new_err(msg),
+    }
+}
+
+fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+    NUMPY
+        .get_or_try_init(py, || Ok::<_, PyErr>(py.import("numpy")?.unbind()))
+        .map(|m| m.bind(py))
+}
+
+fn cupy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    py.import("cupy").map_err(|e| {
+        PyRuntimeError::new_err(format!(
+            "this operation on a device storage goes through CuPy, which cannot be imported: {e}"
+        ))
+    })
+}
+
+/// A resolved dtype: the element type and the NumPy dtype object.
+struct Dtype {
+    element: ElementType,
+    numpy: Py<PyAny>,
+}
+
+/// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
+fn dtype_of(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Dtype> {
+    static F64: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let np = numpy(py)?;
+    let dt = match value {
+        None => F64
+            .get_or_try_init(py, || {
+                Ok::<_, PyErr>(np.getattr("dtype")?.call1(("float64",))?.unbind())
+            })?
+            .bind(py)
+            .clone(),
+        Some(v) => np.getattr("dtype")?.call1((v,))?,
+    };
+    let typestr: String = dt.getattr("str")?.extract()?;
+    let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    let descr = if dt.getattr("fields")?.is_none() {
+        None
+    } else {
+        Some(parse_descr(&dt.getattr("descr")?)?)
+    };
+    let element = ElementType::new(typestr, descr).map_err(err)?;
+    Ok(Dtype {
+        element,
+        numpy: dt.unbind(),
+    })
+}
+
+/// A dtype from a foreign descriptor's typestr / descr.
+fn dtype_from_typestr(
+    py: Python<'_>,
+    typestr: &TypeStr,
+    descr: Option<&cai_runtime::Descr>,
+) -> PyResult<Dtype> {
+    match descr.filter(|d| !d.is_simple()) {
+        None => dtype_of(py, Some(PyString::new(py, &typestr.to_string()).as_any())),
+        Some(d) => {
+            let mut text = String::new();
+            d.write_python(&mut text)
+                .map_err(|_| PyValueError::new_err("descr cannot be written"))?;
+            let list = py.eval(&std::ffi::CString::new(text)?, None, None)?;
+            dtype_of(py, Some(&list))
+        }
+    }
+}
+
+fn nonneg(key: &str, v: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let n: i128 = v
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not an int", repr(v))))?;
+    usize::try_from(n)
+        .map_err(|_| PyValueError::new_err(format!("{key}: {n} must be a non-negative int")))
+}
+
+fn repr(v: &Bound<'_, PyAny>) -> String {
+    v.repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<unprintable>".into())
+}
+
+fn ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    if v.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{key} = {}: expected a sequence of ints",
+            repr(v)
+        )));
+    }
+    if let Ok(n) = nonneg(key, v) {
+        return Ok(vec![n]);
+    }
+    let items = v.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)))
+    })?;
+    items.map(|i| nonneg(key, &i?)).collect()
+}
+
+fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "halo = {}: expected one int (symmetric) or (start, end) pair per dimension",
+            repr(v)
+        ))
+    };
+    let items = v.try_iter().map_err(|_| bad())?;
+    items
+        .map(|i| {
+            let i = i?;
+            if let Ok(n) = nonneg("halo", &i) {
+                return Ok((n, n));
+            }
+            let pair: Vec<Bound<'_, PyAny>> =
+                i.try_iter().map_err(|_| bad())?.collect::<PyResult<_>>()?;
+            match pair.as_slice() {
+                [a, b] => Ok((nonneg("halo", a)?, nonneg("halo", b)?)),
+                _ => Err(bad()),
+            }
+        })
+        .collect()
+}
+
+fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(s) = v.extract::<String>() {
+        return Ok(s.chars().map(String::from).collect());
+    }
+    v.extract::<Vec<String>>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "dims = {}: expected a str such as \"IJK\" or a sequence of str",
+            repr(v)
+        ))
+    })
+}
+
+fn opt_str(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    v.extract::<String>()
+        .map(Some)
+        .map_err(|_| PyTypeError::new_err(format!("{key} = {}: expected a str or None", repr(v))))
+}
+
+/// The common keyword arguments (GDP-3's "optional keyword-only parameters"); each `None`
+/// when not given. `managed=None` given explicitly is `Some(Managed::None)`.
+fn read_kwargs(
+    func: &str,
+    kwargs: Option<&Bound<'_, PyDict>>,
+    extra: &[&str],
+) -> PyResult<(StorageParams, Vec<(String, Py<PyAny>)>)> {
+    let mut p = StorageParams::default();
+    let mut rest = Vec::new();
+    let Some(kwargs) = kwargs else {
+        return Ok((p, rest));
+    };
+    for (k, v) in kwargs.iter() {
+        let key: String = k.extract()?;
+        let given = !v.is_none();
+        match key.as_str() {
+            "aligned_index" if given => p.aligned_index = Some(ints("aligned_index", &v)?),
+            "alignment_size" if given => {
+                p.alignment_size = Some(nonneg("alignment_size", &v)?);
+            }
+            "defaults" => {
+                p.defaults = opt_str("defaults", &v)?
+                    .map(|s| Preset::parse(&s))
+                    .transpose()
+                    .map_err(err)?;
+            }
+            "device" => {
+                p.device =
+                    Some(StorageDevice::parse(opt_str("device", &v)?.as_deref()).map_err(err)?);
+            }
+            "dims" if given => p.dims = Some(dims_arg(&v)?),
+            "halo" if given => p.halo = Some(halo_arg(&v)?),
+            "layout" if given => p.layout = Some(ints("layout", &v)?),
+            "managed" => {
+                p.managed = Some(Managed::parse(opt_str("managed", &v)?.as_deref()).map_err(err)?);
+            }
+            "aligned_index" | "alignment_size" | "dims" | "halo" | "layout" => {}
+            k if extra.contains(&k) => rest.push((key, v.unbind())),
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "{func}() got an unexpected keyword argument '{key}'"
+                )));
+            }
+        }
+    }
+    Ok((p, rest))
+}
+
+fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    ints("shape", v)
+}
+
+#[cfg(feature = "cuda")]
+fn allocate_gpu(
+    shape: &[usize],
+    element: ElementType,
+    params: &cai_runtime::storage::params::ResolvedParams,
+    init: Init,
+) -> Result<Storage, StorageError> {
+    cai_runtime::cuda::storage::allocate(shape, element, params, init)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn allocate_gpu(
+    _: &[usize],
+    _: ElementType,
+    _: &cai_runtime::storage::params::ResolvedParams,
+    _: Init,
+) -> Result<Storage, StorageError> {
+    Err(StorageError::NoGpu(
+        "this build of cai has no CUDA support; install the CUDA build (README, \"CUDA\")".into(),
+    ))
+}
+
+/// The mirror operations; without CUDA no storage has a device side, so they do nothing.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+enum MirrorOp {
+    HostToDevice(bool),
+    DeviceToHost(bool),
+    Synchronize,
+}
+
+#[cfg(feature = "cuda")]
+fn mirror(s: &Storage, op: MirrorOp) -> PyResult<bool> {
+    use cai_runtime::cuda::storage as cs;
+    match op {
+        MirrorOp::HostToDevice(force) => cs::host_to_device(s, force),
+        MirrorOp::DeviceToHost(force) => cs::device_to_host(s, force),
+        MirrorOp::Synchronize => cs::synchronize(s),
+    }
+    .map_err(err)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn mirror(_: &Storage, _: MirrorOp) -> PyResult<bool> {
+    Ok(false)
+}
+
+#[cfg(feature = "cuda")]
+fn copy_storage(s: &Storage) -> Result<Storage, StorageError> {
+    if s.has_device() {
+        cai_runtime::cuda::storage::copy(s)
+    } else {
+        s.copy_host()
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn copy_storage(s: &Storage) -> Result<Storage, StorageError> {
+    s.copy_host()
+}
+
+/// The shared host/device state of a mirrored storage (`managed="gt4py"`): which buffer was
+/// modified last. Every view of one buffer shares one.
+#[pyclass(module = "cai", name = "SyncState", frozen)]
+pub struct PySyncState(SyncState);
+
+#[pymethods]
+impl PySyncState {
+    /// Both buffers hold the same data.
+    #[classattr]
+    const SYNC_CLEAN: u8 = 0;
+    /// The host buffer was modified.
+    #[classattr]
+    const SYNC_HOST_DIRTY: u8 = 1;
+    /// The device buffer was modified.
+    #[classattr]
+    const SYNC_DEVICE_DIRTY: u8 = 2;
+
+    /// A state, for `as_storage(..., sync_state=...)`: which of the wrapped buffers is newest.
+    #[new]
+    #[pyo3(signature = (state = 0))]
+    fn new(state: u8) -> PyResult<Self> {
+        Ok(PySyncState(SyncState::new(status_of(state)?)))
+    }
+
+    /// SYNC_CLEAN, SYNC_HOST_DIRTY or SYNC_DEVICE_DIRTY.
+    #[getter]
+    fn state(&self) -> u8 {
+        match self.0.status() {
+            SyncStatus::Clean => 0,
+            SyncStatus::HostDirty => 1,
+            SyncStatus::DeviceDirty => 2,
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("SyncState({})", self.0.status().name())
+    }
+}
+
+fn status_of(state: u8) -> PyResult<SyncStatus> {
+    match state {
+        0 => Ok(SyncStatus::Clean),
+        1 => Ok(SyncStatus::HostDirty),
+        2 => Ok(SyncStatus::DeviceDirty),
+        n => Err(PyValueError::new_err(format!(
+            "state = {n}: use SyncState.SYNC_CLEAN (0), SYNC_HOST_DIRTY (1) or SYNC_DEVICE_DIRTY (2)"
+        ))),
+    }
+}
+
+/// A GDP-3 storage: an n-dimensional array in host memory, device memory, or both kept in
+/// step, with a halo, semantic dims, and an aligned layout. NumPy reads host storages
+/// zero-copy (`__array_interface__`), CuPy and friends device storages
+/// (`__cuda_array_interface__`), and GT4Py-style consumers both (`__gt_data_interface__`).
+#[pyclass(module = "cai", name = "Storage", weakref)]
+pub struct PyStorage {
+    inner: Storage,
+    dtype: Py<PyAny>,
+}
+
+impl PyStorage {
+    fn new_py(py: Python<'_>, inner: Storage, dtype: &Dtype) -> PyResult<Py<PyStorage>> {
+        Py::new(
+            py,
+            PyStorage {
+                inner,
+                dtype: dtype.numpy.clone_ref(py),
+            },
+        )
+    }
+
+    fn view(&self, py: Python<'_>, inner: Storage) -> PyResult<Py<PyStorage>> {
+        Py::new(
+            py,
+            PyStorage {
+                inner,
+                dtype: self.dtype.clone_ref(py),
+            },
+        )
+    }
+
+    fn dtype(&self, py: Python<'_>) -> Dtype {
+        Dtype {
+            element: self.inner.element().clone(),
+            numpy: self.dtype.clone_ref(py),
+        }
+    }
+
+    /// GDP-3: a value is "on the GPU" if it has a "gpu" data-interface entry or a CUDA
+    /// interface; a mirrored storage is on the GPU unless its host side is newer.
+    fn value_on_gpu(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if let Ok(s) = value.cast::<PyStorage>() {
+            let s = s.borrow();
+            return Ok(match s.inner.sync_status() {
+                Some(st) => st != SyncStatus::HostDirty,
+                None => s.inner.has_device(),
+            });
+        }
+        let py = value.py();
+        if let Ok(gt) = value.getattr("__gt_data_interface__") {
+            return Ok(gt
+                .cast::<PyDict>()
+                .is_ok_and(|d| d.contains("gpu").unwrap_or(false)));
+        }
+        value.hasattr(pyo3::intern!(py, "__cuda_array_interface__"))
+    }
+}
+
+/// Parses a basic index; `None` when the key needs NumPy (arrays, `None`, booleans...).
+fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
+    let one = |k: &Bound<'_, PyAny>| -> PyResult<Option<IndexItem>> {
+        if k.is_instance_of::<PyEllipsis>() {
+            return Ok(Some(IndexItem::Ellipsis));
+        }
+        if let Ok(s) = k.cast::<PySlice>() {
+            let part = |name: &str| -> PyResult<Option<isize>> {
+                let v = s.getattr(name)?;
+                if v.is_none() {
+                    Ok(None)
+                } else {
+                    v.extract::<isize>().map(Some).map_err(|_| {
+                        PyTypeError::new_err(format!(
+                            "slice indices must be integers or None, not {}",
+                            repr(&v)
+                        ))
+                    })
+                }
+            };
+            return Ok(Some(IndexItem::Slice {
+                start: part("start")?,
+                stop: part("stop")?,
+                step: part("step")?,
+            }));
+        }
+        if k.is_instance_of::<pyo3::types::PyBool>() {
+            return Ok(None);
+        }
+        if k.hasattr("__index__")? && !k.hasattr("__len__")? {
+            return Ok(Some(IndexItem::Int(
+                k.call_method0("__index__")?.extract()?,
+            )));
+        }
+        Ok(None)
+    };
+    match key.cast::<PyTuple>() {
+        Ok(t) => {
+            let mut out = Vec::with_capacity(t.len());
+            for k in t.iter() {
+                match one(&k)? {
+                    Some(i) => out.push(i),
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(out))
+        }
+        Err(_) => Ok(one(key)?.map(|i| vec![i])),
+    }
+}
+
+fn index_error(e: cai_runtime::storage::IndexError) -> PyErr {
+    if e.is_index_error() {
+        PyIndexError::new_err(e.to_string())
+    } else {
+        PyValueError::new_err(e.to_string())
+    }
+}
+
+#[pymethods]
+impl PyStorage {
+    /// The NumPy array interface of the host buffer (read after copying newer device data).
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if !self.inner.has_host() {
+            return Err(PyAttributeError::new_err(
+                "this storage has no host buffer (device=\"gpu\", managed=None): use __cuda_array_interface__",
+            ));
+        }
+        mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
+        let d = self
+            .inner
+            .host_descriptor()
+            .expect("has a host buffer")
+            .map_err(|e| cpy::export::export_error(e, "__array_interface__"))?;
+        cpy::to_dict(py, &d)
+    }
+
+    /// The CUDA Array Interface of the device buffer (read after copying newer host data).
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        if !self.inner.has_device() {
+            return Err(PyAttributeError::new_err(
+                "this storage has no device buffer (it lives in host memory): use __array_interface__",
+            ));
+        }
+        mirror(&self.inner, MirrorOp::HostToDevice(false))?;
+        let d = self
+            .inner
+            .device_descriptor()
+            .expect("has a device buffer")
+            .map_err(|e| cpy::export::export_error(e, "__cuda_array_interface__"))?;
+        cpy::to_dict(py, &d)
+    }
+
+    /// GDP-3's data interface: `{None: host entry, "gpu": device entry}`, each with `dims`,
+    /// `halo`, `acquire` (device_to_host / host_to_device) and `touch` (set_host_modified /
+    /// set_device_modified).
+    #[getter]
+    fn __gt_data_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        let host = this.inner.host_descriptor().transpose();
+        let gpu = this.inner.device_descriptor().transpose();
+        let export = |e| cpy::export::export_error(e, "__gt_data_interface__");
+        let d = GtDataDescriptor::new(
+            host.map_err(export)?,
+            gpu.map_err(export)?,
+            Some(this.inner.dims().to_vec()),
+            Some(this.inner.halo().to_vec()),
+        )
+        .map_err(cpy::gt::gt_error)?;
+        drop(this);
+        cpy::gt::gt_dict(py, &d, |device, kind| {
+            let name = match (device, kind) {
+                (GtDevice::Host, HookKind::Acquire) => "device_to_host",
+                (GtDevice::Gpu, HookKind::Acquire) => "host_to_device",
+                (GtDevice::Host, HookKind::Touch) => "set_host_modified",
+                (GtDevice::Gpu, HookKind::Touch) => "set_device_modified",
+                (_, HookKind::Release) => return Ok(None),
+            };
+            slf.getattr(name).map(Some)
+        })
+    }
+
+    /// A NumPy view of the host buffer, or a CuPy view of a device-only storage.
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let arr = Self::to_ndarray(slf)?;
+        let arr = match dtype {
+            Some(d) => arr.call_method1("astype", (d,))?,
+            None => arr,
+        };
+        if copy == Some(true) {
+            return arr.call_method0("copy");
+        }
+        Ok(arr)
+    }
+
+    /// A NumPy view of the host buffer (after copying newer device data);
+    /// `GTNoSuchBufferError` without one.
+    fn to_numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if !slf.borrow().inner.has_host() {
+            return Err(err(StorageError::NoSuchBuffer("host")));
+        }
+        numpy(slf.py())?.getattr("asarray")?.call1((slf,))
+    }
+
+    /// A CuPy view of the device buffer (after copying newer host data);
+    /// `GTNoSuchBufferError` without one.
+    fn to_cupy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if !slf.borrow().inner.has_device() {
+            return Err(err(StorageError::NoSuchBuffer("device")));
+        }
+        cupy(slf.py())?.getattr("asarray")?.call1((slf,))
+    }
+
+    /// `to_cupy()` when there is a device buffer, else `to_numpy()`.
+    fn to_ndarray<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if slf.borrow().inner.has_device() {
+            Self::to_cupy(slf)
+        } else {
+            Self::to_numpy(slf)
+        }
+    }
+
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        if let Some(items) = basic_index(key)? {
+            let this = slf.borrow();
+            match this.inner.select(&items).map_err(index_error)? {
+                Selected::View(v) => return Ok(this.view(py, v)?.into_bound(py).into_any()),
+                Selected::Item(_) => {}
+            }
+        }
+        // Items, and indices NumPy handles (arrays, None, booleans): through the ndarray.
+        Self::to_ndarray(slf)?.get_item(key)
+    }
+
+    fn __setitem__(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let (has_host, has_device, mirrored) = {
+            let s = &slf.borrow().inner;
+            (s.has_host(), s.has_device(), s.sync_state().is_some())
+        };
+        if let Some(items) = basic_index(key)? {
+            // Validate first, so a bad index raises IndexError as for a read.
+            slf.borrow().inner.select(&items).map_err(index_error)?;
+        }
+        let on_gpu = has_device && (!has_host || Self::value_on_gpu(value)?);
+        if on_gpu {
+            let target = Self::to_cupy(slf)?;
+            target.set_item(key, cupy(py)?.getattr("asarray")?.call1((value,))?)?;
+            if mirrored {
+                slf.borrow()
+                    .inner
+                    .sync_state()
+                    .expect("mirrored")
+                    .set_device_modified();
+            }
+        } else {
+            let value = match value.cast::<PyStorage>() {
+                Ok(s) if !s.borrow().inner.has_host() => {
+                    Self::to_ndarray(s)?.call_method0("get")?
+                }
+                _ => value.clone(),
+            };
+            Self::to_numpy(slf)?.set_item(key, value)?;
+            if mirrored {
+                slf.borrow()
+                    .inner
+                    .sync_state()
+                    .expect("mirrored")
+                    .set_host_modified();
+            }
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.inner
+            .shape()
+            .first()
+            .copied()
+            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d storage"))
+    }
+
+    /// A new storage with the same parameters and a copy of the data (its own sync state).
+    fn copy(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
+        let c = copy_storage(&self.inner).map_err(err)?;
+        self.view(py, c)
+    }
+
+    fn __copy__(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        self.copy(py)
+    }
+
+    #[pyo3(signature = (memo = None))]
+    fn __deepcopy__(
+        &self,
+        py: Python<'_>,
+        memo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyStorage>> {
+        let _ = memo;
+        self.copy(py)
+    }
+
+    /// A view with the dimensions permuted: `transpose()`, `transpose(1, 0, 2)` or
+    /// `transpose((1, 0, 2))` (reversed when no axes are given).
+    #[pyo3(signature = (*axes))]
+    fn transpose(&self, py: Python<'_>, axes: &Bound<'_, PyTuple>) -> PyResult<Py<PyStorage>> {
+        let axes: Option<Vec<usize>> = match axes.len() {
+            0 => None,
+            1 if axes.get_item(0)?.is_none() => None,
+            1 if axes.get_item(0)?.try_iter().is_ok() => Some(ints("axes", &axes.get_item(0)?)?),
+            _ => Some(ints("axes", axes.as_any())?),
+        };
+        let t = self.inner.transpose(axes.as_deref()).map_err(index_error)?;
+        self.view(py, t)
+    }
+
+    /// `transpose()`.
+    #[getter(T)]
+    fn t(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        let t = self.inner.transpose(None).map_err(index_error)?;
+        self.view(py, t)
+    }
+
+    /// A view of the domain: the halo removed, `[0, ..., 0]` its first point.
+    #[getter]
+    fn domain_view(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        self.view(py, self.inner.domain_view())
+    }
+
+    /// The shape.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.shape())
+    }
+
+    /// Byte strides.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.strides())
+    }
+
+    /// Number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.inner.shape().len()
+    }
+
+    /// Number of items.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.shape().iter().product()
+    }
+
+    /// Bytes of the items (padding excluded).
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.inner.nbytes()
+    }
+
+    /// Bytes per item.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.inner.element().itemsize()
+    }
+
+    /// The NumPy dtype.
+    #[getter(dtype)]
+    fn get_dtype(&self, py: Python<'_>) -> Py<PyAny> {
+        self.dtype.clone_ref(py)
+    }
+
+    /// (start, end) halo per dimension.
+    #[getter]
+    fn halo<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.halo())
+    }
+
+    /// Sets the halo (ints or (start, end) pairs); the aligned point does not move.
+    #[setter]
+    fn set_halo(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let halo = halo_arg(value)?;
+        self.inner.set_halo(halo).map_err(err)
+    }
+
+    /// The semantic dims.
+    #[getter]
+    fn dims<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.dims())
+    }
+
+    /// The stride order (0: largest stride).
+    #[getter]
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.layout_order())
+    }
+
+    /// The alignment the buffer was allocated with, in bytes.
+    #[getter]
+    fn alignment_size(&self) -> usize {
+        self.inner.info().alignment_size
+    }
+
+    /// The aligned index (None for views).
+    #[getter]
+    fn aligned_index<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.inner
+            .info()
+            .aligned_index
+            .as_ref()
+            .map(|a| PyTuple::new(py, a))
+            .transpose()
+    }
+
+    /// The `defaults` preset used, if any.
+    #[getter]
+    fn defaults(&self) -> Option<&'static str> {
+        self.inner.info().defaults.map(Preset::name)
+    }
+
+    /// `"gpu"` when the storage has a device buffer, else None.
+    #[getter]
+    fn device(&self) -> Option<&'static str> {
+        self.inner.has_device().then_some("gpu")
+    }
+
+    /// None, "gt4py" or "cuda".
+    #[getter]
+    fn managed(&self) -> Option<&'static str> {
+        match self.inner.buffers().managed {
+            Managed::None => None,
+            Managed::Gt4Py => Some("gt4py"),
+            Managed::Cuda => Some("cuda"),
+        }
+    }
+
+    /// The host buffer as a memoryview (None without one).
+    #[getter]
+    fn data<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if !slf.borrow().inner.has_host() {
+            return Ok(None);
+        }
+        Self::to_numpy(slf)?.getattr("data").map(Some)
+    }
+
+    /// The device buffer: CuPy's `MemoryPointer` when CuPy is installed, else the address.
+    #[getter]
+    fn device_data<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = slf.py();
+        let Some(ptr) = slf.borrow().inner.device_ptr() else {
+            return Ok(None);
+        };
+        match py.import("cupy") {
+            Ok(_) => Self::to_cupy(slf)?.getattr("data").map(Some),
+            Err(_) => Ok(Some(ptr.into_pyobject(py)?.into_any())),
+        }
+    }
+
+    /// The shared SyncState (mirrored storages), else None.
+    #[getter]
+    fn sync_state(&self) -> Option<PySyncState> {
+        self.inner.sync_state().map(|s| PySyncState(s.clone()))
+    }
+
+    /// Copies device to host if the device was modified (or `force`); no action unless
+    /// mirrored.
+    #[pyo3(signature = (*, force = false))]
+    fn device_to_host(&self, force: bool) -> PyResult<()> {
+        mirror(&self.inner, MirrorOp::DeviceToHost(force)).map(drop)
+    }
+
+    /// Copies host to device if the host was modified (or `force`); no action unless mirrored.
+    #[pyo3(signature = (*, force = false))]
+    fn host_to_device(&self, force: bool) -> PyResult<()> {
+        mirror(&self.inner, MirrorOp::HostToDevice(force)).map(drop)
+    }
+
+    /// Copies whichever side was modified to the other.
+    fn synchronize(&self) -> PyResult<()> {
+        mirror(&self.inner, MirrorOp::Synchronize).map(drop)
+    }
+
+    /// Marks the host buffer modified: the next device read copies it first.
+    fn set_host_modified(&self) {
+        if let Some(s) = self.inner.sync_state() {
+            s.set_host_modified();
+        }
+    }
+
+    /// Marks the device buffer modified: the next host read copies it first.
+    fn set_device_modified(&self) {
+        if let Some(s) = self.inner.sync_state() {
+            s.set_device_modified();
+        }
+    }
+
+    /// Marks both buffers equal (after a manual synchronization).
+    fn set_synchronized(&self) {
+        if let Some(s) = self.inner.sync_state() {
+            s.set_synchronized();
+        }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let dtype = self
+            .dtype
+            .bind(py)
+            .str()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let place = match (self.inner.has_host(), self.inner.has_device()) {
+            (true, true) => "host+gpu",
+            (false, true) => "gpu",
+            _ => "host",
+        };
+        format!(
+            "Storage(shape={:?}, dtype={dtype}, halo={:?}, dims={:?}, layout={:?}, {place})",
+            self.inner.shape(),
+            self.inner.halo(),
+            self.inner.dims(),
+            self.inner.layout_order()
+        )
+    }
+}
+
+/// Allocates a storage: GDP-3's lookup order over `explicit`, the preset, `data`.
+fn create(
+    py: Python<'_>,
+    shape: &[usize],
+    dtype: &Dtype,
+    explicit: &StorageParams,
+    data: &StorageParams,
+    init: Init,
+) -> PyResult<Py<PyStorage>> {
+    let params = explicit.resolve(shape, data).map_err(err)?;
+    let inner = match params.device {
+        StorageDevice::Host => Storage::allocate_host(shape, dtype.element.clone(), &params, init),
+        StorageDevice::Gpu => allocate_gpu(shape, dtype.element.clone(), &params, init),
+    }
+    .map_err(err)?
+    .with_defaults(explicit.defaults.or(data.defaults));
+    PyStorage::new_py(py, inner, dtype)
+}
+
+/// One item of `dtype` holding `value`, as bytes (NumPy converts).
+fn item_bytes(py: Python<'_>, dtype: &Dtype, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let a = numpy(py)?
+        .getattr("asarray")?
+        .call1((value, dtype.numpy.bind(py)))?;
+    if a.getattr("ndim")?.extract::<usize>()? != 0 {
+        return Err(PyValueError::new_err(format!(
+            "fill_value = {} is not a scalar",
+            repr(value)
+        )));
+    }
+    a.call_method0("tobytes")?.extract()
+}
+
+fn one(py: Python<'_>, dtype: &Dtype) -> PyResult<Vec<u8>> {
+    numpy(py)?
+        .getattr("ones")?
+        .call1(((), dtype.numpy.bind(py)))?
+        .call_method0("tobytes")?
+        .extract()
+}
+
+/// Allocate a storage with undefined values (GDP-3 `empty`).
+#[pyfunction]
+#[pyo3(signature = (shape, dtype = None, **kwargs))]
+pub fn empty(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    let (p, _) = read_kwargs("empty", kwargs, &[])?;
+    create(
+        py,
+        &shape_arg(shape)?,
+        &dtype_of(py, dtype)?,
+        &p,
+        &StorageParams::default(),
+        Init::Uninit,
+    )
+}
+
+/// Allocate a storage of zeros (GDP-3 `zeros`).
+#[pyfunction]
+#[pyo3(signature = (shape, dtype = None, **kwargs))]
+pub fn zeros(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    let (p, _) = read_kwargs("zeros", kwargs, &[])?;
+    create(
+        py,
+        &shape_arg(shape)?,
+        &dtype_of(py, dtype)?,
+        &p,
+        &StorageParams::default(),
+        Init::Zeros,
+    )
+}
+
+/// Allocate a storage of ones (GDP-3 `ones`).
+#[pyfunction]
+#[pyo3(signature = (shape, dtype = None, **kwargs))]
+pub fn ones(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    let (p, _) = read_kwargs("ones", kwargs, &[])?;
+    let dtype = dtype_of(py, dtype)?;
+    let init = Init::Fill(one(py, &dtype)?);
+    create(
+        py,
+        &shape_arg(shape)?,
+        &dtype,
+        &p,
+        &StorageParams::default(),
+        init,
+    )
+}
+
+/// Allocate a storage with every item `fill_value` (GDP-3 `full`).
+#[pyfunction]
+#[pyo3(signature = (shape, fill_value, dtype = None, **kwargs))]
+pub fn full(
+    py: Python<'_>,
+    shape: &Bound<'_, PyAny>,
+    fill_value: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    let (p, _) = read_kwargs("full", kwargs, &[])?;
+    let dtype = dtype_of(py, dtype)?;
+    let init = Init::Fill(item_bytes(py, &dtype, fill_value)?);
+    create(
+        py,
+        &shape_arg(shape)?,
+        &dtype,
+        &p,
+        &StorageParams::default(),
+        init,
+    )
+}
+
+/// Shape, dtype and "data" parameters of a `*_like` template: a storage, or any object with
+/// one of the interfaces.
+fn template(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+) -> PyResult<(Vec<usize>, Dtype, StorageParams)> {
+    if let Ok(s) = data.cast::<PyStorage>() {
+        let s = s.borrow();
+        return Ok((s.inner.shape().to_vec(), s.dtype(py), s.inner.data_params()));
+    }
+    let gt = GtData::from_object(data, &no_sync())?;
+    let (shape, typestr, descr, strides) = match (&gt.host, &gt.gpu) {
+        (Some(h), _) => {
+            let d = h.descriptor();
+            (
+                d.shape.clone(),
+                d.typestr,
+                d.descr.clone(),
+                h.layout().strides().to_vec(),
+            )
+        }
+        (None, Some(g)) => {
+            let d = g.descriptor();
+            (
+                d.shape.clone(),
+                d.typestr,
+                d.descr.clone(),
+                g.layout().strides().to_vec(),
+            )
+        }
+        (None, None) => unreachable!("GtData has a buffer"),
+    };
+    let dtype = dtype_from_typestr(py, &typestr, descr.as_ref())?;
+    let params = StorageParams {
+        dims: gt.dims.clone(),
+        halo: gt.halo.clone(),
+        layout: Some(stride_order(&strides)),
+        device: Some(if gt.host.is_some() {
+            StorageDevice::Host
+        } else {
+            StorageDevice::Gpu
+        }),
+        ..Default::default()
+    };
+    Ok((shape, dtype, params))
+}
+
+/// Import options for wrapping: the producer's stream is waited for (as any import).
+fn no_sync() -> ImportOptions {
+    ImportOptions::default()
+}
+
+/// The `layout` parameter of byte strides: 0 for the largest |stride|, ties by axis.
+fn stride_order(strides: &[isize]) -> Vec<usize> {
+    let mut axes: Vec<usize> = (0..strides.len()).collect();
+    axes.sort_by_key(|&a| (std::cmp::Reverse(strides[a].unsigned_abs()), a));
+    let mut layout = vec![0; strides.len()];
+    for (rank, &a) in axes.iter().enumerate() {
+        layout[a] = rank;
+    }
+    layout
+}
+
+macro_rules! like {
+    ($name:ident, $doc:literal, |$py:ident, $dtype:ident| $init:expr) => {
+        #[doc = $doc]
+        #[pyfunction]
+        #[pyo3(signature = (data, dtype = None, **kwargs))]
+        pub fn $name(
+            $py: Python<'_>,
+            data: &Bound<'_, PyAny>,
+            dtype: Option<&Bound<'_, PyAny>>,
+            kwargs: Option<&Bound<'_, PyDict>>,
+        ) -> PyResult<Py<PyStorage>> {
+            let (p, _) = read_kwargs(stringify!($name), kwargs, &[])?;
+            let (shape, data_dtype, data_params) = template($py, data)?;
+            let $dtype = match dtype {
+                Some(d) => dtype_of($py, Some(d))?,
+                None => data_dtype,
+            };
+            let init = $init;
+            create($py, &shape, &$dtype, &p, &data_params, init)
+        }
+    };
+}
+
+like!(
+    empty_like,
+    "`empty` with the shape, dtype and parameters of `data`.",
+    |py, dtype| Init::Uninit
+);
+like!(
+    zeros_like,
+    "`zeros` with the shape, dtype and parameters of `data`.",
+    |py, dtype| Init::Zeros
+);
+like!(
+    ones_like,
+    "`ones` with the shape, dtype and parameters of `data`.",
+    |py, dtype| Init::Fill(one(py, &dtype)?)
+);
+
+/// `full` with the shape, dtype and parameters of `data`.
+#[pyfunction]
+#[pyo3(signature = (data, fill_value, dtype = None, **kwargs))]
+pub fn full_like(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    fill_value: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    let (p, _) = read_kwargs("full_like", kwargs, &[])?;
+    let (shape, data_dtype, data_params) = template(py, data)?;
+    let dtype = match dtype {
+        Some(d) => dtype_of(py, Some(d))?,
+        None => data_dtype,
+    };
+    let init = Init::Fill(item_bytes(py, &dtype, fill_value)?);
+    create(py, &shape, &dtype, &p, &data_params, init)
+}
+
+/// Wraps existing buffers in a storage without copying (GDP-3 `as_storage`): `data` (host, or
+/// any object with a data interface) and/or `device_data`; the storage keeps them alive.
+#[pyfunction]
+#[pyo3(signature = (data = None, device_data = None, *, sync_state = None, **kwargs))]
+pub fn as_storage(
+    py: Python<'_>,
+    data: Option<&Bound<'_, PyAny>>,
+    device_data: Option<&Bound<'_, PyAny>>,
+    sync_state: Option<&Bound<'_, PySyncState>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    let (p, _) = read_kwargs("as_storage", kwargs, &[])?;
+    wrap(py, data, device_data, sync_state, &p)
+}
+
+fn wrap(
+    py: Python<'_>,
+    data: Option<&Bound<'_, PyAny>>,
+    device_data: Option<&Bound<'_, PyAny>>,
+    sync_state: Option<&Bound<'_, PySyncState>>,
+    p: &StorageParams,
+) -> PyResult<Py<PyStorage>> {
+    let data = data.filter(|d| !d.is_none());
+    let device_data = device_data.filter(|d| !d.is_none());
+    if data.is_none() && device_data.is_none() {
+        return Err(PyTypeError::new_err(
+            "as_storage() needs data (a host array or any object with a data interface) and/or device_data",
+        ));
+    }
+    let options = no_sync();
+    let from = data.map(|d| GtData::from_object(d, &options)).transpose()?;
+    let from_dev = device_data
+        .map(|d| GtData::from_object(d, &options))
+        .transpose()?;
+    let host = from.as_ref().and_then(|g| g.host.as_ref());
+    let gpu = from_dev
+        .as_ref()
+        .and_then(|g| g.gpu.as_ref())
+        .or_else(|| from.as_ref().and_then(|g| g.gpu.as_ref()));
+    if device_data.is_some() && from_dev.as_ref().is_some_and(|g| g.gpu.is_none()) {
+        return Err(PyValueError::new_err(
+            "device_data describes no device buffer (no \"gpu\" entry or __cuda_array_interface__)",
+        ));
+    }
+    let (layout, typestr, descr, readonly) = match (host, gpu) {
+        (Some(h), Some(g)) if h.layout() != g.layout() => {
+            return Err(PyValueError::new_err(format!(
+                "data and device_data must have the same layout: shape {:?} strides {:?} on the host, shape {:?} strides {:?} on the device",
+                h.layout().shape(),
+                h.layout().strides(),
+                g.layout().shape(),
+                g.layout().strides()
+            )));
+        }
+        (Some(h), _) => (
+            h.layout().clone(),
+            h.descriptor().typestr,
+            h.descriptor().descr.clone(),
+            h.readonly(),
+        ),
+        (None, Some(g)) => (
+            g.layout().clone(),
+            g.descriptor().typestr,
+            g.descriptor().descr.clone(),
+            g.readonly(),
+        ),
+        (None, None) => {
+            return Err(PyValueError::new_err(
+                "data describes no host buffer; pass device memory as device_data",
+            ));
+        }
+    };
+    let dtype = dtype_from_typestr(py, &typestr, descr.as_ref())?;
+    let shape = layout.shape().to_vec();
+    let meta = from.as_ref().or(from_dev.as_ref()).expect("one given");
+    // Lookup order: explicit, then the preset, then the data, then the fallback.
+    let data_params = StorageParams {
+        dims: meta.dims.clone(),
+        halo: meta.halo.clone(),
+        layout: Some(stride_order(layout.strides())),
+        ..Default::default()
+    };
+    let resolved = p.resolve(&shape, &data_params).map_err(err)?;
+    // Explicit parameters must agree with the buffers.
+    if resolved.layout != stride_order(layout.strides()) && !layout.is_empty() {
+        return Err(PyValueError::new_err(format!(
+            "layout = {:?} does not match the buffer's strides {:?} (their order is {:?})",
+            resolved.layout,
+            layout.strides(),
+            stride_order(layout.strides())
+        )));
+    }
+    let extent = layout.extent();
+    let (lo, len) = extent.map_or((0, 0), |e| (e.lo, e.len()));
+    let origin = usize::try_from(-lo).unwrap_or(0);
+    let item_ptr = host.map(|h| h.ptr()).or(gpu.map(|g| g.ptr())).unwrap_or(0);
+    if !layout.is_empty() {
+        let aligned = resolved
+            .aligned_index
+            .iter()
+            .zip(layout.strides())
+            .map(|(&i, &s)| i as i128 * s as i128)
+            .sum::<i128>()
+            + item_ptr as i128;
+        if aligned.rem_euclid(resolved.alignment_size as i128) != 0 {
+            return Err(PyValueError::new_err(format!(
+                "alignment_size = {} with aligned_index = {:?}: the buffer's item there is at address {aligned:#x}, not aligned",
+                resolved.alignment_size, resolved.aligned_index
+            )));
+        }
+    }
+    if p.device == Some(StorageDevice::Gpu) && gpu.is_none() {
+        return Err(err(StorageError::NoSuchBuffer("device")));
+    }
+    let host_side = match host {
+        Some(h) => {
+            let start = h.ptr().wrapping_add_signed(lo as i64);
+            let buffer = match std::ptr::NonNull::new(start as usize as *mut u8) {
+                // SAFETY: the imported layout's bytes [lo, hi) around the data pointer lie in
+                // the owner's buffer (validated on import); the owner object is kept alive by
+                // the storage (the Py handle below) for as long as the buffer is used.
+                Some(ptr) => unsafe {
+                    HostBuffer::foreign(
+                        ptr,
+                        len,
+                        Box::new(data.expect("host data").clone().unbind()),
+                    )
+                },
+                None => HostBuffer::zeroed(0).map_err(|e| err(e.into()))?,
+            };
+            Some(Side { buffer, origin })
+        }
+        None => None,
+    };
+    let device_side = gpu.map(|g| {
+        let owner = device_data.or(data).expect("one given").clone().unbind();
+        Side {
+            buffer: DeviceBufferHandle {
+                ptr: g.ptr().wrapping_add_signed(lo as i64),
+                len,
+                keep: Box::new(owner),
+            },
+            origin,
+        }
+    });
+    let mirrored = host_side.is_some() && device_side.is_some();
+    let managed = if mirrored {
+        Managed::Gt4Py
+    } else {
+        Managed::None
+    };
+    let sync = mirrored.then(|| match sync_state {
+        Some(s) => s.get().0.clone(),
+        None => SyncState::new(SyncStatus::Clean),
+    });
+    let device_kind = if device_side.is_some() {
+        StorageDevice::Gpu
+    } else {
+        StorageDevice::Host
+    };
+    let buffers = Buffers {
+        host: host_side,
+        device: device_side,
+        span: len,
+        sync,
+        device_kind,
+        managed,
+        readonly,
+        stream: None,
+    };
+    let inner = Storage::wrap(
+        buffers,
+        layout,
+        dtype.element.clone(),
+        resolved.halo,
+        resolved.dims,
+    )
+    .map_err(err)?
+    .with_info(AllocInfo {
+        alignment_size: resolved.alignment_size,
+        aligned_index: Some(resolved.aligned_index),
+        defaults: p.defaults,
+    });
+    PyStorage::new_py(py, inner, &dtype)
+}
+
+/// A storage initialized with a copy of `data` (or `device_data`) (GDP-3 `storage`);
+/// `copy=False` wraps them as `as_storage` does.
+#[pyfunction]
+#[pyo3(signature = (data = None, device_data = None, *, dtype = None, copy = true, sync_state = None, **kwargs))]
+pub fn storage(
+    py: Python<'_>,
+    data: Option<&Bound<'_, PyAny>>,
+    device_data: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    copy: bool,
+    sync_state: Option<&Bound<'_, PySyncState>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    let (p, _) = read_kwargs("storage", kwargs, &[])?;
+    if !copy {
+        if dtype.is_some() {
+            return Err(PyValueError::new_err(
+                "storage(copy=False) wraps the buffer as it is: dtype cannot be changed without a copy",
+            ));
+        }
+        return wrap(py, data, device_data, sync_state, &p);
+    }
+    let source = data
+        .or(device_data)
+        .filter(|d| !d.is_none())
+        .ok_or_else(|| PyTypeError::new_err("storage() needs data or device_data to copy from"))?;
+    let np = numpy(py)?;
+    // Sources NumPy cannot read (plain lists...) become arrays first.
+    let source = if source.is_instance_of::<PyStorage>()
+        || source.hasattr("__gt_data_interface__")?
+        || source.hasattr("__array_interface__")?
+        || source.hasattr("__cuda_array_interface__")?
+    {
+        source.clone()
+    } else {
+        np.getattr("asarray")?.call1((source,))?
+    };
+    // A device-only source makes a device storage unless `device` or `defaults` say otherwise.
+    let (shape, data_dtype, data_params) = template(py, &source)?;
+    let dtype = match dtype {
+        Some(d) => dtype_of(py, Some(d))?,
+        None => data_dtype,
+    };
+    let out = create(py, &shape, &dtype, &p, &data_params, Init::Uninit)?;
+    let target = out.bind(py);
+    target.set_item(PyEllipsis::get(py), source)?;
+    Ok(out)
+}
+
+/// Adds the storage API to the module.
+pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStorage>()?;
+    m.add_class::<PySyncState>()?;
+    m.add(
+        "GTNoSuchBufferError",
+        m.py().get_type::<GTNoSuchBufferError>(),
+    )?;
+    m.add_function(wrap_pyfunction!(empty, m)?)?;
+    m.add_function(wrap_pyfunction!(zeros, m)?)?;
+    m.add_function(wrap_pyfunction!(ones, m)?)?;
+    m.add_function(wrap_pyfunction!(full, m)?)?;
+    m.add_function(wrap_pyfunction!(empty_like, m)?)?;
+    m.add_function(wrap_pyfunction!(zeros_like, m)?)?;
+    m.add_function(wrap_pyfunction!(ones_like, m)?)?;
+    m.add_function(wrap_pyfunction!(full_like, m)?)?;
+    m.add_function(wrap_pyfunction!(as_storage, m)?)?;
+    m.add_function(wrap_pyfunction!(storage, m)?)?;
+    Ok(())
+}

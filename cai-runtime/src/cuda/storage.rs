@@ -1,0 +1,318 @@
+//! Device storages (GDP-3 `device="gpu"`): the allocation for each `managed` mode, and the
+//! host/device mirror copies of `managed="gt4py"`.
+//!
+//! - `managed=None`: device memory only (`cuMemAlloc`).
+//! - `managed="gt4py"`: device memory plus a host mirror of the same size; item `[0, ..., 0]`
+//!   sits at the same offset in both (aligned on the device), so a mirror copy moves the whole
+//!   buffer. A shared [`SyncState`] says which side is newest.
+//! - `managed="cuda"`: unified memory (`cuMemAllocManaged`), one address for host and device.
+
+use std::ptr::NonNull;
+
+use super::{ensure_context, ffi, memory};
+use crate::error::DriverError;
+use crate::storage::{
+    Buffers, DeviceBufferHandle, ElementType, HostBuffer, Init, Managed, Mirror, Side, Storage,
+    StorageDevice, StorageError, SyncState, SyncStatus, params::ResolvedParams,
+};
+use crate::stream::Stream;
+
+/// Device memory allocated here and freed on drop.
+struct Allocation {
+    ptr: u64,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        // The primary context stays retained for the process, so the free can make it current
+        // on whichever thread drops the storage.
+        if ensure_context(0).is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc/cuMemAllocManaged and is freed only here.
+            let _ = unsafe { ffi::cuMemFree_v2(self.ptr) };
+        }
+    }
+}
+
+fn driver(e: DriverError) -> StorageError {
+    if e.is_no_device() {
+        StorageError::NoGpu(e.to_string())
+    } else {
+        StorageError::Transfer(e.to_string())
+    }
+}
+
+fn alloc(len: usize, managed: bool) -> Result<Allocation, StorageError> {
+    ensure_context(0).map_err(driver)?;
+    let mut ptr = 0;
+    // SAFETY: `ptr` is a valid out-pointer; a context is current (above). 1 is
+    // CU_MEM_ATTACH_GLOBAL.
+    let code = unsafe {
+        if managed {
+            ffi::cuMemAllocManaged(&mut ptr, len.max(1), 1)
+        } else {
+            ffi::cuMemAlloc_v2(&mut ptr, len.max(1))
+        }
+    };
+    ffi::check(
+        if managed {
+            "cuMemAllocManaged"
+        } else {
+            "cuMemAlloc"
+        },
+        code,
+    )
+    .map_err(|e| {
+        if e.code == 2 {
+            StorageError::Alloc(len)
+        } else {
+            driver(e)
+        }
+    })?;
+    Ok(Allocation { ptr })
+}
+
+fn memset_zero(ptr: u64, len: usize) -> Result<(), StorageError> {
+    // SAFETY: `ptr .. ptr + len` is an allocation made above and not yet shared; the stream
+    // is synchronized right after.
+    unsafe { memory::memset_async(ptr, 0, len, Stream::LegacyDefault) }.map_err(driver)?;
+    // SAFETY: no arguments; a context is current.
+    ffi::check("cuCtxSynchronize", unsafe { ffi::cuCtxSynchronize() }).map_err(driver)
+}
+
+/// A new device storage (`params.device` must be `Gpu`) in the `params.managed` mode.
+pub fn allocate(
+    shape: &[usize],
+    element: ElementType,
+    params: &ResolvedParams,
+    init: Init,
+) -> Result<Storage, StorageError> {
+    let plan = Storage::plan(shape, &element, params)?;
+    let len = plan.buffer_bytes();
+    let unified = params.managed == Managed::Cuda;
+    let a = alloc(len, unified)?;
+    let ptr = a.ptr;
+    let origin = plan.byte_offset(ptr as usize);
+    if init != Init::Uninit {
+        memset_zero(ptr, len)?;
+    }
+    let (host, device, sync) = match params.managed {
+        Managed::Cuda => {
+            let host_ptr = NonNull::new(ptr as usize as *mut u8)
+                .ok_or_else(|| StorageError::Transfer("cuMemAllocManaged gave 0".into()))?;
+            // SAFETY: unified memory is addressable from the host at the same address, valid
+            // for `len` bytes until `a` (moved into the buffer) frees it.
+            let host = unsafe { HostBuffer::foreign(host_ptr, len, Box::new(a)) };
+            let device = DeviceBufferHandle {
+                ptr,
+                len,
+                keep: Box::new(()),
+            };
+            (Some(host), device, None)
+        }
+        Managed::Gt4Py => {
+            let host = match init {
+                Init::Uninit => HostBuffer::uninit(len)?,
+                _ => HostBuffer::zeroed(len)?,
+            };
+            let device = DeviceBufferHandle {
+                ptr,
+                len,
+                keep: Box::new(a),
+            };
+            (Some(host), device, Some(SyncState::new(SyncStatus::Clean)))
+        }
+        Managed::None => {
+            let device = DeviceBufferHandle {
+                ptr,
+                len,
+                keep: Box::new(a),
+            };
+            (None, device, None)
+        }
+    };
+    let has_host = host.is_some();
+    let storage = Storage::from_plan(
+        &plan,
+        element,
+        params,
+        Buffers {
+            host: host.map(|buffer| Side { buffer, origin }),
+            device: Some(Side {
+                buffer: device,
+                origin,
+            }),
+            span: len,
+            sync,
+            device_kind: StorageDevice::Gpu,
+            managed: params.managed,
+            readonly: false,
+            stream: None,
+        },
+    )?;
+    if let Init::Fill(item) = init {
+        if has_host {
+            storage.fill_host(&item)?;
+            if params.managed == Managed::Gt4Py {
+                Copier(storage.buffers()).copy_host_to_device()?;
+            }
+        } else {
+            // Device only: fill a host staging buffer laid out the same way, then copy it.
+            let staging = staged(&storage)?;
+            staging.fill_host(&item)?;
+            upload(&staging, &storage)?;
+        }
+    }
+    Ok(storage)
+}
+
+/// A host storage with the same layout and origin as `s`'s device side (for staging).
+fn staged(s: &Storage) -> Result<Storage, StorageError> {
+    let b = s.buffers();
+    let dev = b
+        .device
+        .as_ref()
+        .ok_or(StorageError::NoSuchBuffer("device"))?;
+    let host = HostBuffer::uninit(b.span)?;
+    let params = s.like_params(StorageDevice::Host);
+    let plan = Storage::plan(s.shape(), s.element(), &params)?;
+    Storage::from_plan(
+        &plan,
+        s.element().clone(),
+        &params,
+        Buffers {
+            host: Some(Side {
+                buffer: host,
+                origin: dev.origin,
+            }),
+            device: None,
+            span: b.span,
+            sync: None,
+            device_kind: StorageDevice::Host,
+            managed: Managed::None,
+            readonly: false,
+            stream: None,
+        },
+    )
+}
+
+/// Copies the whole host buffer of `src` to the device buffer of `dst` (same span).
+fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
+    let h = src
+        .buffers()
+        .host
+        .as_ref()
+        .ok_or(StorageError::NoSuchBuffer("host"))?;
+    let d = dst
+        .buffers()
+        .device
+        .as_ref()
+        .ok_or(StorageError::NoSuchBuffer("device"))?;
+    let n = src.buffers().span.min(dst.buffers().span);
+    // SAFETY: the host buffer holds `span` >= n initialized-or-plain bytes and lives through
+    // the call (copy_from_host waits for the copy).
+    let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), n) };
+    memory::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
+}
+
+/// The mirror copies of a `managed="gt4py"` storage's buffers (whole spans).
+pub struct Copier<'a>(pub &'a Buffers);
+
+impl Mirror for Copier<'_> {
+    type Error = StorageError;
+
+    fn copy_host_to_device(&self) -> Result<(), StorageError> {
+        let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
+            return Ok(());
+        };
+        ensure_context(0).map_err(driver)?;
+        // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed.
+        let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), self.0.span) };
+        memory::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
+    }
+
+    fn copy_device_to_host(&self) -> Result<(), StorageError> {
+        let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
+            return Ok(());
+        };
+        ensure_context(0).map_err(driver)?;
+        let bytes = memory::copy_to_host(d.buffer.ptr, self.0.span, Stream::LegacyDefault)
+            .map_err(driver)?;
+        // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed;
+        // `bytes` is a distinct allocation of the same length.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.buffer.ptr(), bytes.len()) };
+        Ok(())
+    }
+}
+
+/// GDP-3's `host_to_device(force)`: no action unless the storage is mirrored.
+pub fn host_to_device(s: &Storage, force: bool) -> Result<bool, StorageError> {
+    match s.sync_state() {
+        Some(state) => state.host_to_device(&Copier(s.buffers()), force),
+        None => Ok(false),
+    }
+}
+
+/// GDP-3's `device_to_host(force)`.
+pub fn device_to_host(s: &Storage, force: bool) -> Result<bool, StorageError> {
+    match s.sync_state() {
+        Some(state) => state.device_to_host(&Copier(s.buffers()), force),
+        None => Ok(false),
+    }
+}
+
+/// GDP-3's `synchronize()`; for unified memory, waits for the device (so host reads are safe).
+pub fn synchronize(s: &Storage) -> Result<bool, StorageError> {
+    match s.sync_state() {
+        Some(state) => state.synchronize(&Copier(s.buffers())),
+        None if s.buffers().managed == Managed::Cuda => {
+            ensure_context(0).map_err(driver)?;
+            // SAFETY: no arguments; a context is current.
+            ffi::check("cuCtxSynchronize", unsafe { ffi::cuCtxSynchronize() }).map_err(driver)?;
+            Ok(false)
+        }
+        None => Ok(false),
+    }
+}
+
+/// A device storage's copy: same parameters, its own buffers (and sync state). The source is
+/// read where its newest data is.
+pub fn copy(s: &Storage) -> Result<Storage, StorageError> {
+    if s.has_host() {
+        if let Some(state) = s.sync_state() {
+            state.acquire_host(&Copier(s.buffers()))?;
+        } else {
+            synchronize(s)?;
+        }
+    }
+    let params = s.like_params(StorageDevice::Gpu);
+    let out = allocate(s.shape(), s.element().clone(), &params, Init::Uninit)?
+        .with_defaults(s.info().defaults);
+    let src_host = if s.has_host() {
+        s.clone()
+    } else {
+        // Device only: bring the source's buffer to a staging host storage first.
+        let staging = staged(s)?;
+        let d = s
+            .buffers()
+            .device
+            .as_ref()
+            .ok_or(StorageError::NoSuchBuffer("device"))?;
+        let h = staging.buffers().host.as_ref().expect("staged on the host");
+        let bytes = memory::copy_to_host(d.buffer.ptr, s.buffers().span, Stream::LegacyDefault)
+            .map_err(driver)?;
+        // SAFETY: the staging buffer holds `span` bytes; `bytes` is distinct and as long.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.buffer.ptr(), bytes.len()) };
+        s.on_buffers(staging.buffers().clone())
+    };
+    if out.has_host() {
+        src_host.copy_items_host(&out)?;
+        if out.sync_state().is_some() {
+            Copier(out.buffers()).copy_host_to_device()?;
+        }
+    } else {
+        let staging = staged(&out)?;
+        src_host.copy_items_host(&staging)?;
+        upload(&staging, &out)?;
+    }
+    Ok(out)
+}
