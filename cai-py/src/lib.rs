@@ -2,12 +2,14 @@
 //! import functions, and the conformance checker. See `python/cai/__init__.py` for the API.
 
 use cai_runtime::python::{
-    self as cpy, ForeignArray, HostArrayView as HostImport, Plain, Violation,
+    self as cpy, ForeignArray, GtData, HookKind, HostArrayView as HostImport, Plain, Violation,
 };
 use cai_runtime::{
     ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Device, Element,
     Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
 };
+use cai_runtime::storage::GtDevice;
+use cai_runtime::storage::gt::HookError;
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
@@ -689,6 +691,165 @@ fn _import_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
     Ok(start.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
 }
 
+/// A 3-D float64 field in host memory exporting `__gt_data_interface__` (dims "IJK", a halo,
+/// and hooks that record their calls): `#[derive(GtDataInterface)]` with `#[cai(hooks)]`, its
+/// property added by `#[cai_runtime::pymethods(gt)]`.
+#[pyclass(module = "cai", frozen, weakref)]
+#[derive(cai_runtime::GtDataInterface)]
+#[cai(hooks, shape = [self.ni, self.nj, self.nk], dims = "IJK", halo = self.halo)]
+pub struct Field {
+    #[cai(host)]
+    values: Vec<f64>,
+    ni: usize,
+    nj: usize,
+    nk: usize,
+    halo: Vec<(usize, usize)>,
+    calls: std::sync::Mutex<Vec<String>>,
+}
+
+impl Field {
+    fn record(&self, what: &str, device: GtDevice) {
+        let key = match device.key() {
+            None => "None",
+            Some(k) => k,
+        };
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls.push(format!("{what}:{key}"));
+    }
+}
+
+impl cai_runtime::GtHooks for Field {
+    fn acquire(&self, device: GtDevice) -> Result<(), HookError> {
+        self.record("acquire", device);
+        Ok(())
+    }
+    fn touch(&self, device: GtDevice) -> Result<(), HookError> {
+        self.record("touch", device);
+        Ok(())
+    }
+    fn release(&self, device: GtDevice) -> Result<(), HookError> {
+        self.record("release", device);
+        Ok(())
+    }
+}
+
+#[cai_runtime::pymethods(gt)]
+impl Field {
+    /// An ni x nj x nk field of zeros with `halo` ((start, end) per dimension; default none).
+    #[new]
+    #[pyo3(signature = (ni, nj, nk, halo = None))]
+    fn new(ni: usize, nj: usize, nk: usize, halo: Option<Vec<(usize, usize)>>) -> PyResult<Self> {
+        let n = ni
+            .checked_mul(nj)
+            .and_then(|n| n.checked_mul(nk))
+            .filter(|&n| n <= isize::MAX as usize / 8)
+            .ok_or_else(|| PyValueError::new_err(format!("shape ({ni}, {nj}, {nk}) is too large")))?;
+        Ok(Field {
+            values: vec![0.0; n],
+            ni,
+            nj,
+            nk,
+            halo: halo.unwrap_or_else(|| vec![(0, 0); 3]),
+            calls: Default::default(),
+        })
+    }
+
+    /// The hooks called so far, as "acquire:None", "touch:None"...
+    #[getter]
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Sum of all items, computed in Rust.
+    fn sum(&self) -> f64 {
+        self.values.iter().sum()
+    }
+}
+
+/// An object read as GDP-3 says (`cai.gt_data(obj)`): its `__gt_data_interface__`, or else its
+/// `__array_interface__` (device None) and `__cuda_array_interface__` ("gpu").
+#[pyclass(module = "cai", frozen)]
+pub struct GtDataView {
+    inner: GtData,
+    host: Option<Py<HostArrayView>>,
+    gpu: Option<Py<CudaArrayView>>,
+}
+
+fn gt_device(device: Option<&str>) -> PyResult<GtDevice> {
+    match device {
+        None => Ok(GtDevice::Host),
+        Some("gpu") => Ok(GtDevice::Gpu),
+        Some(other) => Err(PyValueError::new_err(format!(
+            "device = {other:?}: use None (host) or \"gpu\""
+        ))),
+    }
+}
+
+#[pymethods]
+impl GtDataView {
+    /// The host buffer (`None` entry), as an imported view.
+    #[getter]
+    fn host(&self, py: Python<'_>) -> Option<Py<HostArrayView>> {
+        self.host.as_ref().map(|h| h.clone_ref(py))
+    }
+
+    /// The device buffer (`"gpu"` entry), as an imported view.
+    #[getter]
+    fn gpu(&self, py: Python<'_>) -> Option<Py<CudaArrayView>> {
+        self.gpu.as_ref().map(|g| g.clone_ref(py))
+    }
+
+    /// `dims`, when given.
+    #[getter]
+    fn dims(&self) -> Option<Vec<String>> {
+        self.inner.dims.clone()
+    }
+
+    /// `halo`, when given.
+    #[getter]
+    fn halo(&self) -> Option<Vec<(usize, usize)>> {
+        self.inner.halo.clone()
+    }
+
+    /// Whether `__gt_data_interface__` was read (False: the array-interface fallback).
+    #[getter]
+    fn from_gt(&self) -> bool {
+        self.inner.from_gt
+    }
+
+    /// Calls the entry's `acquire` (no action if absent).
+    #[pyo3(signature = (device = None))]
+    fn acquire(&self, py: Python<'_>, device: Option<&str>) -> PyResult<()> {
+        self.inner.call(py, gt_device(device)?, HookKind::Acquire)
+    }
+
+    /// Calls the entry's `touch` (no action if absent).
+    #[pyo3(signature = (device = None))]
+    fn touch(&self, py: Python<'_>, device: Option<&str>) -> PyResult<()> {
+        self.inner.call(py, gt_device(device)?, HookKind::Touch)
+    }
+
+    /// Calls the entry's `release` (no action if absent).
+    #[pyo3(signature = (device = None))]
+    fn release(&self, py: Python<'_>, device: Option<&str>) -> PyResult<()> {
+        self.inner.call(py, gt_device(device)?, HookKind::Release)
+    }
+}
+
+/// Reads any object as GDP-3 says: `__gt_data_interface__` first, else the array interfaces.
+#[pyfunction]
+#[pyo3(signature = (obj, sync = true))]
+fn gt_data(py: Python<'_>, obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<GtDataView> {
+    let options = cai_runtime::sync::ImportOptions {
+        sync,
+        ..Default::default()
+    };
+    let mut inner = GtData::from_object(obj, &options)?;
+    let host = inner.host.take().map(|h| new_host_view(py, h)).transpose()?;
+    let gpu = inner.gpu.take().map(|g| new_cuda_view(py, g)).transpose()?;
+    Ok(GtDataView { inner, host, gpu })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Grid>()?;
@@ -699,6 +860,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<CudaArrayView>()?;
     m.add_class::<HostArrayView>()?;
     m.add_class::<Violation>()?;
+    m.add_class::<Field>()?;
+    m.add_class::<GtDataView>()?;
+    m.add_function(wrap_pyfunction!(gt_data, m)?)?;
     cpy::export::add_classes(m)?;
     cpy::gt::add_classes(m)?;
     storage::add(m)?;

@@ -116,6 +116,12 @@ fn nonneg(key: &str, v: &Bound<'_, PyAny>) -> PyResult<usize> {
         .map_err(|_| PyValueError::new_err(format!("{key}: {n} must be a non-negative int")))
 }
 
+/// An int or an object with `__index__` (NumPy integers), not a bool-like sequence.
+fn is_int(v: &Bound<'_, PyAny>) -> bool {
+    v.is_instance_of::<pyo3::types::PyInt>()
+        || (v.hasattr("__index__").unwrap_or(false) && !v.hasattr("__len__").unwrap_or(true))
+}
+
 fn repr(v: &Bound<'_, PyAny>) -> String {
     v.repr()
         .map(|r| r.to_string())
@@ -129,8 +135,8 @@ fn ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
             repr(v)
         )));
     }
-    if let Ok(n) = nonneg(key, v) {
-        return Ok(vec![n]);
+    if is_int(v) {
+        return Ok(vec![nonneg(key, v)?]);
     }
     let items = v.try_iter().map_err(|_| {
         PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)))
@@ -149,7 +155,8 @@ fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
     items
         .map(|i| {
             let i = i?;
-            if let Ok(n) = nonneg("halo", &i) {
+            if is_int(&i) {
+                let n = nonneg("halo", &i)?;
                 return Ok((n, n));
             }
             let pair: Vec<Bound<'_, PyAny>> =

@@ -4,7 +4,12 @@ Import foreign arrays into validated views that keep their owner alive
 (``from_cuda_array_interface``, ``as_cuda_array``, ``from_array_interface``,
 ``as_host_array``), check any object's interface against the spec (``check``), and try the
 example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayInterface)]``
-(``Grid``, ``counts``, ``DeviceMatrix``, ``Buffer``; ``DeviceArray`` in CUDA builds).
+(``Grid``, ``counts``, ``DeviceMatrix``, ``Buffer``, ``Field``; ``DeviceArray`` in CUDA builds).
+
+GT4Py GDP-3 storages: ``empty``, ``zeros``, ``ones``, ``full`` and their ``_like`` forms,
+``as_storage`` and ``storage`` make ``Storage`` objects with a layout, halo, alignment and
+(CUDA builds) host/device mirrors; ``gt_data(obj)`` reads any object's
+``__gt_data_interface__``, falling back to its array interfaces.
 
 CUDA builds (``HAS_CUDA``) check imported pointers with the driver and order the consumer's
 stream after the producer's on import (an event wait by default; ``mode="synchronize"`` blocks
@@ -52,6 +57,25 @@ from ._native import (
     set_ignore_streams,
     total,
 )
+from ._native import (
+    Field,
+    GtDataView,
+    GtHook,
+    Storage,
+    SyncState,
+    GTNoSuchBufferError,
+    gt_data,
+    empty,
+    zeros,
+    ones,
+    full,
+    empty_like,
+    zeros_like,
+    ones_like,
+    full_like,
+    as_storage,
+    storage,
+)
 
 if HAS_CUDA:
     from ._native import DeviceArray
@@ -82,6 +106,23 @@ __all__ = [
     "set_export_stream_none",
     "set_ignore_streams",
     "total",
+    "Field",
+    "GtDataView",
+    "GtHook",
+    "Storage",
+    "SyncState",
+    "GTNoSuchBufferError",
+    "gt_data",
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "as_storage",
+    "storage",
 ] + (["DeviceArray"] if HAS_CUDA else [])
 
 

@@ -288,6 +288,10 @@ impl GtData {
             }
             let dims = optional(entry, "dims")?
                 .map(|v| {
+                    if let Ok(s) = v.extract::<String>() {
+                        // A str is a sequence of one-letter names ("IJK").
+                        return Ok(s.chars().map(String::from).collect());
+                    }
                     v.extract::<Vec<String>>().map_err(|_| {
                         PyTypeError::new_err(format!(
                             "{what}['dims'] = {} is not a sequence of str",

@@ -1,0 +1,178 @@
+"""GDP-3's __gt_data_interface__: exported by a derived class (``Field``) and by storages, and
+read back from any object (``gt_data``), falling back to the array interfaces."""
+
+import weakref
+
+import numpy as np
+import pytest
+
+import cai
+
+
+class Obj:
+    """An object with whatever attributes a test gives it."""
+
+    def __init__(self, **attrs):
+        for k, v in attrs.items():
+            setattr(self, k, v)
+
+
+def test_derived_class_exports_dims_halo_and_hooks():
+    f = cai.Field(3, 4, 5, halo=[(1, 1), (0, 0), (2, 1)])
+    gt = f.__gt_data_interface__
+    assert list(gt) == [None]  # host only
+    entry = gt[None]
+    assert entry["shape"] == (3, 4, 5) and entry["typestr"] == "<f8"
+    assert entry["strides"] is None and entry["version"] == 3
+    assert entry["dims"] == ("I", "J", "K")
+    assert entry["halo"] == ((1, 1), (0, 0), (2, 1))
+    entry["acquire"]()
+    entry["touch"]()
+    entry["release"]()
+    assert f.calls == ["acquire:None", "touch:None", "release:None"]
+    assert "acquire hook of the None buffer of Field" in repr(entry["acquire"])
+    # NumPy can use the entry directly: it is an __array_interface__
+    a = np.asarray(Obj(__array_interface__=entry))
+    a[0, 0, 0] = 2.0
+    assert f.sum() == 2.0
+    # a fresh dict every time
+    assert f.__gt_data_interface__ is not gt
+
+
+def test_hook_keeps_its_object_alive():
+    f = cai.Field(1, 1, 1)
+    r = weakref.ref(f)
+    hook = f.__gt_data_interface__[None]["acquire"]
+    del f
+    assert r() is not None
+    hook()
+    assert r().calls == ["acquire:None"]
+
+
+def test_storage_exports_gdp3_keys():
+    s = cai.zeros((4, 5), halo=(1, 0), dims="IK")
+    gt = s.__gt_data_interface__
+    assert set(gt) == {None}
+    e = gt[None]
+    assert e["dims"] == ("I", "K") and e["halo"] == ((1, 1), (0, 0))
+    assert e["data"] == s.__array_interface__["data"]
+    # GDP-3: acquire/touch point at device_to_host and set_host_modified
+    assert e["acquire"].__name__ == "device_to_host"
+    assert e["touch"].__name__ == "set_host_modified"
+    assert "release" not in e
+    e["acquire"]()
+    e["touch"]()
+
+
+def test_consumes_gt_interface_first():
+    f = cai.Field(2, 3, 4, halo=[(1, 1), (1, 1), (0, 0)])
+    d = cai.gt_data(f)
+    assert d.from_gt and d.gpu is None
+    assert d.host.shape == (2, 3, 4) and d.dims == ["I", "J", "K"]
+    assert d.halo == [(1, 1), (1, 1), (0, 0)]
+    d.acquire()
+    d.touch()
+    d.release()
+    d.acquire("gpu")  # no gpu entry: no action
+    assert f.calls == ["acquire:None", "touch:None", "release:None"]
+    with pytest.raises(ValueError, match="use None"):
+        d.acquire("cpu")
+
+
+def test_falls_back_to_array_interfaces():
+    a = np.arange(6.0).reshape(2, 3)
+    d = cai.gt_data(a)
+    assert not d.from_gt and d.dims is None and d.halo is None
+    assert d.host.shape == (2, 3) and d.gpu is None
+    d.acquire()  # no hooks: no action
+    dev = {"shape": (2, 3), "typestr": "<f8", "data": (0x7F0000000000, False),
+           "strides": None, "version": 3, "stream": None}
+    both = Obj(__array_interface__=a.__array_interface__, __cuda_array_interface__=dev, keep=a)
+    d = cai.gt_data(both, sync=False)
+    assert d.host is not None and d.gpu is not None and d.gpu.ptr == 0x7F0000000000
+    with pytest.raises(TypeError, match="exposes none of __gt_data_interface__"):
+        cai.gt_data(object())
+
+
+def test_gt_entries_may_omit_version_and_carry_extra_keys():
+    a = np.zeros((2, 2))
+    host = dict(a.__array_interface__)
+    host.pop("version")
+    host["something_else"] = 1
+    gpu = {"shape": (2, 2), "typestr": "<f8", "data": (0x7F0000000000, False), "strides": None}
+    calls = []
+    o = Obj(__gt_data_interface__={None: dict(host, acquire=lambda: calls.append("h")),
+                                   "gpu": dict(gpu, acquire=lambda: calls.append("g"), touch=None)},
+            keep=a)
+    d = cai.gt_data(o, sync=False)
+    assert d.host.version == 3 and d.gpu.version == 3
+    d.acquire()
+    d.acquire("gpu")
+    d.touch("gpu")  # None: no action
+    assert calls == ["h", "g"]
+
+
+def _gt(**entry_overrides):
+    a = np.zeros((2, 3))
+    entry = dict(a.__array_interface__, **entry_overrides)
+    return Obj(__gt_data_interface__={None: entry}, keep=a)
+
+
+@pytest.mark.parametrize(
+    "gt, exc, message",
+    [
+        (Obj(__gt_data_interface__=[1]), TypeError, "__gt_data_interface__ has type list, not dict"),
+        (Obj(__gt_data_interface__={}), ValueError, "has no buffer"),
+        (Obj(__gt_data_interface__={"cpu": {}}), ValueError, "key 'cpu' is not a device"),
+        (Obj(__gt_data_interface__={None: 5}), TypeError, r"__gt_data_interface__\[None\] has type int"),
+        (Obj(__gt_data_interface__={None: {"typestr": "<f8"}}), KeyError, "must contain 'shape'"),
+        (_gt(dims=("I",)), ValueError, "dims has 1 entries but the storage has 2"),
+        (_gt(dims=("I", "X")), ValueError, '"X" is not a dimension'),
+        (_gt(dims=5), TypeError, r"\['dims'\] = 5 is not a sequence of str"),
+        (_gt(halo=((0, 0),)), ValueError, "halo has 1 entries"),
+        (_gt(halo=((1, 1), (2, 2))), ValueError, r"halo = \(2, 2\) on dimension 1 needs 4 points but the dimension has 3"),
+        (_gt(halo=(1, 2)), TypeError, r"\['halo'\] = \(1, 2\) is not a sequence of \(start, end\) pairs"),
+        (_gt(acquire=5), TypeError, r"\['acquire'\] = 5 is not callable"),
+        (_gt(typestr="<f3"), TypeError, "typestr"),
+    ],
+)
+def test_malformed_gt_interfaces_raise(gt, exc, message):
+    with pytest.raises(exc, match=message):
+        cai.gt_data(gt)
+
+
+def test_entries_must_agree():
+    a = np.zeros((2, 3))
+    gpu = {"shape": (3, 2), "typestr": "<f8", "data": (0x7F0000000000, False), "strides": None,
+           "version": 3}
+    o = Obj(__gt_data_interface__={None: a.__array_interface__, "gpu": gpu}, keep=a)
+    with pytest.raises(ValueError, match="entries disagree: `shape` = \\[2, 3\\] on the host"):
+        cai.gt_data(o, sync=False)
+    gpu["shape"] = (2, 3)
+    o = Obj(__gt_data_interface__={None: dict(a.__array_interface__, dims="IJ"),
+                                   "gpu": dict(gpu, dims="JI")}, keep=a)
+    with pytest.raises(ValueError, match="disagree on `dims`"):
+        cai.gt_data(o, sync=False)
+
+
+def test_hook_errors_propagate():
+    def boom():
+        raise RuntimeError("no")
+
+    d = cai.gt_data(_gt(acquire=boom))
+    with pytest.raises(RuntimeError, match="no"):
+        d.acquire()
+
+
+def test_as_storage_takes_dims_and_halo_from_the_data():
+    f = cai.Field(3, 4, 5, halo=[(1, 1), (0, 0), (2, 1)])
+    s = cai.as_storage(f)
+    assert s.dims == ("I", "J", "K") and s.halo == ((1, 1), (0, 0), (2, 1))
+    s[1, 1, 1] = 4.0
+    assert f.sum() == 4.0  # no copy
+    assert cai.as_storage(f, halo=(0, 0, 0)).halo == ((0, 0),) * 3  # explicit first
+    z = cai.zeros_like(f)
+    assert z.halo == ((1, 1), (0, 0), (2, 1)) and z.shape == (3, 4, 5)
+    # a storage is itself a data-interface object
+    s2 = cai.as_storage(cai.zeros((2, 2), halo=(1, 0)))
+    assert s2.halo == ((1, 1), (0, 0))

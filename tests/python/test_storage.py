@@ -1,0 +1,425 @@
+"""GDP-3 storages on the host: creation functions and their keyword arguments, the lookup
+order, alignment, views, NumPy sharing, copies, bad arguments, and (without a GPU) device
+requests failing clearly. Property tests with hypothesis over dtypes, 1 to 4 dimensions,
+layouts, alignments and aligned indices."""
+
+import copy
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import cai
+
+DTYPES = ["f8", "f4", "i8", "i4", "i2", "u1", "?", "c16", "f2"]
+
+
+def item_address(s, index):
+    a = s.__array_interface__
+    return a["data"][0] + sum(i * st_ for i, st_ in zip(index, np.asarray(s).strides))
+
+
+# ---------------------------------------------------------------- creation
+
+
+def test_zeros_ones_full_empty_defaults():
+    z = cai.zeros((3, 4))
+    assert z.shape == (3, 4) and z.dtype == np.float64
+    assert z.halo == ((0, 0), (0, 0)) and z.dims == ("I", "J") and z.layout == (0, 1)
+    assert z.alignment_size == 1 and z.aligned_index == (0, 0) and z.device is None
+    assert not np.asarray(z).any()
+    assert (cai.ones((2, 3), dtype="i2").to_numpy() == 1).all()
+    assert cai.ones((2,), dtype="i2").dtype == np.int16
+    f = cai.full((2, 2), 2.5, dtype=np.float32)
+    assert f.dtype == np.float32 and (f.to_numpy() == 2.5).all()
+    e = cai.empty((5,), dtype="u1")
+    assert e.shape == (5,) and e.nbytes == 5
+    assert cai.zeros(7).shape == (7,)
+    assert cai.zeros(()).shape == () and cai.zeros(()).to_numpy()[()] == 0
+
+
+def test_full_converts_like_numpy():
+    assert cai.full((2,), 3.9, dtype="i4").to_numpy().tolist() == [3, 3]
+    assert cai.full((1,), 1 + 2j, dtype="c8").to_numpy()[0] == 1 + 2j
+    rec = np.dtype([("a", "<i4"), ("b", "<f8")])
+    r = cai.full((3,), (7, 1.5), dtype=rec)
+    assert r.dtype == rec and r.to_numpy()[2]["a"] == 7 and r.to_numpy()[1]["b"] == 1.5
+    with pytest.raises(ValueError, match="not a scalar"):
+        cai.full((2,), [1, 2])
+
+
+def test_numpy_shares_host_memory_both_ways():
+    s = cai.zeros((3, 4), halo=(1, 1))
+    a = np.asarray(s)
+    a[1, 2] = 5.0
+    assert s[1, 2] == 5.0
+    s[2, 3] = 7.0
+    assert a[2, 3] == 7.0
+    assert np.shares_memory(a, s.to_numpy())
+    assert bytes(s.data)[:8] == bytes(a.data)[:8]
+
+
+def test_layout_table_presets_and_dims():
+    for dims, expected in [("IJK", {"F": (2, 1, 0), "C": (0, 1, 2), "gtx86": (0, 1, 2)}),
+                           ("KJI", {"F": (2, 1, 0), "C": (0, 1, 2), "gtx86": (2, 1, 0)})]:
+        for preset, layout in expected.items():
+            s = cai.zeros((2, 3, 4), defaults=preset, dims=dims)
+            assert s.layout == layout, (dims, preset)
+            assert s.defaults == preset
+    # data dimensions: innermost for gtx86
+    s = cai.zeros((2, 3, 4, 5), defaults="gtx86", dims=["I", "J", "K", "0"])
+    assert s.strides[3] == 8 and s.layout == (0, 1, 2, 3)
+    # F strides
+    assert cai.zeros((2, 3), defaults="F").strides == (8, 16)
+
+
+def test_lookup_order_explicit_preset_data_fallback():
+    base = cai.zeros((4, 6), layout=(1, 0), halo=(1, 2), alignment_size=16)
+    like = cai.zeros_like(base)  # the data
+    assert (like.layout, like.halo, like.alignment_size) == ((1, 0), ((1, 1), (2, 2)), 16)
+    assert cai.zeros_like(base, defaults="C").layout == (0, 1)  # preset over data
+    assert cai.zeros_like(base, defaults="C", layout=(1, 0)).layout == (1, 0)  # explicit first
+    assert cai.zeros_like(base, dtype="i4").dtype == np.int32
+    assert cai.ones_like(base).to_numpy().all() and cai.empty_like(base).shape == (4, 6)
+    assert (cai.full_like(base, 3).to_numpy() == 3).all()
+    # _like of a plain NumPy array: its shape, dtype and stride order
+    f = np.asfortranarray(np.ones((3, 5), dtype="i8"))
+    assert cai.zeros_like(f).layout == (1, 0) and cai.zeros_like(f).dtype == np.int64
+
+
+@pytest.mark.parametrize("alignment", [8, 16, 32, 64, 256])
+def test_aligned_index_is_aligned_and_only_contiguous_dim_is_padded(alignment):
+    s = cai.zeros((3, 5, 7), alignment_size=alignment, aligned_index=(1, 2, 3))
+    assert item_address(s, (1, 2, 3)) % alignment == 0
+    per_block = max(alignment // 8, 1)
+    padded = -(-7 // per_block) * per_block
+    assert s.strides == (5 * padded * 8, padded * 8, 8)
+    # default aligned index: the halo's start
+    h = cai.zeros((6, 6), halo=(2, 1), alignment_size=alignment)
+    assert item_address(h, (2, 1)) % alignment == 0
+    assert h.domain_view.__array_interface__["data"][0] % alignment == 0
+
+
+def test_gtcuda_preset_without_gpu_fails_clearly():
+    with pytest.raises(RuntimeError, match='device="gpu" needs a CUDA device'):
+        cai.zeros((2, 2, 2), defaults="gtcuda")
+    # explicit device=None overrides the preset's device
+    s = cai.zeros((2, 3, 4), defaults="gtcuda", device=None)
+    assert s.layout == (2, 1, 0) and s.alignment_size == 32
+
+
+@pytest.mark.skipif(cai.HAS_CUDA, reason="CPU build: the CUDA build's errors are in test_cuda_build")
+@pytest.mark.parametrize("managed", [None, "gt4py", "cuda"])
+def test_device_and_managed_requests_fail_without_gpu(managed):
+    with pytest.raises(RuntimeError, match="no CUDA support"):
+        cai.zeros((4,), device="gpu", managed=managed)
+
+
+# ---------------------------------------------------------------- bad arguments
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, message",
+    [
+        ({"layout": (0, 0)}, ValueError, r"layout = \[0, 0\] is not a permutation of 0..2"),
+        ({"layout": (0, 1, 2)}, ValueError, "layout = .* is not a permutation"),
+        ({"halo": (3, 0)}, ValueError, r"halo = \(3, 3\) on dimension 0 needs 6 points but the dimension has 4"),
+        ({"halo": (1,)}, ValueError, "halo has 1 entries but the storage has 2 dimensions"),
+        ({"halo": ((1, 2, 3), 0)}, TypeError, "expected one int .* or \\(start, end\\) pair"),
+        ({"halo": (-1, 0)}, ValueError, "halo: -1 must be a non-negative int"),
+        ({"alignment_size": 12}, ValueError, "alignment_size = 12 is not a multiple of the item size 8"),
+        ({"alignment_size": 0}, ValueError, "alignment_size = 0: use 1 for no alignment"),
+        ({"aligned_index": (0, 9)}, ValueError, r"aligned_index = \[0, 9\] is outside the shape"),
+        ({"aligned_index": (0,)}, ValueError, "aligned_index has 1 entries"),
+        ({"defaults": "gtmc"}, ValueError, 'defaults = "gtmc" is not a preset'),
+        ({"device": "cpu"}, ValueError, 'device = "cpu": use None'),
+        ({"managed": "yes"}, ValueError, 'managed = "yes": use None, "gt4py"'),
+        ({"dims": "IX"}, ValueError, '"X" is not a dimension'),
+        ({"dims": "II"}, ValueError, '"I" appears twice'),
+        ({"dims": "IJK"}, ValueError, "dims has 3 entries but the storage has 2"),
+        ({"dims": 5}, TypeError, "dims = 5: expected a str"),
+        ({"bogus": 1}, TypeError, "zeros\\(\\) got an unexpected keyword argument 'bogus'"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(kwargs, exc, message):
+    with pytest.raises(exc, match=message):
+        cai.zeros((4, 5), **kwargs)
+
+
+def test_bad_shape_and_dtype():
+    with pytest.raises(ValueError, match="shape: -1 must be a non-negative int"):
+        cai.zeros((2, -1))
+    with pytest.raises(TypeError, match="shape"):
+        cai.zeros("ab")
+    with pytest.raises(TypeError, match="cannot be stored"):
+        cai.zeros((2,), dtype=object)
+    with pytest.raises(TypeError):
+        cai.zeros((2,), dtype="not a dtype")
+    with pytest.raises(ValueError, match="too large"):
+        cai.zeros((2**62, 2**62))
+    with pytest.raises(MemoryError):
+        cai.empty((2**40, 2**20), dtype="u1")
+
+
+# ---------------------------------------------------------------- views
+
+
+def test_basic_indexing_views_and_items():
+    s = cai.zeros((4, 5, 6), halo=((1, 1), (2, 0), (0, 3)))
+    a = np.asarray(s)
+    a[...] = np.arange(a.size).reshape(a.shape)
+    v = s[1:, :4]
+    assert isinstance(v, cai.Storage) and v.shape == (3, 4, 6)
+    assert v.halo == ((0, 1), (2, 0), (0, 3)) and v.dims == ("I", "J", "K")
+    assert np.shares_memory(np.asarray(v), a)
+    assert (np.asarray(v) == a[1:, :4]).all()
+    r = s[2]
+    assert r.shape == (5, 6) and r.dims == ("J", "K") and r.halo == ((2, 0), (0, 3))
+    assert s[1, -1, 2] == a[1, -1, 2]
+    assert s[..., 0].shape == (4, 5)
+    assert (np.asarray(s[::-1, ::2]) == a[::-1, ::2]).all()
+    assert s[::2].halo[0] == (0, 0)
+    # indices NumPy handles: arrays, None, booleans -> ndarrays
+    assert isinstance(s[[0, 1]], np.ndarray) and s[None].shape == (1, 4, 5, 6)
+    assert s[np.int64(1), np.int32(2), 3] == a[1, 2, 3]
+
+
+def test_out_of_range_and_bad_indices_raise():
+    s = cai.zeros((3, 4))
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
+        s[3]
+    with pytest.raises(IndexError, match="index -5 is out of bounds for axis 1 with size 4"):
+        s[0, -5]
+    with pytest.raises(IndexError, match="too many indices"):
+        s[0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        s[..., ...]
+    with pytest.raises(ValueError, match="slice step cannot be zero"):
+        s[::0]
+    with pytest.raises(IndexError):
+        s[3, 0] = 1.0
+    with pytest.raises(IndexError):
+        s[0, 4] = 1.0
+
+
+def test_domain_view_transpose_and_halo_setter():
+    s = cai.zeros((5, 6, 7), halo=(1, 2, (0, 3)))
+    d = s.domain_view
+    assert d.shape == (3, 2, 4) and d.halo == ((0, 0),) * 3
+    d[0, 0, 0] = 9
+    assert s[1, 2, 0] == 9
+    t = s.transpose()
+    assert t.shape == (7, 6, 5) and t.dims == ("K", "J", "I") and t.halo[0] == (0, 3)
+    assert s.transpose(1, 0, 2).shape == (6, 5, 7) == s.transpose((1, 0, 2)).shape
+    assert np.transpose(s).shape == (7, 6, 5)
+    assert s.T.shape == (7, 6, 5)
+    with pytest.raises(ValueError, match="don't match storage"):
+        s.transpose(0, 0, 1)
+    s.halo = (0, (1, 0), 2)
+    assert s.halo == ((0, 0), (1, 0), (2, 2)) and s.domain_view.shape == (5, 5, 3)
+    with pytest.raises(ValueError, match="needs 8 points"):
+        s.halo = (4, 0, 0)
+
+
+def test_copy_has_its_own_buffer_and_parameters():
+    s = cai.full((3, 4), 1.0, alignment_size=32, halo=(1, 0), dims="IK")
+    c = s.copy()
+    assert (c.halo, c.dims, c.alignment_size, c.layout) == (s.halo, s.dims, 32, s.layout)
+    c[0, 0] = 5
+    assert s[0, 0] == 1.0
+    assert not np.shares_memory(np.asarray(c), np.asarray(s))
+    assert copy.deepcopy(s)[1, 1] == 1.0 and copy.copy(s).shape == (3, 4)
+    t = s.transpose().copy()
+    assert t.shape == (4, 3) and (t.to_numpy() == 1).all()
+
+
+def test_setitem_from_storages_and_arrays():
+    s = cai.zeros((3, 3))
+    s[...] = cai.full((3, 3), 4.0)
+    assert (s.to_numpy() == 4).all()
+    s[0] = np.arange(3)
+    assert s.to_numpy()[0].tolist() == [0, 1, 2]
+    s[1:, 1:] = 9
+    assert s[2, 2] == 9
+
+
+# ---------------------------------------------------------------- wrapping and copying
+
+
+def test_as_storage_wraps_without_copy_and_keeps_owner_alive():
+    class Owner:
+        def __init__(self, a):
+            self.__array_interface__ = a.__array_interface__
+            self.keep = a
+
+    a = np.arange(12.0).reshape(3, 4)
+    o = Owner(a)
+    r = weakref.ref(o)
+    w = cai.as_storage(o, halo=(1, 0))
+    del o, a
+    assert r() is not None  # the storage holds its data's owner
+    assert w[2, 3] == 11.0 and w.halo == ((1, 1), (0, 0))
+    w[0, 0] = -1
+    assert r().keep[0, 0] == -1
+    del w
+    import gc
+
+    gc.collect()
+    assert r() is None
+
+
+def test_as_storage_reads_strides_and_checks_explicit_parameters():
+    f = np.asfortranarray(np.zeros((3, 4)))
+    w = cai.as_storage(f)
+    assert w.layout == (1, 0) and w.strides == f.strides
+    with pytest.raises(ValueError, match="does not match the buffer's strides"):
+        cai.as_storage(f, layout=(0, 1))
+    a = np.zeros(9)[1:]  # 8-byte aligned, not 64
+    if a.__array_interface__["data"][0] % 64:
+        with pytest.raises(ValueError, match="not aligned"):
+            cai.as_storage(a, alignment_size=64)
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    wr = cai.as_storage(ro)
+    assert wr.__array_interface__["data"][1] is True
+    with pytest.raises(ValueError):
+        wr[0] = 1
+    with pytest.raises(TypeError, match="needs data"):
+        cai.as_storage()
+    with pytest.raises(TypeError, match="exposes none of"):
+        cai.as_storage(object())
+
+
+def test_storage_copies_or_wraps():
+    a = np.arange(6, dtype="i4").reshape(2, 3)
+    s = cai.storage(a)
+    assert s.dtype == np.int32 and (s.to_numpy() == a).all()
+    assert not np.shares_memory(np.asarray(s), a)
+    assert cai.storage([[1, 2], [3, 4]], dtype="f4").to_numpy().tolist() == [[1, 2], [3, 4]]
+    n = cai.storage(a, copy=False)
+    assert np.shares_memory(np.asarray(n), a)
+    with pytest.raises(ValueError, match="cannot be changed without a copy"):
+        cai.storage(a, copy=False, dtype="f8")
+    s2 = cai.storage(cai.full((2, 2), 3.0, halo=(1, 0)))
+    assert s2.halo == ((1, 1), (0, 0)) and (s2.to_numpy() == 3).all()
+    with pytest.raises(TypeError, match="needs data"):
+        cai.storage()
+
+
+def test_storage_keeps_buffer_alive_for_numpy_views():
+    s = cai.full((1000,), 3.0)
+    a = np.asarray(s)
+    del s
+    import gc
+
+    gc.collect()
+    assert (a == 3.0).all()
+
+
+def test_host_storage_mirror_methods_are_no_ops():
+    s = cai.zeros((2,))
+    for m in (s.synchronize, s.set_host_modified, s.set_device_modified, s.set_synchronized):
+        m()
+    s.device_to_host(force=True)
+    s.host_to_device()
+    assert s.sync_state is None and s.managed is None
+    with pytest.raises(cai.GTNoSuchBufferError):
+        s.to_cupy()
+    assert s.device_data is None
+    assert not hasattr(s, "__cuda_array_interface__")
+
+
+def test_sync_state_class():
+    st_ = cai.SyncState(cai.SyncState.SYNC_HOST_DIRTY)
+    assert st_.state == 1 and "SYNC_HOST_DIRTY" in repr(st_)
+    assert (cai.SyncState.SYNC_CLEAN, cai.SyncState.SYNC_DEVICE_DIRTY) == (0, 2)
+    with pytest.raises(ValueError, match="state = 7"):
+        cai.SyncState(7)
+
+
+# ---------------------------------------------------------------- properties (hypothesis)
+
+
+@st.composite
+def storage_params(draw):
+    ndim = draw(st.integers(1, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 6), min_size=ndim, max_size=ndim)))
+    dtype = np.dtype(draw(st.sampled_from(DTYPES)))
+    layout = tuple(draw(st.permutations(range(ndim))))
+    alignment = draw(st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128]))
+    if alignment % dtype.itemsize and dtype.itemsize % alignment:
+        alignment = dtype.itemsize
+    aligned_index = tuple(draw(st.integers(0, n - 1)) for n in shape)
+    halo = tuple(draw(st.integers(0, n // 2)) for n in shape)
+    return shape, dtype, layout, alignment, aligned_index, halo
+
+
+@settings(max_examples=300, deadline=None)
+@given(storage_params())
+def test_property_view_inside_buffer_aligned_corners_writable(params):
+    shape, dtype, layout, alignment, aligned_index, halo = params
+    s = cai.zeros(shape, dtype=dtype, layout=layout, alignment_size=alignment,
+                  aligned_index=aligned_index, halo=halo)
+    a = np.asarray(s)
+    assert a.shape == shape and a.dtype == dtype
+    # the stride order follows the layout: larger layout entry, smaller stride
+    order = sorted(range(len(shape)), key=lambda d: layout[d])
+    strides = [s.strides[d] for d in order]
+    assert strides == sorted(strides, reverse=True)
+    assert s.strides[order[-1]] == dtype.itemsize
+    # the aligned element is aligned
+    assert item_address(s, aligned_index) % alignment == 0
+    # writes at every corner succeed, and are seen through NumPy
+    corners = [tuple((n - 1) * bit for n, bit in zip(shape, bits))
+               for bits in np.ndindex(*(2,) * len(shape))]
+    for k, c in enumerate(corners):
+        value = np.array(k % 2 + 1).astype(dtype)
+        s[c] = value
+        assert a[c] == value
+    # out-of-range indexing raises IndexError
+    for axis, n in enumerate(shape):
+        idx = [0] * len(shape)
+        idx[axis] = n
+        with pytest.raises(IndexError):
+            s[tuple(idx)]
+        idx[axis] = -n - 1
+        with pytest.raises(IndexError):
+            s[tuple(idx)] = 0
+    # the domain view lies inside and starts at the halo
+    d = s.domain_view
+    assert d.shape == tuple(n - 2 * h for n, h in zip(shape, halo))
+    if d.size:
+        assert d.__array_interface__["data"][0] == item_address(s, halo)
+
+
+@settings(max_examples=200, deadline=None)
+@given(storage_params(), st.data())
+def test_property_slices_match_numpy(params, data):
+    shape, dtype, layout, alignment, aligned_index, halo = params
+    s = cai.empty(shape, dtype=dtype, layout=layout, alignment_size=alignment,
+                  aligned_index=aligned_index)
+    a = np.asarray(s)
+    a[...] = np.arange(a.size).reshape(shape).astype(dtype)
+    key = tuple(
+        data.draw(st.one_of(
+            st.integers(-n, n - 1),
+            st.builds(slice, st.none() | st.integers(-n - 2, n + 2),
+                      st.none() | st.integers(-n - 2, n + 2),
+                      st.none() | st.integers(-3, 3).filter(bool)),
+        ))
+        for n in shape[: data.draw(st.integers(0, len(shape)))]
+    )
+    got = s[key]
+    want = a[key]
+    if isinstance(got, cai.Storage):
+        assert got.shape == want.shape
+        # strides of dimensions with one item carry no information (NumPy normalizes them)
+        assert [st_ for st_, n in zip(got.strides, got.shape) if n > 1] == [
+            st_ for st_, n in zip(want.strides, want.shape) if n > 1
+        ]
+        assert (np.asarray(got) == want).all()
+        if want.size:
+            assert np.shares_memory(np.asarray(got), a)
+    else:
+        assert got == want
