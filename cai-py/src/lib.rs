@@ -4,12 +4,12 @@
 use cai_runtime::python::{
     self as cpy, ForeignArray, GtData, HookKind, HostArrayView as HostImport, Plain, Violation,
 };
+use cai_runtime::storage::GtDevice;
+use cai_runtime::storage::gt::HookError;
 use cai_runtime::{
     ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Device, Element,
     Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
 };
-use cai_runtime::storage::GtDevice;
-use cai_runtime::storage::gt::HookError;
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
@@ -743,7 +743,9 @@ impl Field {
             .checked_mul(nj)
             .and_then(|n| n.checked_mul(nk))
             .filter(|&n| n <= isize::MAX as usize / 8)
-            .ok_or_else(|| PyValueError::new_err(format!("shape ({ni}, {nj}, {nk}) is too large")))?;
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("shape ({ni}, {nj}, {nk}) is too large"))
+            })?;
         Ok(Field {
             values: vec![0.0; n],
             ni,
@@ -845,7 +847,11 @@ fn gt_data(py: Python<'_>, obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<GtDat
         ..Default::default()
     };
     let mut inner = GtData::from_object(obj, &options)?;
-    let host = inner.host.take().map(|h| new_host_view(py, h)).transpose()?;
+    let host = inner
+        .host
+        .take()
+        .map(|h| new_host_view(py, h))
+        .transpose()?;
     let gpu = inner.gpu.take().map(|g| new_cuda_view(py, g)).transpose()?;
     Ok(GtDataView { inner, host, gpu })
 }

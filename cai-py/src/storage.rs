@@ -65,17 +65,19 @@ struct Dtype {
 
 /// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
 fn dtype_of(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Dtype> {
-    static F64: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let np = numpy(py)?;
-    let dt = match value {
-        None => F64
-            .get_or_try_init(py, || {
-                Ok::<_, PyErr>(np.getattr("dtype")?.call1(("float64",))?.unbind())
-            })?
-            .bind(py)
-            .clone(),
-        Some(v) => np.getattr("dtype")?.call1((v,))?,
+    static F64: PyOnceLock<(ElementType, Py<PyAny>)> = PyOnceLock::new();
+    let Some(v) = value else {
+        // The default, float64, resolved once.
+        let (element, numpy) = F64.get_or_try_init(py, || {
+            let d = dtype_of(py, Some(PyString::new(py, "float64").as_any()))?;
+            Ok::<_, PyErr>((d.element, d.numpy))
+        })?;
+        return Ok(Dtype {
+            element: element.clone(),
+            numpy: numpy.clone_ref(py),
+        });
     };
+    let dt = numpy(py)?.getattr("dtype")?.call1((v,))?;
     let typestr: String = dt.getattr("str")?.extract()?;
     let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
     let descr = if dt.getattr("fields")?.is_none() {
@@ -109,6 +111,11 @@ fn dtype_from_typestr(
 }
 
 fn nonneg(key: &str, v: &Bound<'_, PyAny>) -> PyResult<usize> {
+    // i64 first: the abi3 build has no fast path for wider ints.
+    if let Ok(n) = v.extract::<i64>() {
+        return usize::try_from(n)
+            .map_err(|_| PyValueError::new_err(format!("{key}: {n} must be a non-negative int")));
+    }
     let n: i128 = v
         .extract()
         .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not an int", repr(v))))?;
@@ -118,8 +125,15 @@ fn nonneg(key: &str, v: &Bound<'_, PyAny>) -> PyResult<usize> {
 
 /// An int or an object with `__index__` (NumPy integers), not a bool-like sequence.
 fn is_int(v: &Bound<'_, PyAny>) -> bool {
-    v.is_instance_of::<pyo3::types::PyInt>()
-        || (v.hasattr("__index__").unwrap_or(false) && !v.hasattr("__len__").unwrap_or(true))
+    if v.is_instance_of::<pyo3::types::PyInt>() {
+        return true;
+    }
+    if v.is_instance_of::<PyTuple>() || v.is_instance_of::<pyo3::types::PyList>() {
+        return false;
+    }
+    let py = v.py();
+    v.hasattr(pyo3::intern!(py, "__index__")).unwrap_or(false)
+        && !v.hasattr(pyo3::intern!(py, "__len__")).unwrap_or(true)
 }
 
 fn repr(v: &Bound<'_, PyAny>) -> String {
@@ -440,7 +454,7 @@ fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
         if k.is_instance_of::<pyo3::types::PyBool>() {
             return Ok(None);
         }
-        if k.hasattr("__index__")? && !k.hasattr("__len__")? {
+        if is_int(k) {
             return Ok(Some(IndexItem::Int(
                 k.call_method0("__index__")?.extract()?,
             )));

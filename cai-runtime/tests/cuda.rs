@@ -11,6 +11,9 @@ use std::sync::Arc;
 use cai_runtime::cuda::{self, ExportStream, PendingStreams};
 use cai_runtime::layout::Extent;
 use cai_runtime::pointer::{MemoryType, PointerError};
+use cai_runtime::storage::{
+    ElementType, Init, Managed, Storage, StorageDevice, StorageError, StorageParams, SyncStatus,
+};
 use cai_runtime::sync::{ImportOptions, NoSyncReason, SyncMode, SyncPlan};
 use cai_runtime::{CudaArrayInterface, DescriptorError, Stream, StreamError};
 use cust::context::Context;
@@ -101,6 +104,122 @@ fn without_a_driver_every_call_is_a_typed_error() {
     );
     // Still pending: nothing was lost.
     assert_eq!(pending.pending(), [Stream::LegacyDefault]);
+
+    // Device storages: a clear "no device" error for every managed mode.
+    for managed in [Managed::None, Managed::Gt4Py, Managed::Cuda] {
+        let e = gpu_storage(&[4], managed, Init::Zeros).unwrap_err();
+        assert!(matches!(e, StorageError::NoGpu(_)), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("device=\"gpu\" needs a CUDA device: cuInit failed")
+        );
+    }
+}
+
+fn f64s() -> ElementType {
+    ElementType::new(cai_runtime::TypeStr::parse("<f8").unwrap(), None).unwrap()
+}
+
+fn gpu_storage(shape: &[usize], managed: Managed, init: Init) -> Result<Storage, StorageError> {
+    let params = StorageParams {
+        device: Some(StorageDevice::Gpu),
+        managed: Some(managed),
+        alignment_size: Some(64),
+        halo: Some(vec![(1, 1); shape.len()]),
+        ..Default::default()
+    }
+    .resolve(shape, &StorageParams::default())
+    .unwrap();
+    cuda::storage::allocate(shape, f64s(), &params, init)
+}
+
+/// The view's items on the device, in C order.
+fn device_items(s: &Storage) -> Vec<f64> {
+    let layout = s.geometry().layout.clone();
+    let bytes = cuda::gather_to_host(s.device_ptr().unwrap(), &layout, Stream::LegacyDefault)
+        .expect("gather");
+    bytes
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn host_items(s: &Storage) -> Vec<f64> {
+    let base = s.host_ptr().unwrap();
+    s.geometry()
+        .layout
+        .item_offsets()
+        // SAFETY: item offsets of a live storage's view lie inside its host buffer.
+        .map(|o| unsafe { ((base as i64 + o as i64) as *const f64).read_unaligned() })
+        .collect()
+}
+
+#[test]
+fn mirrored_storages_copy_only_when_the_other_side_changed() {
+    let Some(_ctx) = gpu("mirrored_storages_copy_only_when_the_other_side_changed") else {
+        return;
+    };
+    let s = gpu_storage(
+        &[3, 5],
+        Managed::Gt4Py,
+        Init::Fill(1.5f64.to_le_bytes().to_vec()),
+    )
+    .expect("allocate");
+    // The aligned item (the halo's start) is aligned on the device.
+    let dom = s.domain_view();
+    assert_eq!(dom.device_ptr().unwrap() % 64, 0);
+    assert_eq!(s.sync_status(), Some(SyncStatus::Clean));
+    assert_eq!(device_items(&s), vec![1.5; 15]);
+    // Host write, marked: the next device read copies it.
+    dom.fill_host(&2.0f64.to_le_bytes()).unwrap();
+    s.sync_state().unwrap().set_host_modified();
+    assert!(cuda::storage::host_to_device(&s, false).unwrap());
+    assert!(
+        !cuda::storage::host_to_device(&s, false).unwrap(),
+        "clean: no second copy"
+    );
+    let dev = device_items(&s);
+    assert_eq!(dev.iter().filter(|&&x| x == 2.0).count(), 3);
+    // Device write, marked: the next host read copies it.
+    let b = s.buffers();
+    let d = b.device.as_ref().unwrap();
+    // SAFETY: the storage's own device buffer, alive while `s` is.
+    unsafe { cuda::memset_async(d.buffer.ptr, 0, b.span, Stream::LegacyDefault).unwrap() };
+    s.sync_state().unwrap().set_device_modified();
+    assert!(cuda::storage::device_to_host(&s, false).unwrap());
+    assert_eq!(host_items(&s), vec![0.0; 15]);
+    // A copy has its own buffers and its own state.
+    let c = cuda::storage::copy(&s).unwrap();
+    assert!(!c.sync_state().unwrap().same_as(s.sync_state().unwrap()));
+    assert_ne!(c.device_ptr(), s.device_ptr());
+    assert_eq!(device_items(&c), vec![0.0; 15]);
+}
+
+#[test]
+fn unified_and_device_only_storages() {
+    let Some(_ctx) = gpu("unified_and_device_only_storages") else {
+        return;
+    };
+    let u = gpu_storage(&[4, 4], Managed::Cuda, Init::Zeros).expect("unified");
+    assert_eq!(u.host_ptr(), u.device_ptr(), "one address for both");
+    u.fill_host(&3.0f64.to_le_bytes()).unwrap();
+    cuda::storage::synchronize(&u).unwrap();
+    assert_eq!(device_items(&u), vec![3.0; 16]);
+    let d = gpu_storage(
+        &[2, 3],
+        Managed::None,
+        Init::Fill(7.0f64.to_le_bytes().to_vec()),
+    )
+    .expect("device only");
+    assert!(!d.has_host() && d.sync_state().is_none());
+    assert_eq!(device_items(&d), vec![7.0; 6]);
+    let view = d.transpose(None).unwrap();
+    let c = cuda::storage::copy(&view).unwrap();
+    assert_eq!(c.shape(), [3, 2]);
+    assert_eq!(device_items(&c), vec![7.0; 6]);
+    let desc = d.device_descriptor().unwrap().unwrap();
+    assert_eq!(desc.shape, [2, 3]);
+    assert!(d.host_descriptor().is_none());
 }
 
 #[test]

@@ -66,3 +66,25 @@ def test_with_a_driver_library_but_no_device_calls_raise(site):
     assert lines[2].startswith("RuntimeError cuInit failed: CUDA_ERROR_")
     assert lines[3].startswith("RuntimeError cuInit failed: CUDA_ERROR_")
     assert lines[4] == "none: sync=False"
+
+
+def test_device_storages_without_a_device_fail_clearly(site):
+    dirs = libcuda_dirs()
+    if not dirs:
+        pytest.skip("no libcuda on LD_LIBRARY_PATH")
+    code = (
+        "import cai\n"
+        "for managed in (None, 'gt4py', 'cuda'):\n"
+        "    try:\n"
+        "        cai.zeros((4, 4), device='gpu', managed=managed)\n"
+        "    except RuntimeError as e:\n"
+        "        print('RuntimeError', str(e)[:60])\n"
+        "s = cai.zeros((2, 2))\n"
+        "s.synchronize(); s.host_to_device(force=True)\n"
+        "print(s.managed, s.device, hasattr(s, '__cuda_array_interface__'))\n"
+    )
+    out = run(site, code, ld_library_path=":".join(dirs))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:3] == ['RuntimeError device="gpu" needs a CUDA device: cuInit failed: CUDA_ERROR_'] * 3, lines
+    assert lines[3] == "None None False"

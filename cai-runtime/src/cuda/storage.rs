@@ -42,7 +42,8 @@ fn driver(e: DriverError) -> StorageError {
 }
 
 fn alloc(len: usize, managed: bool) -> Result<Allocation, StorageError> {
-    ensure_context(0).map_err(driver)?;
+    // No usable driver or device at all: say so, whatever the code.
+    ensure_context(0).map_err(|e| StorageError::NoGpu(e.to_string()))?;
     let mut ptr = 0;
     // SAFETY: `ptr` is a valid out-pointer; a context is current (above). 1 is
     // CU_MEM_ATTACH_GLOBAL.

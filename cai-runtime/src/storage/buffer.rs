@@ -74,6 +74,7 @@ impl HostBuffer {
             }
         };
         let ptr = NonNull::new(raw).ok_or(AllocError(len))?;
+        hugepages(ptr, len);
         Ok(HostBuffer {
             ptr,
             len,
@@ -155,6 +156,30 @@ impl Drop for HostBuffer {
         }
     }
 }
+
+/// Asks the kernel for transparent huge pages on large buffers, as NumPy does for arrays of
+/// 4 MiB and more: far fewer page faults when the memory is first touched.
+#[cfg(target_os = "linux")]
+fn hugepages(ptr: NonNull<u8>, len: usize) {
+    const HUGE: usize = 1 << 22;
+    const PAGE: usize = 4096;
+    if len < HUGE {
+        return;
+    }
+    let start = (ptr.as_ptr() as usize).next_multiple_of(PAGE);
+    let end = (ptr.as_ptr() as usize + len) & !(PAGE - 1);
+    if end > start {
+        // SAFETY: [start, end) is page-aligned and lies inside the allocation just made;
+        // MADV_HUGEPAGE is advice that changes no contents, and a failure (no THP support) is
+        // harmless, so its result is ignored.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn hugepages(_: NonNull<u8>, _: usize) {}
 
 #[cfg(test)]
 mod tests {

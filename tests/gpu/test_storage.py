@@ -1,0 +1,88 @@
+"""GDP-3 device storages on a GPU: CuPy reads them zero-copy; the gt4py mirror copies only when
+the other side changed; unified memory ("cuda") is one address for both; wrapping CuPy arrays;
+the data interface with both entries."""
+
+import numpy as np
+import pytest
+
+import cai
+
+
+def test_cupy_reads_device_storage_zero_copy(cp):
+    s = cai.full((4, 6), 2.0, device="gpu", managed=None, alignment_size=64, halo=(1, 0))
+    assert s.device == "gpu" and s.managed is None and not hasattr(s, "__array_interface__")
+    x = cp.asarray(s)
+    assert x.data.ptr == s.__cuda_array_interface__["data"][0]
+    assert float(x.sum()) == 48.0
+    x[1, 2] = 5.0  # a write through CuPy is seen by the storage
+    assert float(s.to_cupy()[1, 2]) == 5.0
+    assert s.domain_view.__cuda_array_interface__["data"][0] % 64 == 0
+    with pytest.raises(cai.GTNoSuchBufferError):
+        s.to_numpy()
+    c = s.copy()
+    assert c.__cuda_array_interface__["data"][0] != x.data.ptr
+    assert float(cp.asarray(c)[1, 2]) == 5.0
+
+
+def test_gt4py_mirror_copies_when_the_other_side_changed(cp):
+    s = cai.zeros((3, 5), device="gpu")  # managed defaults to "gt4py"
+    assert s.managed == "gt4py" and s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    s.to_numpy()[...] = 4.0
+    s.set_host_modified()
+    assert s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
+    x = cp.asarray(s)  # reading the device side copies the host first
+    assert float(x.sum()) == 60.0 and s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    x[...] = 1.0
+    s.set_device_modified()
+    assert float(s.to_numpy().sum()) == 15.0  # reading the host copies the device first
+    # __setitem__: a GPU value writes on the device, a host value on the host
+    s[0, 0] = cp.asarray(9.0)
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    assert s.to_numpy()[0, 0] == 9.0
+    s[0, 1] = 8.0
+    assert s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
+    assert float(cp.asarray(s)[0, 1]) == 8.0
+    # views share the state
+    v = s[1:]
+    v.set_device_modified()
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    s.synchronize()
+    assert s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    # a copy has its own state
+    c = s.copy()
+    c.set_host_modified()
+    assert s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    gt = s.__gt_data_interface__
+    assert set(gt) == {None, "gpu"}
+    assert gt["gpu"]["acquire"].__name__ == "host_to_device"
+    assert gt["gpu"]["touch"].__name__ == "set_device_modified"
+
+
+def test_cuda_managed_storage_is_one_address(cp):
+    s = cai.ones((8,), device="gpu", managed="cuda")
+    host = s.__array_interface__["data"][0]
+    dev = s.__cuda_array_interface__["data"][0]
+    assert host == dev
+    x = cp.asarray(s)
+    x *= 3
+    cp.cuda.Device().synchronize()
+    assert (s.to_numpy() == 3).all()
+
+
+def test_wrap_cupy_and_numpy_as_a_mirrored_pair(cp):
+    host = np.arange(6.0).reshape(2, 3)
+    dev = cp.asarray(host)
+    s = cai.as_storage(host, dev, sync_state=cai.SyncState(cai.SyncState.SYNC_HOST_DIRTY))
+    assert s.managed == "gt4py" and s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
+    host[0, 0] = 42.0
+    assert float(cp.asarray(s)[0, 0]) == 42.0  # the host side was newest: copied
+    d = cai.gt_data(s)
+    assert d.host is not None and d.gpu is not None
+
+
+def test_storage_from_cupy_makes_a_device_storage(cp):
+    x = cp.arange(12, dtype=cp.float32).reshape(3, 4)
+    s = cai.storage(x, managed=None)
+    assert s.device == "gpu" and s.dtype == np.float32
+    assert cp.asarray(s).data.ptr != x.data.ptr
+    assert bool((cp.asarray(s) == x).all())
