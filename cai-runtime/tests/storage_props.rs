@@ -91,3 +91,87 @@ proptest! {
         }
     }
 }
+
+mod allocated {
+    //! The same properties on real host storages: allocated, aligned at their actual
+    //! address, corners written through item offsets, out-of-range indices refused.
+
+    use cai_runtime::TypeStr;
+    use cai_runtime::storage::{ElementType, IndexItem, Init, Selected, Storage, StorageParams};
+    use proptest::prelude::*;
+
+    fn case() -> impl Strategy<Value = (Vec<usize>, &'static str, Vec<usize>, usize, Vec<usize>)> {
+        (
+            1usize..=4,
+            prop::sample::select(vec!["<f8", "<f4", "<i2", "|u1", "<c16"]),
+        )
+            .prop_flat_map(|(ndim, dtype)| {
+                let shape = prop::collection::vec(1usize..7, ndim);
+                let layout = Just((0..ndim).collect::<Vec<_>>()).prop_shuffle();
+                let alignment = prop::sample::select(vec![1usize, 16, 32, 64, 128]);
+                (shape, Just(dtype), layout, alignment)
+            })
+            .prop_flat_map(|(shape, dtype, layout, alignment)| {
+                let index: Vec<_> = shape.iter().map(|&s| 0..s).collect();
+                (
+                    Just(shape),
+                    Just(dtype),
+                    Just(layout),
+                    Just(alignment),
+                    index,
+                )
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn storages_are_aligned_and_corners_writable(
+            (shape, dtype, layout, alignment, aligned_index) in case()
+        ) {
+            let typestr = TypeStr::parse(dtype).unwrap();
+            let itemsize = typestr.itemsize();
+            let alignment = if alignment % itemsize == 0 || itemsize % alignment == 0 { alignment } else { itemsize };
+            let element = ElementType::new(typestr, None).unwrap();
+            let params = StorageParams {
+                layout: Some(layout),
+                alignment_size: Some(alignment),
+                aligned_index: Some(aligned_index.clone()),
+                ..Default::default()
+            }
+            .resolve(&shape, &StorageParams::default())
+            .unwrap();
+            let s = Storage::allocate_host(&shape, element, &params, Init::Zeros).unwrap();
+            let b = s.buffers().host.as_ref().unwrap();
+            let (start, end) = (b.buffer.addr() as u64, b.buffer.addr() as u64 + b.buffer.len() as u64);
+            let key: Vec<IndexItem> = aligned_index.iter().map(|&i| IndexItem::Int(i as isize)).collect();
+            let Selected::Item(off) = s.select(&key).unwrap() else { panic!("an item") };
+            prop_assert_eq!(s.item_host_ptr(off).unwrap() % alignment as u64, 0);
+            // Every corner lies inside the buffer and can be written.
+            for corner in 0..(1u32 << shape.len()) {
+                let key: Vec<IndexItem> = shape
+                    .iter()
+                    .enumerate()
+                    .map(|(d, &n)| IndexItem::Int(if corner >> d & 1 == 1 { n as isize - 1 } else { 0 }))
+                    .collect();
+                let Selected::Item(off) = s.select(&key).unwrap() else { panic!("an item") };
+                let p = s.item_host_ptr(off).unwrap();
+                prop_assert!(p >= start && p + itemsize as u64 <= end);
+                // SAFETY: inside the storage's own live buffer (checked just above).
+                unsafe { std::ptr::write_bytes(p as *mut u8, 0xAB, itemsize) };
+            }
+            // Out of range on any axis, either end, is refused.
+            for (d, &n) in shape.iter().enumerate() {
+                for bad in [n as isize, -(n as isize) - 1] {
+                    let mut key = vec![IndexItem::Int(0); shape.len()];
+                    key[d] = IndexItem::Int(bad);
+                    prop_assert!(s.select(&key).unwrap_err().is_index_error());
+                }
+            }
+            // The domain view and the host descriptor stay inside too.
+            let d = s.host_descriptor().unwrap().unwrap();
+            prop_assert_eq!(d.shape, shape);
+        }
+    }
+}
