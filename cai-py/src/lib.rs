@@ -814,8 +814,8 @@ impl GtDataView {
     }
 
     /// Whether `__gt_data_interface__` was read (False: the array-interface fallback).
-    #[getter]
-    fn from_gt(&self) -> bool {
+    #[getter(from_gt)]
+    fn read_through_gt(&self) -> bool {
         self.inner.from_gt
     }
 

@@ -206,15 +206,10 @@ fn opt_str(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
 
 /// The common keyword arguments (GDP-3's "optional keyword-only parameters"); each `None`
 /// when not given. `managed=None` given explicitly is `Some(Managed::None)`.
-fn read_kwargs(
-    func: &str,
-    kwargs: Option<&Bound<'_, PyDict>>,
-    extra: &[&str],
-) -> PyResult<(StorageParams, Vec<(String, Py<PyAny>)>)> {
+fn read_kwargs(func: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<StorageParams> {
     let mut p = StorageParams::default();
-    let mut rest = Vec::new();
     let Some(kwargs) = kwargs else {
-        return Ok((p, rest));
+        return Ok(p);
     };
     for (k, v) in kwargs.iter() {
         let key: String = k.extract()?;
@@ -241,7 +236,6 @@ fn read_kwargs(
                 p.managed = Some(Managed::parse(opt_str("managed", &v)?.as_deref()).map_err(err)?);
             }
             "aligned_index" | "alignment_size" | "dims" | "halo" | "layout" => {}
-            k if extra.contains(&k) => rest.push((key, v.unbind())),
             _ => {
                 return Err(PyTypeError::new_err(format!(
                     "{func}() got an unexpected keyword argument '{key}'"
@@ -249,7 +243,7 @@ fn read_kwargs(
             }
         }
     }
-    Ok((p, rest))
+    Ok(p)
 }
 
 fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
@@ -956,7 +950,7 @@ pub fn empty(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let (p, _) = read_kwargs("empty", kwargs, &[])?;
+    let p = read_kwargs("empty", kwargs)?;
     create(
         py,
         &shape_arg(shape)?,
@@ -976,7 +970,7 @@ pub fn zeros(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let (p, _) = read_kwargs("zeros", kwargs, &[])?;
+    let p = read_kwargs("zeros", kwargs)?;
     create(
         py,
         &shape_arg(shape)?,
@@ -996,7 +990,7 @@ pub fn ones(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let (p, _) = read_kwargs("ones", kwargs, &[])?;
+    let p = read_kwargs("ones", kwargs)?;
     let dtype = dtype_of(py, dtype)?;
     let init = Init::Fill(one(py, &dtype)?);
     create(
@@ -1019,7 +1013,7 @@ pub fn full(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let (p, _) = read_kwargs("full", kwargs, &[])?;
+    let p = read_kwargs("full", kwargs)?;
     let dtype = dtype_of(py, dtype)?;
     let init = Init::Fill(item_bytes(py, &dtype, fill_value)?);
     create(
@@ -1106,7 +1100,7 @@ macro_rules! like {
             dtype: Option<&Bound<'_, PyAny>>,
             kwargs: Option<&Bound<'_, PyDict>>,
         ) -> PyResult<Py<PyStorage>> {
-            let (p, _) = read_kwargs(stringify!($name), kwargs, &[])?;
+            let p = read_kwargs(stringify!($name), kwargs)?;
             let (shape, data_dtype, data_params) = template($py, data)?;
             let $dtype = match dtype {
                 Some(d) => dtype_of($py, Some(d))?,
@@ -1144,7 +1138,7 @@ pub fn full_like(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let (p, _) = read_kwargs("full_like", kwargs, &[])?;
+    let p = read_kwargs("full_like", kwargs)?;
     let (shape, data_dtype, data_params) = template(py, data)?;
     let dtype = match dtype {
         Some(d) => dtype_of(py, Some(d))?,
@@ -1165,7 +1159,7 @@ pub fn as_storage(
     sync_state: Option<&Bound<'_, PySyncState>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let (p, _) = read_kwargs("as_storage", kwargs, &[])?;
+    let p = read_kwargs("as_storage", kwargs)?;
     wrap(py, data, device_data, sync_state, &p)
 }
 
@@ -1353,7 +1347,7 @@ pub fn storage(
     sync_state: Option<&Bound<'_, PySyncState>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let (p, _) = read_kwargs("storage", kwargs, &[])?;
+    let p = read_kwargs("storage", kwargs)?;
     if !copy {
         if dtype.is_some() {
             return Err(PyValueError::new_err(

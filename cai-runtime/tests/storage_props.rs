@@ -132,7 +132,7 @@ mod allocated {
         ) {
             let typestr = TypeStr::parse(dtype).unwrap();
             let itemsize = typestr.itemsize();
-            let alignment = if alignment % itemsize == 0 || itemsize % alignment == 0 { alignment } else { itemsize };
+            let alignment = if alignment.is_multiple_of(itemsize) || itemsize.is_multiple_of(alignment) { alignment } else { itemsize };
             let element = ElementType::new(typestr, None).unwrap();
             let params = StorageParams {
                 layout: Some(layout),
