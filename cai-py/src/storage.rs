@@ -7,7 +7,7 @@
 use cai_runtime::TypeStr;
 use cai_runtime::python::parse::parse_descr;
 use cai_runtime::python::{self as cpy, GtData, HookKind};
-use cai_runtime::storage::array::AllocInfo;
+use cai_runtime::storage::array::{AllocInfo, stride_order};
 use cai_runtime::storage::gt::GtDataDescriptor;
 use cai_runtime::storage::{
     Buffers, DeviceBufferHandle, ElementType, GtDevice, HostBuffer, IndexItem, Init, Managed,
@@ -1076,17 +1076,6 @@ fn template(
 /// Import options for wrapping: the producer's stream is waited for (as any import).
 fn no_sync() -> ImportOptions {
     ImportOptions::default()
-}
-
-/// The `layout` parameter of byte strides: 0 for the largest |stride|, ties by axis.
-fn stride_order(strides: &[isize]) -> Vec<usize> {
-    let mut axes: Vec<usize> = (0..strides.len()).collect();
-    axes.sort_by_key(|&a| (std::cmp::Reverse(strides[a].unsigned_abs()), a));
-    let mut layout = vec![0; strides.len()];
-    for (rank, &a) in axes.iter().enumerate() {
-        layout[a] = rank;
-    }
-    layout
 }
 
 macro_rules! like {

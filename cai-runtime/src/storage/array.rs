@@ -309,14 +309,7 @@ impl Storage {
 
     /// The stride order as a `layout` parameter: 0 for the largest stride, ties by axis.
     pub fn layout_order(&self) -> Vec<usize> {
-        let s = self.strides();
-        let mut axes: Vec<usize> = (0..s.len()).collect();
-        axes.sort_by_key(|&a| (std::cmp::Reverse(s[a].unsigned_abs()), a));
-        let mut layout = vec![0; s.len()];
-        for (rank, &a) in axes.iter().enumerate() {
-            layout[a] = rank;
-        }
-        layout
+        stride_order(self.strides())
     }
 
     /// Whether the storage has a host buffer.
@@ -543,6 +536,17 @@ impl Storage {
     pub fn sync_status(&self) -> Option<SyncStatus> {
         self.buffers.sync.as_ref().map(SyncState::status)
     }
+}
+
+/// The `layout` parameter that byte strides follow: 0 for the largest |stride|, ties by axis.
+pub fn stride_order(strides: &[isize]) -> Vec<usize> {
+    let mut axes: Vec<usize> = (0..strides.len()).collect();
+    axes.sort_by_key(|&a| (std::cmp::Reverse(strides[a].unsigned_abs()), a));
+    let mut layout = vec![0; strides.len()];
+    for (rank, &a) in axes.iter().enumerate() {
+        layout[a] = rank;
+    }
+    layout
 }
 
 /// What `Storage::select` gives.
