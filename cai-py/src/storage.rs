@@ -941,6 +941,41 @@ fn one(py: Python<'_>, dtype: &Dtype) -> PyResult<Vec<u8>> {
         .extract()
 }
 
+/// The shape-based creators: arguments read, dtype resolved, then `init` for it.
+fn from_shape(
+    py: Python<'_>,
+    func: &str,
+    shape: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+    init: impl FnOnce(&Dtype) -> PyResult<Init>,
+) -> PyResult<Py<PyStorage>> {
+    let p = read_kwargs(func, kwargs)?;
+    let dtype = dtype_of(py, dtype)?;
+    let init = init(&dtype)?;
+    let shape = shape_arg(shape)?;
+    create(py, &shape, &dtype, &p, &StorageParams::default(), init)
+}
+
+/// The `*_like` creators: shape, dtype and "data" parameters from `data`.
+fn from_template(
+    py: Python<'_>,
+    func: &str,
+    data: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+    init: impl FnOnce(&Dtype) -> PyResult<Init>,
+) -> PyResult<Py<PyStorage>> {
+    let p = read_kwargs(func, kwargs)?;
+    let (shape, data_dtype, data_params) = template(py, data)?;
+    let dtype = match dtype {
+        Some(d) => dtype_of(py, Some(d))?,
+        None => data_dtype,
+    };
+    let init = init(&dtype)?;
+    create(py, &shape, &dtype, &p, &data_params, init)
+}
+
 /// Allocate a storage with undefined values (GDP-3 `empty`).
 #[pyfunction]
 #[pyo3(signature = (shape, dtype = None, **kwargs))]
@@ -950,15 +985,7 @@ pub fn empty(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let p = read_kwargs("empty", kwargs)?;
-    create(
-        py,
-        &shape_arg(shape)?,
-        &dtype_of(py, dtype)?,
-        &p,
-        &StorageParams::default(),
-        Init::Uninit,
-    )
+    from_shape(py, "empty", shape, dtype, kwargs, |_| Ok(Init::Uninit))
 }
 
 /// Allocate a storage of zeros (GDP-3 `zeros`).
@@ -970,15 +997,7 @@ pub fn zeros(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let p = read_kwargs("zeros", kwargs)?;
-    create(
-        py,
-        &shape_arg(shape)?,
-        &dtype_of(py, dtype)?,
-        &p,
-        &StorageParams::default(),
-        Init::Zeros,
-    )
+    from_shape(py, "zeros", shape, dtype, kwargs, |_| Ok(Init::Zeros))
 }
 
 /// Allocate a storage of ones (GDP-3 `ones`).
@@ -990,17 +1009,9 @@ pub fn ones(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let p = read_kwargs("ones", kwargs)?;
-    let dtype = dtype_of(py, dtype)?;
-    let init = Init::Fill(one(py, &dtype)?);
-    create(
-        py,
-        &shape_arg(shape)?,
-        &dtype,
-        &p,
-        &StorageParams::default(),
-        init,
-    )
+    from_shape(py, "ones", shape, dtype, kwargs, |d| {
+        Ok(Init::Fill(one(py, d)?))
+    })
 }
 
 /// Allocate a storage with every item `fill_value` (GDP-3 `full`).
@@ -1013,17 +1024,9 @@ pub fn full(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let p = read_kwargs("full", kwargs)?;
-    let dtype = dtype_of(py, dtype)?;
-    let init = Init::Fill(item_bytes(py, &dtype, fill_value)?);
-    create(
-        py,
-        &shape_arg(shape)?,
-        &dtype,
-        &p,
-        &StorageParams::default(),
-        init,
-    )
+    from_shape(py, "full", shape, dtype, kwargs, |d| {
+        Ok(Init::Fill(item_bytes(py, d, fill_value)?))
+    })
 }
 
 /// Shape, dtype and "data" parameters of a `*_like` template: a storage, or any object with
@@ -1078,44 +1081,43 @@ fn no_sync() -> ImportOptions {
     ImportOptions::default()
 }
 
-macro_rules! like {
-    ($name:ident, $doc:literal, |$py:ident, $dtype:ident| $init:expr) => {
-        #[doc = $doc]
-        #[pyfunction]
-        #[pyo3(signature = (data, dtype = None, **kwargs))]
-        pub fn $name(
-            $py: Python<'_>,
-            data: &Bound<'_, PyAny>,
-            dtype: Option<&Bound<'_, PyAny>>,
-            kwargs: Option<&Bound<'_, PyDict>>,
-        ) -> PyResult<Py<PyStorage>> {
-            let p = read_kwargs(stringify!($name), kwargs)?;
-            let (shape, data_dtype, data_params) = template($py, data)?;
-            let $dtype = match dtype {
-                Some(d) => dtype_of($py, Some(d))?,
-                None => data_dtype,
-            };
-            let init = $init;
-            create($py, &shape, &$dtype, &p, &data_params, init)
-        }
-    };
+/// `empty` with the shape, dtype and parameters of `data`.
+#[pyfunction]
+#[pyo3(signature = (data, dtype = None, **kwargs))]
+pub fn empty_like(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    from_template(py, "empty_like", data, dtype, kwargs, |_| Ok(Init::Uninit))
 }
 
-like!(
-    empty_like,
-    "`empty` with the shape, dtype and parameters of `data`.",
-    |py, dtype| Init::Uninit
-);
-like!(
-    zeros_like,
-    "`zeros` with the shape, dtype and parameters of `data`.",
-    |py, dtype| Init::Zeros
-);
-like!(
-    ones_like,
-    "`ones` with the shape, dtype and parameters of `data`.",
-    |py, dtype| Init::Fill(one(py, &dtype)?)
-);
+/// `zeros` with the shape, dtype and parameters of `data`.
+#[pyfunction]
+#[pyo3(signature = (data, dtype = None, **kwargs))]
+pub fn zeros_like(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    from_template(py, "zeros_like", data, dtype, kwargs, |_| Ok(Init::Zeros))
+}
+
+/// `ones` with the shape, dtype and parameters of `data`.
+#[pyfunction]
+#[pyo3(signature = (data, dtype = None, **kwargs))]
+pub fn ones_like(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    dtype: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyStorage>> {
+    from_template(py, "ones_like", data, dtype, kwargs, |d| {
+        Ok(Init::Fill(one(py, d)?))
+    })
+}
 
 /// `full` with the shape, dtype and parameters of `data`.
 #[pyfunction]
@@ -1127,14 +1129,9 @@ pub fn full_like(
     dtype: Option<&Bound<'_, PyAny>>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
-    let p = read_kwargs("full_like", kwargs)?;
-    let (shape, data_dtype, data_params) = template(py, data)?;
-    let dtype = match dtype {
-        Some(d) => dtype_of(py, Some(d))?,
-        None => data_dtype,
-    };
-    let init = Init::Fill(item_bytes(py, &dtype, fill_value)?);
-    create(py, &shape, &dtype, &p, &data_params, init)
+    from_template(py, "full_like", data, dtype, kwargs, |d| {
+        Ok(Init::Fill(item_bytes(py, d, fill_value)?))
+    })
 }
 
 /// Wraps existing buffers in a storage without copying (GDP-3 `as_storage`): `data` (host, or
