@@ -9,16 +9,10 @@ process (never asserted: timings vary by machine).
 Run: .venv/bin/python benches/storage_bench.py
 """
 
-import timeit
-
 import numpy as np
 
 import cai
-
-
-def best(stmt, number, repeat=7, **ns):
-    t = timeit.Timer(stmt, globals=ns)
-    return min(t.repeat(repeat=repeat, number=number)) / number
+from python_bench import best  # benches/ is on sys.path when run as a script
 
 
 def fmt(seconds):

@@ -449,9 +449,8 @@ fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
             return Ok(None);
         }
         if is_int(k) {
-            return Ok(Some(IndexItem::Int(
-                k.call_method0("__index__")?.extract()?,
-            )));
+            // PyO3 reads ints through `__index__`, so NumPy integers work too.
+            return Ok(Some(IndexItem::Int(k.extract()?)));
         }
         Ok(None)
     };

@@ -36,6 +36,16 @@ def libcuda_dirs():
     return [d for d in dirs if d and (Path(d) / "libcuda.so.1").exists()]
 
 
+def stdout_with_driver_library(site, code):
+    """Lines printed by `code` run with the libcuda of LD_LIBRARY_PATH (the stub, in CI)."""
+    dirs = libcuda_dirs()
+    if not dirs:
+        pytest.skip("no libcuda on LD_LIBRARY_PATH")
+    out = run(site, code, ld_library_path=":".join(dirs))
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()
+
+
 def test_without_libcuda_import_fails_with_a_clear_message(site):
     out = run(site, "import cai", ld_library_path=None)
     if out.returncode == 0:
@@ -44,9 +54,6 @@ def test_without_libcuda_import_fails_with_a_clear_message(site):
 
 
 def test_with_a_driver_library_but_no_device_calls_raise(site):
-    dirs = libcuda_dirs()
-    if not dirs:
-        pytest.skip("no libcuda on LD_LIBRARY_PATH")
     code = (
         "import cai, numpy as np\n"
         "print(cai.HAS_CUDA, cai.cuda_available()[0])\n"
@@ -58,9 +65,7 @@ def test_with_a_driver_library_but_no_device_calls_raise(site):
         "        print('RuntimeError', str(e)[:60])\n"
         "print(cai.as_cuda_array(m, check_pointer=False, sync=False).sync_plan)\n"
     )
-    out = run(site, code, ld_library_path=":".join(dirs))
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    lines = stdout_with_driver_library(site, code)
     assert lines[0] == "True False"
     assert lines[1].startswith("RuntimeError cannot check `data` with the CUDA driver: cuInit failed")
     assert lines[2].startswith("RuntimeError cuInit failed: CUDA_ERROR_")
@@ -69,9 +74,6 @@ def test_with_a_driver_library_but_no_device_calls_raise(site):
 
 
 def test_device_storages_without_a_device_fail_clearly(site):
-    dirs = libcuda_dirs()
-    if not dirs:
-        pytest.skip("no libcuda on LD_LIBRARY_PATH")
     code = (
         "import cai\n"
         "for managed in (None, 'gt4py', 'cuda'):\n"
@@ -83,8 +85,6 @@ def test_device_storages_without_a_device_fail_clearly(site):
         "s.synchronize(); s.host_to_device(force=True)\n"
         "print(s.managed, s.device, hasattr(s, '__cuda_array_interface__'))\n"
     )
-    out = run(site, code, ld_library_path=":".join(dirs))
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    lines = stdout_with_driver_library(site, code)
     assert lines[:3] == ['RuntimeError device="gpu" needs a CUDA device: cuInit failed: CUDA_ERROR_'] * 3, lines
     assert lines[3] == "None None False"

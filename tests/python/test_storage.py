@@ -275,10 +275,11 @@ def test_as_storage_reads_strides_and_checks_explicit_parameters():
     assert w.layout == (1, 0) and w.strides == f.strides
     with pytest.raises(ValueError, match="does not match the buffer's strides"):
         cai.as_storage(f, layout=(0, 1))
-    a = np.zeros(9)[1:]  # 8-byte aligned, not 64
-    if a.__array_interface__["data"][0] % 64:
-        with pytest.raises(ValueError, match="not aligned"):
-            cai.as_storage(a, alignment_size=64)
+    base = np.zeros(16)
+    # of two neighbouring float64 items, at most one starts on a 64-byte boundary
+    a = next(base[i:] for i in (0, 1) if base[i:].__array_interface__["data"][0] % 64)
+    with pytest.raises(ValueError, match="not aligned"):
+        cai.as_storage(a, alignment_size=64)
     ro = np.zeros(3)
     ro.flags.writeable = False
     wr = cai.as_storage(ro)

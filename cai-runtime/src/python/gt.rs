@@ -12,7 +12,9 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 use super::export::to_dict;
 use super::parse::type_name;
 use super::view::{CudaArrayView, HostArrayView};
-use crate::storage::gt::{GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks};
+use crate::storage::gt::{
+    GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks, check_dims_and_halo,
+};
 use crate::sync::ImportOptions;
 
 /// Which hook.
@@ -329,14 +331,8 @@ impl GtData {
             return Err(PyValueError::new_err(GtError::NoBuffer.to_string()));
         }
         data.check_shapes()?;
-        // dims and halo against the shape: the model's checks.
-        GtDataDescriptor::new(
-            data.host.as_ref().map(|h| h.descriptor().clone()),
-            data.gpu.as_ref().map(|g| g.descriptor().clone()),
-            data.dims.clone(),
-            data.halo.clone(),
-        )
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        check_dims_and_halo(data.shape(), data.dims.as_deref(), data.halo.as_deref())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(data)
     }
 

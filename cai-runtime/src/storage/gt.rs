@@ -87,20 +87,7 @@ impl GtDataDescriptor {
             (Some(h), _) => h.shape.clone(),
             (None, Some(g)) => g.shape.clone(),
         };
-        if let Some(d) = &dims {
-            super::parse_dims(d)?;
-            if d.len() != shape.len() {
-                return Err(StorageError::Length {
-                    param: "dims",
-                    got: d.len(),
-                    ndim: shape.len(),
-                }
-                .into());
-            }
-        }
-        if let Some(h) = &halo {
-            super::normalize_halo(h, &shape)?;
-        }
+        check_dims_and_halo(&shape, dims.as_deref(), halo.as_deref())?;
         Ok(GtDataDescriptor {
             host,
             gpu,
@@ -117,6 +104,29 @@ impl GtDataDescriptor {
             (None, None) => &[],
         }
     }
+}
+
+/// `dims` (valid names, one per dimension) and `halo` (one pair per dimension, no wider than
+/// it) against a shape.
+pub fn check_dims_and_halo(
+    shape: &[usize],
+    dims: Option<&[String]>,
+    halo: Option<&[(usize, usize)]>,
+) -> Result<(), StorageError> {
+    if let Some(d) = dims {
+        super::parse_dims(d)?;
+        if d.len() != shape.len() {
+            return Err(StorageError::Length {
+                param: "dims",
+                got: d.len(),
+                ndim: shape.len(),
+            });
+        }
+    }
+    if let Some(h) = halo {
+        super::normalize_halo(h, shape)?;
+    }
+    Ok(())
 }
 
 /// The error a hook returns; shown to Python as `RuntimeError` with its message.
