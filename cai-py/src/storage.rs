@@ -21,7 +21,8 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyEllipsis, PySlice, PyString, PyTuple};
+use pyo3::types::{PyCFunction, PyDict, PyEllipsis, PyList, PySlice, PyString, PyTuple};
+use std::ffi::CStr;
 
 pyo3::create_exception!(
     cai,
@@ -128,7 +129,7 @@ fn is_int(v: &Bound<'_, PyAny>) -> bool {
     if v.is_instance_of::<pyo3::types::PyInt>() {
         return true;
     }
-    if v.is_instance_of::<PyTuple>() || v.is_instance_of::<pyo3::types::PyList>() {
+    if v.is_instance_of::<PyTuple>() || v.is_instance_of::<PyList>() {
         return false;
     }
     let py = v.py();
@@ -142,20 +143,32 @@ fn repr(v: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "<unprintable>".into())
 }
 
+/// `f` applied to each item of a sequence argument. Tuples and lists are read directly: the
+/// iterator protocol would also ask for a length hint, a Python call (a quarter of a small
+/// `zeros` call's time).
+fn each_item<'py, T>(
+    v: &Bound<'py, PyAny>,
+    bad: impl FnOnce() -> PyErr,
+    mut f: impl FnMut(&Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<Vec<T>> {
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return t.iter().map(|i| f(&i)).collect();
+    }
+    if let Ok(l) = v.cast::<PyList>() {
+        return l.iter().map(|i| f(&i)).collect();
+    }
+    v.try_iter().map_err(|_| bad())?.map(|i| f(&i?)).collect()
+}
+
 fn ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+    let bad = || PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)));
     if v.is_instance_of::<PyString>() {
-        return Err(PyTypeError::new_err(format!(
-            "{key} = {}: expected a sequence of ints",
-            repr(v)
-        )));
+        return Err(bad());
     }
     if is_int(v) {
         return Ok(vec![nonneg(key, v)?]);
     }
-    let items = v.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)))
-    })?;
-    items.map(|i| nonneg(key, &i?)).collect()
+    each_item(v, bad, |i| nonneg(key, i))
 }
 
 fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
@@ -165,22 +178,16 @@ fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
             repr(v)
         ))
     };
-    let items = v.try_iter().map_err(|_| bad())?;
-    items
-        .map(|i| {
-            let i = i?;
-            if is_int(&i) {
-                let n = nonneg("halo", &i)?;
-                return Ok((n, n));
-            }
-            let pair: Vec<Bound<'_, PyAny>> =
-                i.try_iter().map_err(|_| bad())?.collect::<PyResult<_>>()?;
-            match pair.as_slice() {
-                [a, b] => Ok((nonneg("halo", a)?, nonneg("halo", b)?)),
-                _ => Err(bad()),
-            }
-        })
-        .collect()
+    each_item(v, bad, |i| {
+        if is_int(i) {
+            let n = nonneg("halo", i)?;
+            return Ok((n, n));
+        }
+        match each_item(i, bad, |x| Ok(x.clone()))?.as_slice() {
+            [a, b] => Ok((nonneg("halo", a)?, nonneg("halo", b)?)),
+            _ => Err(bad()),
+        }
+    })
 }
 
 fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
@@ -204,46 +211,174 @@ fn opt_str(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
         .map_err(|_| PyTypeError::new_err(format!("{key} = {}: expected a str or None", repr(v))))
 }
 
-/// The common keyword arguments (GDP-3's "optional keyword-only parameters"); each `None`
-/// when not given. `managed=None` given explicitly is `Some(Managed::None)`.
+/// Every keyword a storage function takes: the creators' own parameters, then GDP-3's
+/// common keyword arguments.
+const KEYWORDS: [&str; 12] = [
+    "shape",
+    "data",
+    "fill_value",
+    "dtype",
+    "aligned_index",
+    "alignment_size",
+    "defaults",
+    "device",
+    "dims",
+    "halo",
+    "layout",
+    "managed",
+];
+
+/// The entry of [`KEYWORDS`] that `k` names (`Err` with the name when none). Keyword names at
+/// call sites are interned strings, so comparing pointers with the interned names usually
+/// decides without reading the text.
+fn keyword(k: &Bound<'_, PyAny>) -> PyResult<Result<&'static str, String>> {
+    static INTERNED: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
+    let py = k.py();
+    let interned = INTERNED.get_or_init(py, || {
+        KEYWORDS
+            .iter()
+            .map(|name| PyString::intern(py, name).unbind())
+            .collect()
+    });
+    if let Some(i) = interned.iter().position(|n| n.as_ptr() == k.as_ptr()) {
+        return Ok(Ok(KEYWORDS[i]));
+    }
+    let key: String = k
+        .extract()
+        .map_err(|_| PyTypeError::new_err("keywords must be strings"))?;
+    Ok(KEYWORDS
+        .iter()
+        .find(|name| **name == key)
+        .copied()
+        .ok_or(key))
+}
+
+fn unexpected_keyword(func: &str, key: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "{func}() got an unexpected keyword argument '{key}'"
+    ))
+}
+
+/// Sets GDP-3 keyword argument `name` in `p`; false when `name` is not one. `None` means "not
+/// given" except where None is a value of its own (`defaults`, `device`, `managed`: explicit
+/// `managed=None` is `Some(Managed::None)`).
+fn set_param(p: &mut StorageParams, name: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let given = !v.is_none();
+    match name {
+        "aligned_index" if given => p.aligned_index = Some(ints("aligned_index", v)?),
+        "alignment_size" if given => p.alignment_size = Some(nonneg("alignment_size", v)?),
+        "defaults" => {
+            p.defaults = opt_str("defaults", v)?
+                .map(|s| Preset::parse(&s))
+                .transpose()
+                .map_err(err)?;
+        }
+        "device" => {
+            p.device = Some(StorageDevice::parse(opt_str("device", v)?.as_deref()).map_err(err)?);
+        }
+        "dims" if given => p.dims = Some(dims_arg(v)?),
+        "halo" if given => p.halo = Some(halo_arg(v)?),
+        "layout" if given => p.layout = Some(ints("layout", v)?),
+        "managed" => {
+            p.managed = Some(Managed::parse(opt_str("managed", v)?.as_deref()).map_err(err)?);
+        }
+        "aligned_index" | "alignment_size" | "dims" | "halo" | "layout" => {}
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// GDP-3's common keyword arguments (its "optional keyword-only parameters") from a
+/// `**kwargs` dict; each `None` when not given.
 fn read_kwargs(func: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<StorageParams> {
     let mut p = StorageParams::default();
-    let Some(kwargs) = kwargs else {
-        return Ok(p);
-    };
-    for (k, v) in kwargs.iter() {
-        let key: String = k.extract()?;
-        let given = !v.is_none();
-        match key.as_str() {
-            "aligned_index" if given => p.aligned_index = Some(ints("aligned_index", &v)?),
-            "alignment_size" if given => {
-                p.alignment_size = Some(nonneg("alignment_size", &v)?);
-            }
-            "defaults" => {
-                p.defaults = opt_str("defaults", &v)?
-                    .map(|s| Preset::parse(&s))
-                    .transpose()
-                    .map_err(err)?;
-            }
-            "device" => {
-                p.device =
-                    Some(StorageDevice::parse(opt_str("device", &v)?.as_deref()).map_err(err)?);
-            }
-            "dims" if given => p.dims = Some(dims_arg(&v)?),
-            "halo" if given => p.halo = Some(halo_arg(&v)?),
-            "layout" if given => p.layout = Some(ints("layout", &v)?),
-            "managed" => {
-                p.managed = Some(Managed::parse(opt_str("managed", &v)?.as_deref()).map_err(err)?);
-            }
-            "aligned_index" | "alignment_size" | "dims" | "halo" | "layout" => {}
-            _ => {
-                return Err(PyTypeError::new_err(format!(
-                    "{func}() got an unexpected keyword argument '{key}'"
-                )));
-            }
+    for (k, v) in kwargs.into_iter().flat_map(|kw| kw.iter()) {
+        let name = keyword(&k)?.map_err(|key| unexpected_keyword(func, &key))?;
+        if !set_param(&mut p, name, &v)? {
+            return Err(unexpected_keyword(func, name));
         }
     }
     Ok(p)
+}
+
+/// The arguments of a creator, read straight from its call: `required` then `optional`
+/// parameters, each by position or by keyword (an optional one is `None` when not given or
+/// given as None), then GDP-3's keyword arguments. Errors are worded as Python's own.
+///
+/// The creators are registered as plain `(args, kwargs)` functions rather than through
+/// `#[pyfunction]`: in the abi3 build PyO3's argument parsing converts every keyword name
+/// to a new UTF-8 bytes object and copies `**kwargs` into a second dict, which cost about
+/// 250 ns per keyword-taking call, more than `numpy.zeros` takes in all.
+#[allow(clippy::type_complexity)]
+fn read_call<'py, const R: usize, const O: usize>(
+    func: &str,
+    required: [&'static str; R],
+    optional: [&'static str; O],
+    args: &Bound<'py, PyTuple>,
+    kwargs: Option<&Bound<'py, PyDict>>,
+) -> PyResult<(
+    [Bound<'py, PyAny>; R],
+    [Option<Bound<'py, PyAny>>; O],
+    StorageParams,
+)> {
+    let n = args.len();
+    if n > R + O {
+        let takes = if O == 0 {
+            format!("{R}")
+        } else {
+            format!("from {R} to {}", R + O)
+        };
+        return Err(PyTypeError::new_err(format!(
+            "{func}() takes {takes} positional arguments but {n} were given"
+        )));
+    }
+    let mut req: [Option<Bound<'py, PyAny>>; R] = std::array::from_fn(|_| None);
+    let mut opt: [Option<Bound<'py, PyAny>>; O] = std::array::from_fn(|_| None);
+    for (slot, v) in req.iter_mut().chain(opt.iter_mut()).zip(args.iter()) {
+        *slot = Some(v);
+    }
+    let mut p = StorageParams::default();
+    for (k, v) in kwargs.into_iter().flat_map(|kw| kw.iter()) {
+        let name = keyword(&k)?.map_err(|key| unexpected_keyword(func, &key))?;
+        let slot = match required.iter().position(|r| *r == name) {
+            Some(i) => Some(&mut req[i]),
+            None => optional
+                .iter()
+                .position(|o| *o == name)
+                .map(|i| &mut opt[i]),
+        };
+        match slot {
+            Some(slot) if slot.is_some() => {
+                return Err(PyTypeError::new_err(format!(
+                    "{func}() got multiple values for argument '{name}'"
+                )));
+            }
+            Some(slot) => *slot = Some(v),
+            None if set_param(&mut p, name, &v)? => {}
+            None => return Err(unexpected_keyword(func, name)),
+        }
+    }
+    let given: Vec<Bound<'py, PyAny>> = req.iter().flatten().cloned().collect();
+    let Ok(req_values) = <[Bound<'py, PyAny>; R]>::try_from(given) else {
+        let missing: Vec<String> = required
+            .iter()
+            .zip(&req)
+            .filter(|(_, v)| v.is_none())
+            .map(|(name, _)| format!("'{name}'"))
+            .collect();
+        let list = match missing.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => missing.concat(),
+        };
+        let s = if missing.len() == 1 { "" } else { "s" };
+        return Err(PyTypeError::new_err(format!(
+            "{func}() missing {} required positional argument{s}: {list}",
+            missing.len()
+        )));
+    };
+    // An optional parameter given as None takes its default.
+    let opt = opt.map(|v| v.filter(|v| !v.is_none()));
+    Ok((req_values, opt, p))
 }
 
 fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
@@ -254,7 +389,7 @@ fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
 fn allocate_gpu(
     shape: &[usize],
     element: ElementType,
-    params: &cai_runtime::storage::params::ResolvedParams,
+    params: cai_runtime::storage::params::ResolvedParams,
     init: Init,
 ) -> Result<Storage, StorageError> {
     cai_runtime::cuda::storage::allocate(shape, element, params, init)
@@ -264,7 +399,7 @@ fn allocate_gpu(
 fn allocate_gpu(
     _: &[usize],
     _: ElementType,
-    _: &cai_runtime::storage::params::ResolvedParams,
+    _: cai_runtime::storage::params::ResolvedParams,
     _: Init,
 ) -> Result<Storage, StorageError> {
     Err(StorageError::NoGpu(
@@ -904,17 +1039,18 @@ fn create(
     py: Python<'_>,
     shape: &[usize],
     dtype: &Dtype,
-    explicit: &StorageParams,
+    explicit: StorageParams,
     data: &StorageParams,
     init: Init,
 ) -> PyResult<Py<PyStorage>> {
+    let defaults = explicit.defaults.or(data.defaults);
     let params = explicit.resolve(shape, data).map_err(err)?;
     let inner = match params.device {
-        StorageDevice::Host => Storage::allocate_host(shape, dtype.element.clone(), &params, init),
-        StorageDevice::Gpu => allocate_gpu(shape, dtype.element.clone(), &params, init),
+        StorageDevice::Host => Storage::allocate_host(shape, dtype.element.clone(), params, init),
+        StorageDevice::Gpu => allocate_gpu(shape, dtype.element.clone(), params, init),
     }
     .map_err(err)?
-    .with_defaults(explicit.defaults.or(data.defaults));
+    .with_defaults(defaults);
     PyStorage::new_py(py, inner, dtype)
 }
 
@@ -940,93 +1076,120 @@ fn one(py: Python<'_>, dtype: &Dtype) -> PyResult<Vec<u8>> {
         .extract()
 }
 
-/// The shape-based creators: arguments read, dtype resolved, then `init` for it.
-fn from_shape(
-    py: Python<'_>,
-    func: &str,
-    shape: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-    init: impl FnOnce(&Dtype) -> PyResult<Init>,
-) -> PyResult<Py<PyStorage>> {
-    let p = read_kwargs(func, kwargs)?;
-    let dtype = dtype_of(py, dtype)?;
-    let init = init(&dtype)?;
-    let shape = shape_arg(shape)?;
-    create(py, &shape, &dtype, &p, &StorageParams::default(), init)
+/// How a creator sets its items.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fill {
+    Empty,
+    Zeros,
+    Ones,
+    Full,
 }
 
-/// The `*_like` creators: shape, dtype and "data" parameters from `data`.
-fn from_template(
-    py: Python<'_>,
-    func: &str,
-    data: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
+/// A creator's call: `empty`, `zeros`, `ones`, `full` (`like` false: from a shape) or their
+/// `_like` forms (`like` true: from a template). Arguments as GDP-3 names them:
+/// `(shape | data, [fill_value,] dtype=None, **kwargs)`.
+fn creator(
+    func: &'static str,
+    like: bool,
+    fill: Fill,
+    args: &Bound<'_, PyTuple>,
     kwargs: Option<&Bound<'_, PyDict>>,
-    init: impl FnOnce(&Dtype) -> PyResult<Init>,
 ) -> PyResult<Py<PyStorage>> {
-    let p = read_kwargs(func, kwargs)?;
-    let (shape, data_dtype, data_params) = template(py, data)?;
-    let dtype = match dtype {
-        Some(d) => dtype_of(py, Some(d))?,
-        None => data_dtype,
+    let py = args.py();
+    let first = if like { "data" } else { "shape" };
+    let (source, fill_value, dtype, p) = if fill == Fill::Full {
+        let ([source, value], [dtype], p) =
+            read_call(func, [first, "fill_value"], ["dtype"], args, kwargs)?;
+        (source, Some(value), dtype, p)
+    } else {
+        let ([source], [dtype], p) = read_call(func, [first], ["dtype"], args, kwargs)?;
+        (source, None, dtype, p)
     };
-    let init = init(&dtype)?;
-    create(py, &shape, &dtype, &p, &data_params, init)
+    let init = |d: &Dtype| {
+        Ok::<_, PyErr>(match (&fill_value, fill) {
+            (Some(v), _) => Init::Fill(item_bytes(py, d, v)?),
+            (None, Fill::Empty) => Init::Uninit,
+            (None, Fill::Zeros) => Init::Zeros,
+            (None, Fill::Ones | Fill::Full) => Init::Fill(one(py, d)?),
+        })
+    };
+    if like {
+        let (shape, data_dtype, data_params) = template(py, &source)?;
+        let dtype = match dtype {
+            Some(d) => dtype_of(py, Some(&d))?,
+            None => data_dtype,
+        };
+        let init = init(&dtype)?;
+        create(py, &shape, &dtype, p, &data_params, init)
+    } else {
+        let dtype = dtype_of(py, dtype.as_ref())?;
+        let init = init(&dtype)?;
+        let shape = shape_arg(&source)?;
+        create(py, &shape, &dtype, p, &StorageParams::default(), init)
+    }
 }
 
-/// Allocate a storage with undefined values (GDP-3 `empty`).
-#[pyfunction]
-#[pyo3(signature = (shape, dtype = None, **kwargs))]
-pub fn empty(
-    py: Python<'_>,
-    shape: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_shape(py, "empty", shape, dtype, kwargs, |_| Ok(Init::Uninit))
-}
-
-/// Allocate a storage of zeros (GDP-3 `zeros`).
-#[pyfunction]
-#[pyo3(signature = (shape, dtype = None, **kwargs))]
-pub fn zeros(
-    py: Python<'_>,
-    shape: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_shape(py, "zeros", shape, dtype, kwargs, |_| Ok(Init::Zeros))
-}
-
-/// Allocate a storage of ones (GDP-3 `ones`).
-#[pyfunction]
-#[pyo3(signature = (shape, dtype = None, **kwargs))]
-pub fn ones(
-    py: Python<'_>,
-    shape: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_shape(py, "ones", shape, dtype, kwargs, |d| {
-        Ok(Init::Fill(one(py, d)?))
-    })
-}
-
-/// Allocate a storage with every item `fill_value` (GDP-3 `full`).
-#[pyfunction]
-#[pyo3(signature = (shape, fill_value, dtype = None, **kwargs))]
-pub fn full(
-    py: Python<'_>,
-    shape: &Bound<'_, PyAny>,
-    fill_value: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_shape(py, "full", shape, dtype, kwargs, |d| {
-        Ok(Init::Fill(item_bytes(py, d, fill_value)?))
-    })
-}
+/// The creators: name (for messages, and for the function object), from a template or a
+/// shape, fill, docstring (with the text signature Python's `inspect` reads).
+#[allow(clippy::type_complexity)]
+const CREATORS: [(&str, &CStr, bool, Fill, &CStr); 8] = [
+    (
+        "empty",
+        c"empty",
+        false,
+        Fill::Empty,
+        c"empty(shape, dtype=None, **kwargs)\n--\n\nAllocate a storage with undefined values (GDP-3 `empty`).",
+    ),
+    (
+        "zeros",
+        c"zeros",
+        false,
+        Fill::Zeros,
+        c"zeros(shape, dtype=None, **kwargs)\n--\n\nAllocate a storage of zeros (GDP-3 `zeros`).",
+    ),
+    (
+        "ones",
+        c"ones",
+        false,
+        Fill::Ones,
+        c"ones(shape, dtype=None, **kwargs)\n--\n\nAllocate a storage of ones (GDP-3 `ones`).",
+    ),
+    (
+        "full",
+        c"full",
+        false,
+        Fill::Full,
+        c"full(shape, fill_value, dtype=None, **kwargs)\n--\n\nAllocate a storage with every item `fill_value` (GDP-3 `full`).",
+    ),
+    (
+        "empty_like",
+        c"empty_like",
+        true,
+        Fill::Empty,
+        c"empty_like(data, dtype=None, **kwargs)\n--\n\n`empty` with the shape, dtype and parameters of `data`.",
+    ),
+    (
+        "zeros_like",
+        c"zeros_like",
+        true,
+        Fill::Zeros,
+        c"zeros_like(data, dtype=None, **kwargs)\n--\n\n`zeros` with the shape, dtype and parameters of `data`.",
+    ),
+    (
+        "ones_like",
+        c"ones_like",
+        true,
+        Fill::Ones,
+        c"ones_like(data, dtype=None, **kwargs)\n--\n\n`ones` with the shape, dtype and parameters of `data`.",
+    ),
+    (
+        "full_like",
+        c"full_like",
+        true,
+        Fill::Full,
+        c"full_like(data, fill_value, dtype=None, **kwargs)\n--\n\n`full` with the shape, dtype and parameters of `data`.",
+    ),
+];
 
 /// Shape, dtype and "data" parameters of a `*_like` template: a storage, or any object with
 /// one of the interfaces.
@@ -1078,59 +1241,6 @@ fn template(
 /// Import options for wrapping: the producer's stream is waited for (as any import).
 fn no_sync() -> ImportOptions {
     ImportOptions::default()
-}
-
-/// `empty` with the shape, dtype and parameters of `data`.
-#[pyfunction]
-#[pyo3(signature = (data, dtype = None, **kwargs))]
-pub fn empty_like(
-    py: Python<'_>,
-    data: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_template(py, "empty_like", data, dtype, kwargs, |_| Ok(Init::Uninit))
-}
-
-/// `zeros` with the shape, dtype and parameters of `data`.
-#[pyfunction]
-#[pyo3(signature = (data, dtype = None, **kwargs))]
-pub fn zeros_like(
-    py: Python<'_>,
-    data: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_template(py, "zeros_like", data, dtype, kwargs, |_| Ok(Init::Zeros))
-}
-
-/// `ones` with the shape, dtype and parameters of `data`.
-#[pyfunction]
-#[pyo3(signature = (data, dtype = None, **kwargs))]
-pub fn ones_like(
-    py: Python<'_>,
-    data: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_template(py, "ones_like", data, dtype, kwargs, |d| {
-        Ok(Init::Fill(one(py, d)?))
-    })
-}
-
-/// `full` with the shape, dtype and parameters of `data`.
-#[pyfunction]
-#[pyo3(signature = (data, fill_value, dtype = None, **kwargs))]
-pub fn full_like(
-    py: Python<'_>,
-    data: &Bound<'_, PyAny>,
-    fill_value: &Bound<'_, PyAny>,
-    dtype: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Py<PyStorage>> {
-    from_template(py, "full_like", data, dtype, kwargs, |d| {
-        Ok(Init::Fill(item_bytes(py, d, fill_value)?))
-    })
 }
 
 /// Wraps existing buffers in a storage without copying (GDP-3 `as_storage`): `data` (host, or
@@ -1215,7 +1325,7 @@ fn wrap(
         layout: Some(stride_order(layout.strides())),
         ..Default::default()
     };
-    let resolved = p.resolve(&shape, &data_params).map_err(err)?;
+    let resolved = p.clone().resolve(&shape, &data_params).map_err(err)?;
     // Explicit parameters must agree with the buffers.
     if resolved.layout != stride_order(layout.strides()) && !layout.is_empty() {
         return Err(PyValueError::new_err(format!(
@@ -1362,7 +1472,7 @@ pub fn storage(
         Some(d) => dtype_of(py, Some(d))?,
         None => data_dtype,
     };
-    let out = create(py, &shape, &dtype, &p, &data_params, Init::Uninit)?;
+    let out = create(py, &shape, &dtype, p, &data_params, Init::Uninit)?;
     let target = out.bind(py);
     target.set_item(PyEllipsis::get(py), source)?;
     Ok(out)
@@ -1376,14 +1486,12 @@ pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "GTNoSuchBufferError",
         m.py().get_type::<GTNoSuchBufferError>(),
     )?;
-    m.add_function(wrap_pyfunction!(empty, m)?)?;
-    m.add_function(wrap_pyfunction!(zeros, m)?)?;
-    m.add_function(wrap_pyfunction!(ones, m)?)?;
-    m.add_function(wrap_pyfunction!(full, m)?)?;
-    m.add_function(wrap_pyfunction!(empty_like, m)?)?;
-    m.add_function(wrap_pyfunction!(zeros_like, m)?)?;
-    m.add_function(wrap_pyfunction!(ones_like, m)?)?;
-    m.add_function(wrap_pyfunction!(full_like, m)?)?;
+    for (name, c_name, like, fill, doc) in CREATORS {
+        let f = PyCFunction::new_closure(m.py(), Some(c_name), Some(doc), move |args, kwargs| {
+            creator(name, like, fill, args, kwargs)
+        })?;
+        m.add(name, f)?;
+    }
     m.add_function(wrap_pyfunction!(as_storage, m)?)?;
     m.add_function(wrap_pyfunction!(storage, m)?)?;
     Ok(())

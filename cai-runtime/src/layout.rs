@@ -180,28 +180,33 @@ impl Layout {
         strides: &[isize],
         itemsize: usize,
     ) -> Result<Layout, LayoutError> {
+        Layout::from_parts(shape.to_vec(), strides.to_vec(), itemsize)
+    }
+
+    /// [`Layout::strided`] taking the vectors it keeps (no copy).
+    pub fn from_parts(
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+        itemsize: usize,
+    ) -> Result<Layout, LayoutError> {
         if shape.len() != strides.len() {
-            return Err(LayoutError::StridesLength {
-                shape: shape.to_vec(),
-                strides: strides.to_vec(),
-            });
+            return Err(LayoutError::StridesLength { shape, strides });
         }
-        checked_nbytes(shape, itemsize).ok_or_else(|| LayoutError::ShapeOverflow {
-            shape: shape.to_vec(),
-            itemsize,
-        })?;
+        if checked_nbytes(&shape, itemsize).is_none() {
+            return Err(LayoutError::ShapeOverflow { shape, itemsize });
+        }
         let layout = Layout {
-            shape: shape.to_vec(),
-            strides: strides.to_vec(),
+            shape,
+            strides,
             itemsize,
         };
-        layout
-            .compute_extent()
-            .ok_or_else(|| LayoutError::ExtentOverflow {
-                shape: shape.to_vec(),
-                strides: strides.to_vec(),
-            })?;
-        Ok(layout)
+        match layout.compute_extent() {
+            Some(_) => Ok(layout),
+            None => Err(LayoutError::ExtentOverflow {
+                shape: layout.shape,
+                strides: layout.strides,
+            }),
+        }
     }
 
     /// The shape.

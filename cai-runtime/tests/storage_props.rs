@@ -39,7 +39,7 @@ proptest! {
         (shape, itemsize, layout, alignment, aligned_index, base) in case()
     ) {
         let plan = AllocationPlan::new(&shape, itemsize, &layout, alignment, &aligned_index).unwrap();
-        let l = plan.layout().unwrap();
+        let l = plan.layout();
         let offset = plan.byte_offset(base);
         prop_assert!(offset < alignment.max(1));
         // Inside the buffer.
@@ -142,7 +142,7 @@ mod allocated {
             }
             .resolve(&shape, &StorageParams::default())
             .unwrap();
-            let s = Storage::allocate_host(&shape, element, &params, Init::Zeros).unwrap();
+            let s = Storage::allocate_host(&shape, element, params, Init::Zeros).unwrap();
             let b = s.buffers().host.as_ref().unwrap();
             let (start, end) = (b.buffer.addr() as u64, b.buffer.addr() as u64 + b.buffer.len() as u64);
             let key: Vec<IndexItem> = aligned_index.iter().map(|&i| IndexItem::Int(i as isize)).collect();

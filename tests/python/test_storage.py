@@ -147,6 +147,61 @@ def test_bad_arguments_raise_clear_errors(kwargs, exc, message):
         cai.zeros((4, 5), **kwargs)
 
 
+# Reference signatures: the creators read their arguments as these Python functions would.
+def _zeros(shape, dtype=None, **kwargs): ...
+def _full(shape, fill_value, dtype=None, **kwargs): ...
+def _zeros_like(data, dtype=None, **kwargs): ...
+def _full_like(data, fill_value, dtype=None, **kwargs): ...
+
+
+@pytest.mark.parametrize(
+    "func, reference, args, kwargs",
+    [
+        (cai.zeros, _zeros, (), {}),
+        (cai.zeros, _zeros, ((2,), None, 3), {}),
+        (cai.zeros, _zeros, ((2,),), {"shape": (3,)}),
+        (cai.zeros, _zeros, ((2,), "f4"), {"dtype": "f8"}),
+        (cai.full, _full, (), {}),
+        (cai.full, _full, ((2,),), {}),
+        (cai.full, _full, (), {"fill_value": 1}),
+        (cai.full, _full, ((2,), 1, "f4", 5), {}),
+        (cai.zeros_like, _zeros_like, (), {"dtype": "f4"}),
+        (cai.full_like, _full_like, (np.zeros(2),), {"data": np.zeros(2), "fill_value": 1}),
+    ],
+)
+def test_creators_refuse_calls_as_python_does(func, reference, args, kwargs):
+    with pytest.raises(TypeError) as expected:
+        reference(*args, **kwargs)
+    message = str(expected.value).replace(reference.__name__ + "()", func.__name__ + "()")
+    with pytest.raises(TypeError) as got:
+        func(*args, **kwargs)
+    assert str(got.value) == message
+
+
+def test_creators_take_their_parameters_by_position_or_keyword():
+    a = np.arange(6, dtype="i2").reshape(2, 3)
+    for s in [
+        cai.zeros(shape=(2, 3), dtype="i2"),
+        cai.full(fill_value=0, shape=(2, 3), dtype="i2", halo=None),
+        cai.zeros_like(data=a),
+        cai.full_like(a, dtype=None, fill_value=0),
+        cai.empty_like(a, None, layout=(1, 0)),
+    ]:
+        assert s.shape == (2, 3) and s.dtype == np.int16
+    # An explicit None for dtype is the default; for fill_value it is a value, as in NumPy.
+    assert cai.ones((2,), dtype=None).dtype == np.float64
+    assert np.isnan(cai.full((2,), None).to_numpy()).all()
+    with pytest.raises(TypeError, match="^keywords must be strings$"):
+        cai.zeros((2,), **{1: 2})
+    with pytest.raises(TypeError, match=r"full_like\(\) got an unexpected keyword argument 'shape'"):
+        cai.full_like(a, 1, shape=(2,))
+    # inspect reads the signatures (the creators are plain C functions).
+    import inspect
+
+    assert str(inspect.signature(cai.full)) == "(shape, fill_value, dtype=None, **kwargs)"
+    assert str(inspect.signature(cai.ones_like)) == "(data, dtype=None, **kwargs)"
+
+
 def test_bad_shape_and_dtype():
     with pytest.raises(ValueError, match="shape: -1 must be a non-negative int"):
         cai.zeros((2, -1))

@@ -84,19 +84,20 @@ fn memset_zero(ptr: u64, len: usize) -> Result<(), StorageError> {
 pub fn allocate(
     shape: &[usize],
     element: ElementType,
-    params: &ResolvedParams,
+    params: ResolvedParams,
     init: Init,
 ) -> Result<Storage, StorageError> {
-    let plan = Storage::plan(shape, &element, params)?;
+    let plan = Storage::plan(shape, &element, &params)?;
     let len = plan.buffer_bytes();
-    let unified = params.managed == Managed::Cuda;
+    let managed = params.managed;
+    let unified = managed == Managed::Cuda;
     let a = alloc(len, unified)?;
     let ptr = a.ptr;
     let origin = plan.byte_offset(ptr as usize);
     if init != Init::Uninit {
         memset_zero(ptr, len)?;
     }
-    let (host, device, sync) = match params.managed {
+    let (host, device, sync) = match managed {
         Managed::Cuda => {
             let host_ptr = NonNull::new(ptr as usize as *mut u8)
                 .ok_or_else(|| StorageError::Transfer("cuMemAllocManaged gave 0".into()))?;
@@ -133,7 +134,7 @@ pub fn allocate(
     };
     let has_host = host.is_some();
     let storage = Storage::from_plan(
-        &plan,
+        plan,
         element,
         params,
         Buffers {
@@ -145,7 +146,7 @@ pub fn allocate(
             span: len,
             sync,
             device_kind: StorageDevice::Gpu,
-            managed: params.managed,
+            managed,
             readonly: false,
             stream: None,
         },
@@ -153,7 +154,7 @@ pub fn allocate(
     if let Init::Fill(item) = init {
         if has_host {
             storage.fill_host(&item)?;
-            if params.managed == Managed::Gt4Py {
+            if managed == Managed::Gt4Py {
                 Copier(storage.buffers()).copy_host_to_device()?;
             }
         } else {
@@ -177,9 +178,9 @@ fn staged(s: &Storage) -> Result<Storage, StorageError> {
     let params = s.like_params(StorageDevice::Host);
     let plan = Storage::plan(s.shape(), s.element(), &params)?;
     Storage::from_plan(
-        &plan,
+        plan,
         s.element().clone(),
-        &params,
+        params,
         Buffers {
             host: Some(Side {
                 buffer: host,
@@ -286,7 +287,7 @@ pub fn copy(s: &Storage) -> Result<Storage, StorageError> {
         }
     }
     let params = s.like_params(StorageDevice::Gpu);
-    let out = allocate(s.shape(), s.element().clone(), &params, Init::Uninit)?
+    let out = allocate(s.shape(), s.element().clone(), params, Init::Uninit)?
         .with_defaults(s.info().defaults);
     let src_host = if s.has_host() {
         s.clone()

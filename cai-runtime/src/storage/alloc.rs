@@ -5,27 +5,41 @@
 //! shifted until the item at `aligned_index` starts on an `alignment_size`-byte boundary.
 
 use super::StorageError;
-use crate::layout::{Layout, LayoutError};
+use crate::layout::Layout;
 
 /// Where every item of a new storage goes in its buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AllocationPlan {
-    shape: Vec<usize>,
-    padded_shape: Vec<usize>,
-    strides: Vec<isize>,
-    itemsize: usize,
+    /// The requested shape with the strides of the padded one.
+    layout: Layout,
+    /// The contiguous dimension and its padded size (none for 0-d storages).
+    padded: Option<(usize, usize)>,
     alignment: usize,
-    aligned_index: Vec<usize>,
+    /// Bytes from item `[0, ..., 0]` to the aligned item, modulo `alignment`.
+    to_aligned: usize,
     buffer_bytes: usize,
 }
 
 /// Whether `layout` is a permutation of `0..ndim`.
 pub fn check_layout(layout: &[usize], ndim: usize) -> Result<(), StorageError> {
-    let mut seen = vec![false; ndim];
+    // Entries seen so far, as bits (no allocation for up to 128 dimensions, more than NumPy's
+    // 64); a vector beyond.
     let ok = layout.len() == ndim
-        && layout
-            .iter()
-            .all(|&l| l < ndim && !std::mem::replace(&mut seen[l], true));
+        && if ndim <= 128 {
+            let mut seen = 0u128;
+            layout.iter().all(|&l| {
+                let fresh = l < ndim && seen & (1 << l) == 0;
+                if fresh {
+                    seen |= 1 << l;
+                }
+                fresh
+            })
+        } else {
+            let mut seen = vec![false; ndim];
+            layout
+                .iter()
+                .all(|&l| l < ndim && !std::mem::replace(&mut seen[l], true))
+        };
     if ok {
         Ok(())
     } else {
@@ -82,31 +96,49 @@ impl AllocationPlan {
         // Dimensions from the largest stride to the smallest.
         let mut order: Vec<usize> = (0..ndim).collect();
         order.sort_by_key(|&d| layout[d]);
-        let mut padded_shape = shape.to_vec();
-        if let Some(&contiguous) = order.last() {
-            padded_shape[contiguous] = shape[contiguous]
-                .div_ceil(per_block)
-                .checked_mul(per_block)
-                .ok_or_else(overflow)?;
-        }
+        let padded = match order.last() {
+            Some(&contiguous) => Some((
+                contiguous,
+                shape[contiguous]
+                    .div_ceil(per_block)
+                    .checked_mul(per_block)
+                    .ok_or_else(overflow)?,
+            )),
+            None => None,
+        };
         let mut strides = vec![0isize; ndim];
         let mut step = itemsize;
         for &d in order.iter().rev() {
             strides[d] = isize::try_from(step).map_err(|_| overflow())?;
-            step = step.checked_mul(padded_shape[d]).ok_or_else(overflow)?;
+            let size = match padded {
+                Some((c, size)) if c == d => size,
+                _ => shape[d],
+            };
+            step = step.checked_mul(size).ok_or_else(overflow)?;
         }
         // `step` is now the padded array's size in bytes.
         let buffer_bytes = step.checked_add(alignment - 1).ok_or_else(overflow)?;
         if buffer_bytes > isize::MAX as usize {
             return Err(overflow());
         }
+        // Bytes from item 0 to the aligned item, modulo the alignment. Each term `i * s` is at
+        // most the partial size `step` had after its dimension (`i` <= the dimension's size;
+        // checked above), so below 2^64, and there are fewer than 2^64 terms: the u128 sum
+        // cannot overflow. One division at the end.
+        let to_aligned = aligned_index
+            .iter()
+            .zip(&strides)
+            .map(|(&i, &s)| i as u128 * s.unsigned_abs() as u128)
+            .sum::<u128>()
+            % alignment as u128;
+        let layout =
+            Layout::from_parts(shape.to_vec(), strides, itemsize).map_err(|_| overflow())?;
         Ok(AllocationPlan {
-            shape: shape.to_vec(),
-            padded_shape,
-            strides,
-            itemsize,
+            layout,
+            padded,
             alignment,
-            aligned_index: aligned_index.to_vec(),
+            // Below `alignment`, a usize.
+            to_aligned: to_aligned as usize,
             buffer_bytes,
         })
     }
@@ -117,37 +149,43 @@ impl AllocationPlan {
     }
 
     /// The shape with the contiguous dimension padded.
-    pub fn padded_shape(&self) -> &[usize] {
-        &self.padded_shape
+    pub fn padded_shape(&self) -> Vec<usize> {
+        let mut shape = self.layout.shape().to_vec();
+        if let Some((d, size)) = self.padded {
+            shape[d] = size;
+        }
+        shape
     }
 
     /// Byte strides (over the padded shape).
     pub fn strides(&self) -> &[isize] {
-        &self.strides
+        self.layout.strides()
     }
 
     /// The items' layout (the requested shape with the padded strides).
-    pub fn layout(&self) -> Result<Layout, LayoutError> {
-        Layout::strided(&self.shape, &self.strides, self.itemsize)
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The items' layout, taken out of the plan.
+    pub fn into_layout(self) -> Layout {
+        self.layout
     }
 
     /// Where item `[0, ..., 0]` goes, in bytes from the start of a buffer at address `base`,
     /// so that the item at `aligned_index` is aligned. Always less than `alignment`.
     pub fn byte_offset(&self, base: usize) -> usize {
-        let a = self.alignment as u128;
-        // Bytes from item 0 to the aligned item, modulo `a` (in u128: no overflow).
-        let to_aligned = self
-            .aligned_index
-            .iter()
-            .zip(&self.strides)
-            .fold(0u128, |acc, (&i, &s)| {
-                (acc + (i as u128 % a) * (s.unsigned_abs() as u128 % a)) % a
-            });
-        // Want (base + offset + to_aligned) % a == 0; the result is below `a`, a usize.
-        ((2 * a - (base as u128 % a) - to_aligned) % a) as usize
+        let a = self.alignment;
+        // Want (base + offset + to_aligned) % a == 0, that is offset = need - to_aligned
+        // (mod a), with `need` the bytes from `base` to the next boundary. Both are below `a`.
+        let need = (a - base % a) % a;
+        if need >= self.to_aligned {
+            need - self.to_aligned
+        } else {
+            need + (a - self.to_aligned)
+        }
     }
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +249,6 @@ mod tests {
         assert_eq!((p.buffer_bytes(), p.byte_offset(3)), (4 + 15, 13));
         let p = AllocationPlan::new(&[0, 5], 4, &[0, 1], 16, &[0, 0]).unwrap();
         assert_eq!(p.padded_shape(), [0, 8]);
-        assert!(p.layout().unwrap().is_empty());
+        assert!(p.layout().is_empty());
     }
 }

@@ -133,7 +133,7 @@ impl Storage {
     pub fn allocate_host(
         shape: &[usize],
         element: ElementType,
-        params: &ResolvedParams,
+        params: ResolvedParams,
         init: Init,
     ) -> Result<Storage, StorageError> {
         if params.device != StorageDevice::Host {
@@ -141,20 +141,21 @@ impl Storage {
                 "host allocation asked for a device storage".into(),
             ));
         }
-        let plan = Self::plan(shape, &element, params)?;
+        let plan = Self::plan(shape, &element, &params)?;
         let buffer = match init {
             Init::Uninit => HostBuffer::uninit(plan.buffer_bytes())?,
             _ => HostBuffer::zeroed(plan.buffer_bytes())?,
         };
         let origin = plan.byte_offset(buffer.addr());
+        let span = plan.buffer_bytes();
         let storage = Self::from_plan(
-            &plan,
+            plan,
             element,
             params,
             Buffers {
                 host: Some(Side { buffer, origin }),
                 device: None,
-                span: plan.buffer_bytes(),
+                span,
                 sync: None,
                 device_kind: StorageDevice::Host,
                 managed: Managed::None,
@@ -185,27 +186,23 @@ impl Storage {
 
     /// A storage over buffers laid out by `plan` (for the device allocators).
     pub fn from_plan(
-        plan: &AllocationPlan,
+        plan: AllocationPlan,
         element: ElementType,
-        params: &ResolvedParams,
+        params: ResolvedParams,
         buffers: Buffers,
     ) -> Result<Storage, StorageError> {
-        let layout = plan.layout().map_err(|_| StorageError::Overflow {
-            shape: plan.padded_shape().to_vec(),
-            itemsize: element.itemsize(),
-        })?;
         Ok(Storage {
             buffers: Arc::new(buffers),
             geometry: Geometry {
-                layout,
+                layout: plan.into_layout(),
                 offset: 0,
-                halo: params.halo.clone(),
-                dims: params.dims.clone(),
+                halo: params.halo,
+                dims: params.dims,
             },
             element,
             info: AllocInfo {
                 alignment_size: params.alignment_size,
-                aligned_index: Some(params.aligned_index.clone()),
+                aligned_index: Some(params.aligned_index),
                 defaults: None,
             },
         })
@@ -226,7 +223,7 @@ impl Storage {
                 return Err(StorageError::Length { param, got, ndim });
             }
         }
-        super::normalize_halo(&halo, layout.shape())?;
+        super::check_halo(&halo, layout.shape())?;
         Ok(Storage {
             buffers: Arc::new(buffers),
             geometry: Geometry {
@@ -298,7 +295,8 @@ impl Storage {
 
     /// Changes the halo (GDP-3's `halo` setter); the aligned item does not move.
     pub fn set_halo(&mut self, halo: Vec<(usize, usize)>) -> Result<(), StorageError> {
-        self.geometry.halo = super::normalize_halo(&halo, self.shape())?;
+        super::check_halo(&halo, self.shape())?;
+        self.geometry.halo = halo;
         Ok(())
     }
 
@@ -444,9 +442,8 @@ impl Storage {
     /// The host side is read: synchronize a mirrored storage first.
     pub fn copy_host(&self) -> Result<Storage, StorageError> {
         let params = self.like_params(StorageDevice::Host);
-        let out =
-            Storage::allocate_host(self.shape(), self.element.clone(), &params, Init::Uninit)?
-                .with_defaults(self.info.defaults);
+        let out = Storage::allocate_host(self.shape(), self.element.clone(), params, Init::Uninit)?
+            .with_defaults(self.info.defaults);
         self.copy_items_host(&out)?;
         Ok(out)
     }
@@ -576,7 +573,7 @@ mod tests {
 
     fn zeros(shape: &[usize], p: StorageParams) -> Storage {
         let params = p.resolve(shape, &StorageParams::default()).unwrap();
-        Storage::allocate_host(shape, f64(), &params, Init::Zeros).unwrap()
+        Storage::allocate_host(shape, f64(), params, Init::Zeros).unwrap()
     }
 
     fn read(s: &Storage, offset: isize) -> f64 {

@@ -124,7 +124,7 @@ pub fn check_dims_and_halo(
         }
     }
     if let Some(h) = halo {
-        super::normalize_halo(h, shape)?;
+        super::check_halo(h, shape)?;
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ pub use alloc::AllocationPlan;
 pub use array::{Buffers, DeviceBufferHandle, ElementType, Init, Selected, Side, Storage};
 pub use buffer::HostBuffer;
 pub use gt::{GtDataDescriptor, GtDevice};
-pub use params::{Managed, Preset, StorageDevice, StorageParams, normalize_halo, parse_dims};
+pub use params::{Managed, Preset, StorageDevice, StorageParams, check_halo, parse_dims};
 pub use sync_state::{Mirror, SyncState, SyncStatus};
 pub use view::{Geometry, IndexError, IndexItem};
 

@@ -163,12 +163,9 @@ pub fn default_dims(ndim: usize) -> Vec<String> {
         .collect()
 }
 
-/// A halo given per dimension as a symmetric size or a (start, end) pair, normalized to pairs
-/// and checked against the shape: the halo may not be wider than its dimension.
-pub fn normalize_halo(
-    halo: &[(usize, usize)],
-    shape: &[usize],
-) -> Result<Vec<(usize, usize)>, StorageError> {
+/// Checks a halo (a (start, end) pair per dimension) against the shape: one pair per
+/// dimension, none wider than its dimension.
+pub fn check_halo(halo: &[(usize, usize)], shape: &[usize]) -> Result<(), StorageError> {
     if halo.len() != shape.len() {
         return Err(StorageError::Length {
             param: "halo",
@@ -185,7 +182,7 @@ pub fn normalize_halo(
             });
         }
     }
-    Ok(halo.to_vec())
+    Ok(())
 }
 
 /// The parameters of a storage, each optional until resolved.
@@ -234,7 +231,7 @@ impl StorageParams {
     /// buffer or storage being wrapped or copied), then the fallback (C layout, no halo, no
     /// alignment, the halo's start as aligned index, host memory, "gt4py" on the GPU).
     pub fn resolve(
-        &self,
+        self,
         shape: &[usize],
         data: &StorageParams,
     ) -> Result<ResolvedParams, StorageError> {
@@ -253,17 +250,15 @@ impl StorageParams {
         }
         let layout = self
             .layout
-            .clone()
             .or_else(|| preset.map(|p| p.layout(&dims)))
             .or_else(|| data.layout.clone())
             .unwrap_or_else(|| (0..ndim).collect());
         check_layout(&layout, ndim)?;
         let halo = self
             .halo
-            .clone()
             .or_else(|| data.halo.clone())
             .unwrap_or_else(|| vec![(0, 0); ndim]);
-        let halo = normalize_halo(&halo, shape)?;
+        check_halo(&halo, shape)?;
         let alignment_size = self
             .alignment_size
             .or_else(|| preset.map(Preset::alignment))
@@ -271,7 +266,6 @@ impl StorageParams {
             .unwrap_or(1);
         let aligned_index = self
             .aligned_index
-            .clone()
             .or_else(|| data.aligned_index.clone())
             .unwrap_or_else(|| halo.iter().map(|h| h.0).collect());
         let device = self
@@ -352,7 +346,7 @@ mod tests {
             defaults: Some(Preset::GtCuda),
             ..Default::default()
         };
-        let p = preset.resolve(&shape, &data).unwrap();
+        let p = preset.clone().resolve(&shape, &data).unwrap();
         assert_eq!(
             (p.layout.as_slice(), p.alignment_size),
             (&[2, 1, 0][..], 32)
@@ -418,6 +412,6 @@ mod tests {
         );
         assert!(StorageDevice::parse(Some("cpu")).is_err());
         assert!(Managed::parse(Some("yes")).is_err());
-        assert!(normalize_halo(&[(usize::MAX, 1)], &[3]).is_err());
+        assert!(check_halo(&[(usize::MAX, 1)], &[3]).is_err());
     }
 }
