@@ -1110,6 +1110,7 @@ fn creator(
             (Some(v), _) => Init::Fill(item_bytes(py, d, v)?),
             (None, Fill::Empty) => Init::Uninit,
             (None, Fill::Zeros) => Init::Zeros,
+            // `full` always has its value; `ones` is the value 1.
             (None, Fill::Ones | Fill::Full) => Init::Fill(one(py, d)?),
         })
     };
