@@ -150,7 +150,7 @@ pub fn allocate(
             readonly: false,
             stream: None,
         },
-    )?;
+    );
     if let Init::Fill(item) = init {
         if has_host {
             storage.fill_host(&item)?;
@@ -177,7 +177,7 @@ fn staged(s: &Storage) -> Result<Storage, StorageError> {
     let host = HostBuffer::uninit(b.span)?;
     let params = s.like_params(StorageDevice::Host);
     let plan = Storage::plan(s.shape(), s.element(), &params)?;
-    Storage::from_plan(
+    Ok(Storage::from_plan(
         plan,
         s.element().clone(),
         params,
@@ -194,7 +194,7 @@ fn staged(s: &Storage) -> Result<Storage, StorageError> {
             readonly: false,
             stream: None,
         },
-    )
+    ))
 }
 
 /// Copies the whole host buffer of `src` to the device buffer of `dst` (same span).

@@ -162,7 +162,7 @@ impl Storage {
                 readonly: false,
                 stream: None,
             },
-        )?;
+        );
         if let Init::Fill(item) = init {
             storage.fill_host(&item)?;
         }
@@ -190,8 +190,8 @@ impl Storage {
         element: ElementType,
         params: ResolvedParams,
         buffers: Buffers,
-    ) -> Result<Storage, StorageError> {
-        Ok(Storage {
+    ) -> Storage {
+        Storage {
             buffers: Arc::new(buffers),
             geometry: Geometry {
                 layout: plan.into_layout(),
@@ -205,7 +205,7 @@ impl Storage {
                 aligned_index: Some(params.aligned_index),
                 defaults: None,
             },
-        })
+        }
     }
 
     /// Wraps memory described by `layout` whose item `[0, ..., 0]` is `origin` bytes into
