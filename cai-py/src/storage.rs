@@ -4,7 +4,7 @@
 //! the arguments, applies GDP-3's lookup order, and forwards element writes to NumPy (host) or
 //! CuPy (device), as GDP-3 does.
 
-use cai_runtime::TypeStr;
+use cai_runtime::descriptor::{ArrayDescriptor, Space};
 use cai_runtime::python::parse::parse_descr;
 use cai_runtime::python::{self as cpy, GtData, HookKind};
 use cai_runtime::storage::array::{AllocInfo, stride_order};
@@ -15,6 +15,7 @@ use cai_runtime::storage::{
     SyncStatus,
 };
 use cai_runtime::sync::ImportOptions;
+use cai_runtime::{DescriptorError, TypeStr};
 use pyo3::exceptions::{
     PyAttributeError, PyException, PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError,
     PyValueError,
@@ -527,6 +528,23 @@ impl PyStorage {
         )
     }
 
+    /// One side's interface dict (`attribute`), that side brought up to date first (GDP-3: a
+    /// read); `AttributeError` with `missing` when the storage has no buffer there.
+    fn interface<'py, S: Space>(
+        &self,
+        py: Python<'py>,
+        attribute: &str,
+        missing: &'static str,
+        bring_up_to_date: MirrorOp,
+        describe: impl FnOnce(&Storage) -> Option<Result<ArrayDescriptor<S>, DescriptorError>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = describe(&self.inner)
+            .ok_or_else(|| PyAttributeError::new_err(missing))?
+            .map_err(|e| cpy::export::export_error(e, attribute))?;
+        mirror(&self.inner, bring_up_to_date)?;
+        cpy::to_dict(py, &d)
+    }
+
     fn dtype(&self, py: Python<'_>) -> Dtype {
         Dtype {
             element: self.inner.element().clone(),
@@ -617,35 +635,25 @@ impl PyStorage {
     /// The NumPy array interface of the host buffer (read after copying newer device data).
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        if !self.inner.has_host() {
-            return Err(PyAttributeError::new_err(
-                "this storage has no host buffer (device=\"gpu\", managed=None): use __cuda_array_interface__",
-            ));
-        }
-        mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
-        let d = self
-            .inner
-            .host_descriptor()
-            .expect("has a host buffer")
-            .map_err(|e| cpy::export::export_error(e, "__array_interface__"))?;
-        cpy::to_dict(py, &d)
+        self.interface(
+            py,
+            "__array_interface__",
+            "this storage has no host buffer (device=\"gpu\", managed=None): use __cuda_array_interface__",
+            MirrorOp::DeviceToHost(false),
+            Storage::host_descriptor,
+        )
     }
 
     /// The CUDA Array Interface of the device buffer (read after copying newer host data).
     #[getter]
     fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        if !self.inner.has_device() {
-            return Err(PyAttributeError::new_err(
-                "this storage has no device buffer (it lives in host memory): use __array_interface__",
-            ));
-        }
-        mirror(&self.inner, MirrorOp::HostToDevice(false))?;
-        let d = self
-            .inner
-            .device_descriptor()
-            .expect("has a device buffer")
-            .map_err(|e| cpy::export::export_error(e, "__cuda_array_interface__"))?;
-        cpy::to_dict(py, &d)
+        self.interface(
+            py,
+            "__cuda_array_interface__",
+            "this storage has no device buffer (it lives in host memory): use __array_interface__",
+            MirrorOp::HostToDevice(false),
+            Storage::device_descriptor,
+        )
     }
 
     /// GDP-3's data interface: `{None: host entry, "gpu": device entry}`, each with `dims`,
@@ -745,9 +753,9 @@ impl PyStorage {
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = slf.py();
-        let (has_host, has_device, mirrored) = {
+        let (has_host, has_device) = {
             let s = &slf.borrow().inner;
-            (s.has_host(), s.has_device(), s.sync_state().is_some())
+            (s.has_host(), s.has_device())
         };
         if let Some(items) = basic_index(key)? {
             // Validate first, so a bad index raises IndexError as for a read.
@@ -757,12 +765,8 @@ impl PyStorage {
         if on_gpu {
             let target = Self::to_cupy(slf)?;
             target.set_item(key, cupy(py)?.getattr("asarray")?.call1((value,))?)?;
-            if mirrored {
-                slf.borrow()
-                    .inner
-                    .sync_state()
-                    .expect("mirrored")
-                    .set_device_modified();
+            if let Some(state) = slf.borrow().inner.sync_state() {
+                state.set_device_modified();
             }
         } else {
             let value = match value.cast::<PyStorage>() {
@@ -772,12 +776,8 @@ impl PyStorage {
                 _ => value.clone(),
             };
             Self::to_numpy(slf)?.set_item(key, value)?;
-            if mirrored {
-                slf.borrow()
-                    .inner
-                    .sync_state()
-                    .expect("mirrored")
-                    .set_host_modified();
+            if let Some(state) = slf.borrow().inner.sync_state() {
+                state.set_host_modified();
             }
         }
         Ok(())
