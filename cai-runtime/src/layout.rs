@@ -5,6 +5,7 @@
 //! limit too) is a [`LayoutError`], never a wrapped number.
 
 use crate::descr::py_tuple;
+use smallvec::SmallVec;
 
 /// Memory order of a contiguous layout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -109,10 +110,14 @@ impl Extent {
 /// byte extent, fit in `isize`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    shape: Dims<usize>,
+    strides: Dims<isize>,
     itemsize: usize,
 }
+
+/// A layout's shape or strides: up to four dimensions held inline, so that making, copying
+/// and dropping the layouts of everyday arrays allocates nothing.
+type Dims<T> = SmallVec<[T; 4]>;
 
 /// Bytes of `shape` with `itemsize`, or `None` unless the item size, the number of items and
 /// the number of bytes all fit in `isize` (as NumPy's `npy_intp` requires). A zero dimension
@@ -143,7 +148,7 @@ impl Layout {
             shape: shape.to_vec(),
             itemsize,
         })?;
-        let mut strides = vec![0isize; shape.len()];
+        let mut strides: Dims<isize> = smallvec::smallvec![0; shape.len()];
         // NumPy 2 gives arrays created with no items all-zero strides; otherwise every partial
         // product is at most the checked total, so nothing below can overflow.
         if !shape.contains(&0) {
@@ -158,7 +163,7 @@ impl Layout {
             }
         }
         Ok(Layout {
-            shape: shape.to_vec(),
+            shape: Dims::from_slice(shape),
             strides,
             itemsize,
         })
@@ -196,15 +201,15 @@ impl Layout {
             return Err(LayoutError::ShapeOverflow { shape, itemsize });
         }
         let layout = Layout {
-            shape,
-            strides,
+            shape: Dims::from_vec(shape),
+            strides: Dims::from_vec(strides),
             itemsize,
         };
         match layout.compute_extent() {
             Some(_) => Ok(layout),
             None => Err(LayoutError::ExtentOverflow {
-                shape: layout.shape,
-                strides: layout.strides,
+                shape: layout.shape.into_vec(),
+                strides: layout.strides.into_vec(),
             }),
         }
     }
@@ -407,8 +412,8 @@ impl Layout {
         // NumPy (mapping.c) points an empty slice at the first item with step 1.
         let (start, step) = if count == 0 { (0, 1) } else { (start, step) };
         let overflow = || LayoutError::ExtentOverflow {
-            shape: self.shape.clone(),
-            strides: self.strides.clone(),
+            shape: self.shape.to_vec(),
+            strides: self.strides.to_vec(),
         };
         let stride = self.strides[axis].checked_mul(step).ok_or_else(overflow)?;
         // Cannot overflow: `start` indexes an existing item, inside the checked extent.

@@ -548,6 +548,10 @@ pub fn stride_order(strides: &[isize]) -> Vec<usize> {
 
 /// What `Storage::select` gives.
 #[derive(Clone, Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned and matched at once; boxing the view would add an allocation per view"
+)]
 pub enum Selected {
     /// A view sharing the buffers.
     View(Storage),
