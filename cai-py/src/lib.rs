@@ -680,6 +680,17 @@ fn total(a: HostImport) -> PyResult<f64> {
     Ok((0..n).filter_map(|i| t.get(&[i])).sum())
 }
 
+/// Test support: `(fast, full)`, what import's fast path and its full parser make of a
+/// descriptor (`Debug` text, `None` where the fast path declines or the parser refuses).
+#[pyfunction]
+fn _import_paths(desc: &Bound<'_, PyAny>, device: bool) -> (Option<String>, Option<String>) {
+    if device {
+        cai_runtime::python::both_paths::<cai_runtime::Device>(desc)
+    } else {
+        cai_runtime::python::both_paths::<cai_runtime::Host>(desc)
+    }
+}
+
 /// Benchmark support: nanoseconds per `ForeignArray::<Host>::from_object(obj)` over `n` runs
 /// in Rust, without the Python call and the view object around each import.
 #[pyfunction]
@@ -880,6 +891,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(total, m)?)?;
     m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
     cuda::register(m)?;
     Ok(())
 }

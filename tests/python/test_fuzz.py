@@ -183,6 +183,11 @@ def test_import_matches_the_model(case):
     expected = expected_exception(device, d)
     OUTCOMES["valid" if expected is None else expected.__name__] += 1
     importer = cai.from_cuda_array_interface if device else cai.from_array_interface
+    # Import's fast path may decline any descriptor, but what it returns is what the full
+    # parser returns.
+    fast, full = cai._native._import_paths(d, device)
+    assert fast is None or fast == full, (d, fast, full)
+    OUTCOMES["fast path"] += fast is not None
     try:
         view = importer(d)
     except (KeyError, TypeError, ValueError) as e:
@@ -224,4 +229,4 @@ def test_fuzzing_covered_every_outcome():
         import pytest
 
         pytest.skip("run together with test_import_matches_the_model")
-    assert all(OUTCOMES[k] >= EXAMPLES // 20 for k in ("valid", "KeyError", "TypeError", "ValueError")), OUTCOMES
+    assert all(OUTCOMES[k] >= EXAMPLES // 20 for k in ("valid", "KeyError", "TypeError", "ValueError", "fast path")), OUTCOMES

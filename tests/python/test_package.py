@@ -341,3 +341,52 @@ def test_str_subclass_typestr_with_python_eq_is_safe():
     d = dict(np.zeros(3).__array_interface__, typestr=Sneaky("<f8"))
     for _ in range(3):
         assert cai.from_array_interface(d).shape == (3,)
+
+
+# ---------------------------------------------------------------- import's fast path
+
+
+class IntLike(int):
+    pass
+
+
+def test_import_fast_path_reads_what_producers_send():
+    """The dicts NumPy and the GPU libraries send take the fast path, and it reads them as the
+    full parser does."""
+    sent = [
+        (np.zeros((4, 5), np.float32).__array_interface__, False),
+        (np.zeros((4, 5), np.complex128)[:, ::2].__array_interface__, False),
+        (np.zeros((2, 3), np.float64).T.__array_interface__, False),
+        (cai.DeviceMatrix(0x1000, 2, 3, stream=7).__cuda_array_interface__, True),
+        (base_desc(), True),
+        (base_desc(version=2, strides=REMOVE), True),
+        (base_desc(stream=2, strides=(-12, 0), data=(0x2000, True)), True),
+    ]
+    for d, device in sent:
+        fast, full = cai._native._import_paths(d, device)
+        assert fast is not None and fast == full, d
+
+
+def test_import_fast_path_declines_what_it_does_not_read():
+    """Anything unusual goes to the full parser, which accepts or refuses it as before."""
+    built_key = "".join(["sha", "pe"])  # equal to "shape", but not the interned string
+    accepted = [
+        {built_key if k == "shape" else k: v for k, v in base_desc().items()},
+        base_desc(extra="ignored"),
+        base_desc(shape=[2, 3]),
+        base_desc(shape=(IntLike(2), 3)),
+        base_desc(data=(2**64 - 8, False)),
+        base_desc(descr=[("a", "<f4")]),
+        base_desc(mask=cai.DeviceMatrix(0x1000, 2, 3)),
+        base_desc(version=2, stream=7),
+        base_desc(shape=(0, 3)),
+    ]
+    for d in accepted:
+        fast, full = cai._native._import_paths(d, True)
+        assert fast is None and full is not None, d
+        assert cai.from_cuda_array_interface(d).shape == tuple(d["shape"]), d
+    refused = [base_desc(shape=(2, -3)), base_desc(data=(0, False)), base_desc(stream=0)]
+    for d in refused:
+        assert cai._native._import_paths(d, True) == (None, None), d
+        with pytest.raises(ValueError):
+            cai.from_cuda_array_interface(d)

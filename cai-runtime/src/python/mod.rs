@@ -18,6 +18,7 @@
 
 pub mod check;
 pub mod export;
+mod fast;
 pub mod gt;
 pub mod parse;
 pub mod rules;
@@ -25,6 +26,8 @@ pub mod view;
 
 pub use check::{Violation, check};
 pub use export::{array_interface, cuda_array_interface, to_dict};
+#[doc(hidden)]
+pub use fast::both_paths;
 pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
 pub use parse::{Parsed, Problem, parse};
 pub use view::{CudaArrayView, ForeignArray, HostArrayView, Plain, Typed, TypedMut, ViewError};

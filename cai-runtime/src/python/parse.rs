@@ -12,6 +12,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
+use super::fast::{KEYS, exact_int, names};
 use super::rules::{self, Rule};
 use crate::descr::{Descr, DescrField, DescrFormat};
 use crate::descriptor::{ArrayDescriptor, Data, Space};
@@ -144,6 +145,10 @@ pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
 
 /// A Python int (not a bool) as i128, or why not.
 fn int(v: &Bound<'_, PyAny>) -> Result<i128, &'static str> {
+    // What every producer sends first: an exact `int` that fits 64 bits.
+    if let Some(n) = exact_int(v) {
+        return Ok(n.into());
+    }
     if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
         return Err("not an int");
     }
@@ -189,16 +194,23 @@ fn int_sequence<T: TryFrom<i128>>(
     rule: Rule,
     what: &str,
 ) -> Result<Vec<T>, Problem> {
-    let convert = |(i, item): (usize, Bound<'_, PyAny>)| {
-        int_in(key, &item, rule, what).map_err(|mut p| {
+    let convert = |i: usize, item: &Bound<'_, PyAny>| {
+        int_in(key, item, rule, what).map_err(|mut p| {
             p.message = format!("{} has item {i} = {}", show(v), p.message);
             p
         })
     };
     if let Ok(t) = v.cast::<PyTuple>() {
-        t.iter().enumerate().map(convert).collect()
+        let mut out = Vec::with_capacity(t.len());
+        for (i, item) in t.iter_borrowed().enumerate() {
+            out.push(convert(i, &item)?);
+        }
+        Ok(out)
     } else if let Ok(l) = v.cast::<PyList>() {
-        l.iter().enumerate().map(convert).collect()
+        l.iter()
+            .enumerate()
+            .map(|(i, item)| convert(i, &item))
+            .collect()
     } else {
         Err(Problem::new(
             key,
@@ -215,6 +227,43 @@ fn int_sequence<T: TryFrom<i128>>(
 
 fn get<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
     dict.get_item(key).ok().flatten()
+}
+
+/// The values of a descriptor dict's known keys ([`KEYS`]), read in one pass over the dict
+/// ([`super::fast::walk`]) and owned. An entry that matches no key by pointer may still equal
+/// one (a key built at run time); then the keys not yet found are looked up as a dict would.
+struct Entries<'py> {
+    values: [Option<Bound<'py, PyAny>>; KEYS.len()],
+}
+
+impl<'py> Entries<'py> {
+    fn read(dict: &Bound<'py, PyDict>) -> Self {
+        let py = dict.py();
+        #[cfg(not(Py_GIL_DISABLED))]
+        let (mut values, unmatched) = {
+            let (borrowed, unmatched) = super::fast::walk(dict);
+            // SAFETY: borrowed from `dict` just now, with no Python code run since; each
+            // value becomes an owned reference here.
+            let owned = borrowed.map(|p| unsafe { Bound::from_borrowed_ptr_or_opt(py, p) });
+            (owned, unmatched)
+        };
+        #[cfg(Py_GIL_DISABLED)]
+        let (mut values, unmatched) = (Default::default(), true);
+        if unmatched {
+            for (value, name) in values.iter_mut().zip(names(py)) {
+                if value.is_none() {
+                    *value = get(dict, name);
+                }
+            }
+        }
+        Entries { values }
+    }
+
+    /// The value of `key` (one of [`KEYS`]), if the dict has it.
+    fn take(&mut self, key: &str) -> Option<Bound<'py, PyAny>> {
+        let i = KEYS.iter().position(|k| *k == key)?;
+        self.values[i].take()
+    }
 }
 
 /// Recently seen type strings: NumPy and the GPU libraries send a new `str` object on every
@@ -252,7 +301,7 @@ fn remember_typestr(s: &Bound<'_, PyString>, t: TypeStr) {
     }
 }
 
-fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<TypeStr, Problem> {
+pub(super) fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<TypeStr, Problem> {
     let s = v.cast::<PyString>().map_err(|_| {
         Problem::new(
             key,
@@ -366,9 +415,11 @@ fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem
     Ok(Descr(fields))
 }
 
-/// Whether `v` is `[('', t)]` for the type string object `t`.
-fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> bool {
-    let Ok(list) = v.cast::<PyList>() else {
+/// Whether `v` is `[('', t)]` for the type string object `t`: exact types only, anything
+/// else goes to the full `descr` reader. Runs no Python code when `t` is an exact `str` (as
+/// the fast path needs): each object is checked to be an exact builtin before any call on it.
+pub(super) fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> bool {
+    let Ok(list) = v.cast_exact::<PyList>() else {
         return false;
     };
     if list.len() != 1 {
@@ -377,18 +428,18 @@ fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> bool {
     let Ok(item) = list.get_item(0) else {
         return false;
     };
-    let Ok(tuple) = item.cast::<PyTuple>() else {
+    let Ok(tuple) = item.cast_exact::<PyTuple>() else {
         return false;
     };
     if tuple.len() != 2 {
         return false;
     }
-    let (Ok(name), Ok(format)) = (tuple.get_item(0), tuple.get_item(1)) else {
+    let (Ok(name), Ok(format)) = (tuple.get_borrowed_item(0), tuple.get_borrowed_item(1)) else {
         return false;
     };
-    name.cast::<PyString>()
+    name.cast_exact::<PyString>()
         .is_ok_and(|n| n.len().is_ok_and(|l| l == 0))
-        && format.is_instance_of::<PyString>()
+        && format.is_exact_instance_of::<PyString>()
         && (format.is(t) || format.eq(t).unwrap_or(false))
 }
 
@@ -465,15 +516,14 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         };
     };
     let device = S::DEVICE;
-    let py = desc.py();
+    let mut entries = Entries::read(dict);
     fn required<'py, S: Space>(
-        dict: &Bound<'py, PyDict>,
+        entries: &mut Entries<'py>,
         key: &str,
-        interned: &Bound<'py, PyString>,
         rule: Rule,
         problems: &mut Vec<Problem>,
     ) -> Option<Bound<'py, PyAny>> {
-        let v = get(dict, interned);
+        let v = entries.take(key);
         if v.is_none() {
             problems.push(Problem::new(
                 key,
@@ -488,13 +538,14 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         v
     }
     let p = &mut problems;
-    let shape_v = required::<S>(dict, "shape", intern!(py, "shape"), rules::SHAPE, p);
-    let typestr_v = required::<S>(dict, "typestr", intern!(py, "typestr"), rules::TYPESTR, p);
-    let data_v = required::<S>(dict, "data", intern!(py, "data"), rules::DATA, p);
+    let e = &mut entries;
+    let shape_v = required::<S>(e, "shape", rules::SHAPE, p);
+    let typestr_v = required::<S>(e, "typestr", rules::TYPESTR, p);
+    let data_v = required::<S>(e, "data", rules::DATA, p);
     let version_v = if device {
-        required::<S>(dict, "version", intern!(py, "version"), rules::VERSION, p)
+        required::<S>(e, "version", rules::VERSION, p)
     } else {
-        get(dict, intern!(py, "version"))
+        e.take("version")
     };
     let typestr_obj = typestr_v.clone();
 
@@ -513,7 +564,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         ),
         None => Some(S::DEFAULT_VERSION),
     };
-    let strides = match get(dict, intern!(py, "strides")) {
+    let strides = match entries.take("strides") {
         None => Some(None),
         Some(v) if v.is_none() => Some(None),
         Some(v) => ok(
@@ -522,7 +573,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         )
         .map(Some),
     };
-    let descr = match get(dict, intern!(py, "descr")) {
+    let descr = match entries.take("descr") {
         None => Some(None),
         // What NumPy and CuPy send for plain types: `[('', typestr)]`, checked without
         // decoding anything.
@@ -536,13 +587,13 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         }
         Some(v) => ok(descr("descr", &v, 0), &mut problems).map(Some),
     };
-    let mask = match get(dict, intern!(py, "mask")) {
+    let mask = match entries.take("mask") {
         None => Some(None),
         Some(v) if v.is_none() => Some(None),
         Some(v) => ok(mask::<S>(&v, depth), &mut problems).map(Some),
     };
     let stream = if device {
-        match get(dict, intern!(py, "stream")) {
+        match entries.take("stream") {
             None => Some(None),
             Some(v) if v.is_none() => Some(None),
             Some(v) => ok(stream_entry(&v), &mut problems).map(Some),

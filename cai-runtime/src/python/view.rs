@@ -6,6 +6,7 @@ use std::marker::PhantomData;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use super::fast;
 use super::parse::{interface_of, parse};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::element::Element;
@@ -94,7 +95,10 @@ impl<S: Space> ForeignArray<S> {
         owner: Option<&Bound<'_, PyAny>>,
         options: &ImportOptions,
     ) -> PyResult<Self> {
-        let (descriptor, layout) = parse::<S>(desc).into_result()?;
+        let (descriptor, layout) = match fast::import::<S>(desc) {
+            Some(read) => read,
+            None => parse::<S>(desc).into_result()?,
+        };
         let mut a = ForeignArray {
             descriptor,
             layout,

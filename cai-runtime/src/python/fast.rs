@@ -1,0 +1,200 @@
+//! Import's fast path, and the one walk over a descriptor dict that both paths use.
+//!
+//! What NumPy, CuPy, Numba, PyTorch and JAX send is always the same kind of dict: interned
+//! keys, exact `tuple`, `int`, `str`, `bool` and `list` values, `descr` of `[('', typestr)]`.
+//! The fast path reads such a dict with borrowed references (in the stable ABI every reference
+//! count change is a function call) and builds the descriptor. Anything else, and any
+//! descriptor that breaks a rule, goes to the full parser ([`super::parse`]), which reads
+//! every key with its own references, reports the problem, and is the only source of error
+//! messages. So the fast path decides nothing: it returns what the parser would, or `None`.
+//!
+//! Why borrowed references are safe here: every object is checked to be an exact builtin
+//! before any call on it, and the calls made on exact builtins (sizes, items, `int` values,
+//! `str` hashes and comparisons) run no Python code and create no object the garbage
+//! collector tracks, so nothing can change the dict while its values are in use. The
+//! free-threaded build has no such guarantee: there the fast path is off and the parser looks
+//! every key up.
+
+use pyo3::ffi;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
+
+use super::parse::{is_simple_descr_of, typestr};
+use super::rules;
+use crate::descr::Descr;
+use crate::descriptor::{ArrayDescriptor, Data, Space};
+use crate::layout::Layout;
+use crate::stream::Stream;
+
+/// The keys a descriptor dict may hold, in the order of [`names`] and [`walk`]'s values.
+pub(super) const KEYS: [&str; 8] = [
+    "shape", "typestr", "data", "version", "strides", "descr", "mask", "stream",
+];
+
+/// [`KEYS`] as interned Python strings.
+pub(super) fn names(py: Python<'_>) -> [&Bound<'_, PyString>; KEYS.len()] {
+    [
+        intern!(py, "shape"),
+        intern!(py, "typestr"),
+        intern!(py, "data"),
+        intern!(py, "version"),
+        intern!(py, "strides"),
+        intern!(py, "descr"),
+        intern!(py, "mask"),
+        intern!(py, "stream"),
+    ]
+}
+
+/// A dict's values for [`KEYS`] (null where absent), borrowed from the dict: valid only until
+/// Python code runs. Found by comparing key pointers with [`names`]: producers' keys are
+/// literals or `PyDict_SetItemString` keys, which CPython interns. The flag says whether some
+/// key matched no name by pointer (an unknown key, or a known one built at run time).
+#[cfg(not(Py_GIL_DISABLED))]
+pub(super) fn walk(dict: &Bound<'_, PyDict>) -> ([*mut ffi::PyObject; KEYS.len()], bool) {
+    let names = names(dict.py());
+    let mut values = [std::ptr::null_mut(); KEYS.len()];
+    let mut unmatched = false;
+    let mut pos: ffi::Py_ssize_t = 0;
+    let mut key = std::ptr::null_mut();
+    let mut value = std::ptr::null_mut();
+    // SAFETY: `dict` is a live dict and the GIL is held (this is not the free-threaded build),
+    // so no other thread changes it; `pos`, `key` and `value` are valid out-pointers.
+    // PyDict_Next only reads the dict and runs no Python code.
+    while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
+        match names.iter().position(|n| n.as_ptr() == key) {
+            Some(i) => values[i] = value,
+            None => unmatched = true,
+        }
+    }
+    (values, unmatched)
+}
+
+/// The descriptor and its layout, when `desc` is a plain dict of exact builtin values that
+/// breaks no rule; `None` sends the caller to the full parser.
+#[cfg(not(Py_GIL_DISABLED))]
+pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<(ArrayDescriptor<S>, Layout)> {
+    let dict = desc.cast_exact::<PyDict>().ok()?;
+    let (values, unmatched) = walk(dict);
+    if unmatched {
+        return None;
+    }
+    let py = desc.py();
+    // SAFETY: borrowed from `dict`, which outlives this function; see the module docs for why
+    // nothing below can change the dict or free a value.
+    let [
+        shape,
+        typestr_v,
+        data,
+        version,
+        strides,
+        descr,
+        mask,
+        stream,
+    ] = values.map(|p| unsafe { Borrowed::from_ptr_or_opt(py, p) });
+    if mask.is_some_and(|m| !m.is_none()) {
+        return None;
+    }
+    let shape = ints::<usize>(&*shape?)?;
+    let typestr_v = typestr_v?;
+    let t = if typestr_v.is_exact_instance_of::<PyString>() {
+        typestr("typestr", &typestr_v, rules::TYPESTR).ok()?
+    } else {
+        return None;
+    };
+    let data = data_entry(&*data?)?;
+    let version = match version {
+        Some(v) => u32::try_from(exact_int(&v)?).ok()?,
+        None if S::DEVICE => return None,
+        None => S::DEFAULT_VERSION,
+    };
+    let strides = match strides {
+        Some(s) if !s.is_none() => Some(ints::<isize>(&s)?),
+        _ => None,
+    };
+    let descr = match descr {
+        Some(d) if is_simple_descr_of(&d, &typestr_v) => Some(Descr::simple(t)),
+        Some(_) => return None,
+        None => None,
+    };
+    let stream = match stream {
+        Some(s) if S::DEVICE && !s.is_none() => {
+            Some(Stream::from_raw(u64::try_from(exact_int(&s)?).ok()?).ok()?)
+        }
+        _ => None,
+    };
+    let descriptor = ArrayDescriptor::<S> {
+        shape,
+        typestr: t,
+        descr,
+        data,
+        strides,
+        mask: None,
+        version,
+        stream: S::stream_entry(stream),
+    };
+    let (violations, layout) = descriptor.violations_and_layout();
+    if !violations.is_empty() {
+        return None;
+    }
+    Some((descriptor, layout?))
+}
+
+/// The free-threaded build reads every descriptor with the full parser.
+#[cfg(Py_GIL_DISABLED)]
+pub(super) fn import<S: Space>(_: &Bound<'_, PyAny>) -> Option<(ArrayDescriptor<S>, Layout)> {
+    None
+}
+
+/// An exact `int` (never a bool, which has its own type) that fits 64 bits: one C call, no
+/// type-flag lookups.
+pub(super) fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
+    if !v.is_exact_instance_of::<PyInt>() {
+        return None;
+    }
+    let mut overflow: std::os::raw::c_int = 0;
+    // SAFETY: `v` is a live exact `int`; for an `int` the call cannot fail other than by
+    // overflow, which it reports in `overflow` without raising.
+    let n = unsafe { ffi::PyLong_AsLongLongAndOverflow(v.as_ptr(), &mut overflow) };
+    (overflow == 0).then_some(n)
+}
+
+/// An exact tuple of exact ints, each converted to `T`.
+fn ints<T: TryFrom<i64>>(v: &Bound<'_, PyAny>) -> Option<Vec<T>> {
+    let t = v.cast_exact::<PyTuple>().ok()?;
+    let mut out = Vec::with_capacity(t.len());
+    for item in t.iter_borrowed() {
+        out.push(T::try_from(exact_int(&item)?).ok()?);
+    }
+    Some(out)
+}
+
+/// `(pointer, read-only flag)`: an exact 2-tuple of an `int` and a `bool`.
+fn data_entry(v: &Bound<'_, PyAny>) -> Option<Data> {
+    let t = v.cast_exact::<PyTuple>().ok()?;
+    if t.len() != 2 {
+        return None;
+    }
+    let ptr = u64::try_from(exact_int(&*t.get_borrowed_item(0).ok()?)?).ok()?;
+    let readonly = t.get_borrowed_item(1).ok()?;
+    if !readonly.is_exact_instance_of::<PyBool>() {
+        return None;
+    }
+    Some(Data {
+        ptr,
+        readonly: readonly.is(PyBool::new(v.py(), true)),
+    })
+}
+
+/// Test support: what the fast path and the full parser make of `desc`, as `Debug` text of
+/// the descriptor and layout (`None` where the fast path declines or the parser refuses), so a
+/// test can check that the fast path never returns anything the parser would not.
+#[doc(hidden)]
+pub fn both_paths<S: Space>(desc: &Bound<'_, PyAny>) -> (Option<String>, Option<String>) {
+    let fast = import::<S>(desc).map(|read| format!("{read:?}"));
+    let full = super::parse::parse::<S>(desc)
+        .into_result()
+        .ok()
+        .map(|read| format!("{read:?}"));
+    (fast, full)
+}
