@@ -47,12 +47,16 @@ pub(super) fn names(py: Python<'_>) -> [&Bound<'_, PyString>; KEYS.len()] {
 }
 
 /// A dict's values for [`KEYS`] (null where absent), borrowed from the dict: valid only until
-/// Python code runs. Found by comparing key pointers with [`names`]: producers' keys are
-/// literals or `PyDict_SetItemString` keys, which CPython interns. The flag says whether some
-/// key matched no name by pointer (an unknown key, or a known one built at run time).
+/// Python code runs. A key is found by pointer first (producers' keys are literals or
+/// `PyDict_SetItemString` keys, which CPython interns), else, for an exact `str` key, by
+/// comparing text (keys some C++ bindings build at run time); keys equal to no name are
+/// ignored, as the parser ignores them. The flag says whether some key could not be compared
+/// without running Python code (a `str` subclass, or not a `str`): then the caller must look
+/// the names up as the dict would.
 #[cfg(not(Py_GIL_DISABLED))]
 pub(super) fn walk(dict: &Bound<'_, PyDict>) -> ([*mut ffi::PyObject; KEYS.len()], bool) {
-    let names = names(dict.py());
+    let py = dict.py();
+    let names = names(py);
     let mut values = [std::ptr::null_mut(); KEYS.len()];
     let mut unmatched = false;
     let mut pos: ffi::Py_ssize_t = 0;
@@ -60,11 +64,22 @@ pub(super) fn walk(dict: &Bound<'_, PyDict>) -> ([*mut ffi::PyObject; KEYS.len()
     let mut value = std::ptr::null_mut();
     // SAFETY: `dict` is a live dict and the GIL is held (this is not the free-threaded build),
     // so no other thread changes it; `pos`, `key` and `value` are valid out-pointers.
-    // PyDict_Next only reads the dict and runs no Python code.
+    // PyDict_Next only reads the dict and runs no Python code, nor does anything below.
     while unsafe { ffi::PyDict_Next(dict.as_ptr(), &mut pos, &mut key, &mut value) } != 0 {
-        match names.iter().position(|n| n.as_ptr() == key) {
-            Some(i) => values[i] = value,
-            None => unmatched = true,
+        let found = names.iter().position(|n| n.as_ptr() == key).or_else(|| {
+            // SAFETY: `key` is a live key of `dict`, borrowed for this iteration only.
+            let k = unsafe { Borrowed::from_ptr(py, key) };
+            if !k.is_exact_instance_of::<PyString>() {
+                unmatched = true;
+                return None;
+            }
+            // SAFETY: both are exact `str`s, for which the comparison cannot fail.
+            names
+                .iter()
+                .position(|n| unsafe { ffi::PyUnicode_Compare(key, n.as_ptr()) } == 0)
+        });
+        if let Some(i) = found {
+            values[i] = value;
         }
     }
     (values, unmatched)

@@ -230,8 +230,8 @@ fn get<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<Bou
 }
 
 /// The values of a descriptor dict's known keys ([`KEYS`]), read in one pass over the dict
-/// ([`super::fast::walk`]) and owned. An entry that matches no key by pointer may still equal
-/// one (a key built at run time); then the keys not yet found are looked up as a dict would.
+/// ([`super::fast::walk`]) and owned. When some key cannot be compared there (a `str`
+/// subclass, or not a `str`), the keys not yet found are looked up as the dict would.
 struct Entries<'py> {
     values: [Option<Bound<'py, PyAny>>; KEYS.len()],
 }
