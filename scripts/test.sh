@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting, clippy, the Rust unit/integration/property/UI
+# Runs every test of the project: formatting, clippy, the API docs' links, the Rust unit/integration/property/UI
 # tests, a build without default features, the abi3 wheel of the `cai` Python package, the
 # pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and the demo.
 # Needs no GPU and no CUDA toolkit (the `cuda` feature is compiled and tested against a stub
@@ -19,6 +19,8 @@ echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+echo "== cargo doc (a broken intra-doc link is an error)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 echo "== cargo build (cai-runtime without default features)"
 cargo build -p cai-runtime --no-default-features
 echo "== cargo test"

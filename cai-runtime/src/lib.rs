@@ -32,7 +32,7 @@
 //! - [`stream`]: the `stream` entry; [`memory`]: what may back device and host arrays.
 //! - [`interface`]: the traits the derives implement and the traits annotated fields need.
 //! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions;
-//!   [`pointer`]: pointer attributes and the import checks on them.
+//!   [`pointer`](mod@pointer): pointer attributes and the import checks on them.
 //! - [`storage`]: GT4Py GDP-3 storages: parameters and presets, the aligned allocation plan,
 //!   the host/device mirror's state.
 //! - `cuda` (feature `cuda`): the CUDA driver through cust: cust buffers and streams, the

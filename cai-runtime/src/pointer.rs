@@ -3,7 +3,7 @@
 //! allocation that holds it?
 //!
 //! The checks are pure functions of [`PointerAttributes`], tested without a GPU; the `cuda`
-//! feature queries the driver for them ([`crate::cuda::pointer_attributes`]).
+//! feature queries the driver for them (`cuda::pointer_attributes`).
 
 use std::fmt;
 

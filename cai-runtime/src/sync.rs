@@ -1,6 +1,6 @@
 //! Stream synchronization policy, both sides of the CUDA Array Interface's Synchronization
 //! section, as pure decisions that need no GPU. The `cuda` feature carries them out
-//! ([`crate::cuda::sync`]).
+//! (`cuda::sync`).
 //!
 //! - Producer: [`export_stream_none`], off by default, makes every export say `stream: None`
 //!   (the spec's optional "always set stream to None"); environment variable

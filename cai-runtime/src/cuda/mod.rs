@@ -6,7 +6,7 @@
 //! - [`stream`]: cust's `Stream` as a derive's `#[cai(stream)]` field; [`stream::PendingStreams`]
 //!   for data with work pending on several streams; [`stream::order_after`], the event wait.
 //! - [`sync`]: what an import does about the producer's stream ([`crate::sync::plan`]), done.
-//! - [`pointer`]: pointer attributes and the import checks built on them.
+//! - [`pointer`](mod@pointer): pointer attributes and the import checks built on them.
 //!
 //! Nothing here needs a GPU to compile or link: without a CUDA installation, link against the
 //! stub from `scripts/cuda-stub.sh`; every call then fails with `CUDA_ERROR_STUB_LIBRARY`, which

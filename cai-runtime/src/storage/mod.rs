@@ -1,6 +1,6 @@
 //! GT4Py GDP-3 storages: parameters and their presets ([`params`]), the aligned allocation
 //! plan ([`alloc`]), host buffers ([`buffer`]), view arithmetic ([`view`]), the storage itself
-//! ([`array`]), the host/device mirror's state machine ([`sync_state`]) and the
+//! ([`array`](mod@array)), the host/device mirror's state machine ([`sync_state`]) and the
 //! `__gt_data_interface__` model ([`gt`]). Nothing here needs a GPU: device buffers come from
 //! the `cuda` module, and the Python package wraps [`Storage`].
 
