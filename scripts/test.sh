@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting, clippy, the API docs' links, the Rust unit/integration/property/UI
-# tests, a build without default features, the abi3 wheel of the `cai` Python package, the
-# pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and the demo.
+# Runs every test of the project: formatting, clippy, the API docs' links, the Rust
+# unit/integration/property/UI tests, a build without default features, the abi3 wheel of
+# the `cai` Python package, the pytest suites (NumPy oracle, package, fuzzing, checker; in
+# .venv), and the demo.
 # Needs no GPU and no CUDA toolkit (the `cuda` feature is compiled and tested against a stub
 # libcuda). This is the command README.md names and .ci/run calls.
 set -euo pipefail
