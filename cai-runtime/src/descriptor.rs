@@ -124,10 +124,11 @@ impl<S: Space> ArrayDescriptor<S> {
     /// The layout described: explicit strides, or C order when `strides` is `None`.
     pub fn layout(&self) -> Result<Layout, DescriptorError> {
         let itemsize = self.typestr.itemsize();
-        Ok(match &self.strides {
-            Some(s) => Layout::strided(&self.shape, s, itemsize)?,
-            None => Layout::c_contiguous(&self.shape, itemsize)?,
-        })
+        match &self.strides {
+            Some(s) => Layout::strided(&self.shape, s, itemsize),
+            None => Layout::c_contiguous(&self.shape, itemsize),
+        }
+        .map_err(DescriptorError::from)
     }
 
     /// The stream to synchronize on, if any (always `None` on the host).
@@ -156,7 +157,34 @@ impl<S: Space> ArrayDescriptor<S> {
         }
     }
 
+    /// The layout when the descriptor breaks no rule, else `None`: [`Self::violations_and_layout`]
+    /// for callers that only need to know whether it is valid (no error is built).
+    pub fn valid_layout(&self) -> Option<Layout> {
+        let layout = self.layout().ok()?;
+        let mut out = Vec::new();
+        self.collect_violations_with(Ok(&layout), &mut out);
+        out.is_empty().then_some(layout)
+    }
+
     fn collect_violations(&self, out: &mut Vec<DescriptorError>) -> Option<Layout> {
+        match self.layout() {
+            Ok(layout) => {
+                self.collect_violations_with(Ok(&layout), out);
+                Some(layout)
+            }
+            Err(e) => {
+                self.collect_violations_with(Err(e), out);
+                None
+            }
+        }
+    }
+
+    /// Every violation, given the layout or why there is none.
+    fn collect_violations_with(
+        &self,
+        layout: Result<&Layout, DescriptorError>,
+        out: &mut Vec<DescriptorError>,
+    ) {
         if !S::VERSIONS.contains(&self.version) {
             out.push(DescriptorError::Version {
                 version: self.version,
@@ -164,28 +192,25 @@ impl<S: Space> ArrayDescriptor<S> {
                 supported: S::VERSIONS,
             });
         }
-        let layout = match self.layout() {
-            Err(e) => {
-                out.push(e);
-                None
-            }
+        match layout {
+            Err(e) => out.push(e),
             Ok(layout) => {
+                let empty = layout.is_empty();
                 // A CUDA Array Interface rule; NumPy's host interface has no such rule (NumPy
                 // itself exports real pointers for empty arrays).
-                if layout.is_empty() && self.data.ptr != 0 && S::DEVICE {
+                if empty && self.data.ptr != 0 && S::DEVICE {
                     out.push(DescriptorError::ZeroSizeData {
                         ptr: self.data.ptr,
                         shape: self.shape.clone(),
                     });
                 }
-                if !layout.is_empty() && self.data.ptr == 0 {
+                if !empty && self.data.ptr == 0 {
                     out.push(DescriptorError::NullData {
                         shape: self.shape.clone(),
                     });
                 }
-                Some(layout)
             }
-        };
+        }
         if let Some(descr) = &self.descr {
             let itemsize = self.typestr.itemsize();
             if descr.itemsize() != Some(itemsize) {
@@ -221,7 +246,6 @@ impl<S: Space> ArrayDescriptor<S> {
                 });
             }
         }
-        layout
     }
 
     /// Checks that the described bytes lie inside the allocation `[alloc_start, alloc_start +
@@ -670,6 +694,33 @@ mod tests {
         assert_eq!(v[0].key(), "version");
         assert_eq!(v[1].key(), "data");
         assert_eq!(v[2].key(), "descr");
+    }
+
+    #[test]
+    fn valid_layout_is_the_layout_of_exactly_the_valid_descriptors() {
+        let valid = DescriptorBuilder::device(&dev(6))
+            .shape([2, 3])
+            .build()
+            .unwrap();
+        let broken: [fn(&mut CudaArrayDescriptor); 7] = [
+            |d| d.version = 7,
+            |d| d.data.ptr = 0,
+            |d| d.shape = vec![0, 3],
+            |d| d.shape = vec![usize::MAX, 3],
+            |d| d.strides = Some(vec![4]),
+            |d| d.descr = Some(Descr::simple(TypeStr::parse("<f8").unwrap())),
+            |d| (d.version, d.stream) = (2, Some(Stream::PerThreadDefault)),
+        ];
+        let (none, layout) = valid.violations_and_layout();
+        assert!(none.is_empty());
+        assert_eq!(valid.valid_layout(), layout);
+        for (i, breaks) in broken.iter().enumerate() {
+            let mut d = valid.clone();
+            breaks(&mut d);
+            let (violations, _) = d.violations_and_layout();
+            assert!(!violations.is_empty(), "case {i}");
+            assert_eq!(d.valid_layout(), None, "case {i}: {violations:?}");
+        }
     }
 
     #[test]

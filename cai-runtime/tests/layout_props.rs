@@ -11,6 +11,11 @@ fn small_shape() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(0usize..6, 0..5)
 }
 
+/// Small dimension sizes, with more dimensions than a layout keeps inline.
+fn many_dims_shape() -> impl Strategy<Value = Vec<usize>> {
+    prop::collection::vec(0usize..5, 0..9)
+}
+
 /// Any dimension sizes, including ones whose product overflows.
 fn wild_shape() -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(
@@ -32,9 +37,22 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn contiguous_layouts_are_contiguous(shape in small_shape(), itemsize in 1usize..17, order in order()) {
+    fn contiguous_layouts_are_contiguous(shape in many_dims_shape(), itemsize in 1usize..17, order in order()) {
         let l = Layout::contiguous(&shape, itemsize, order).unwrap();
+        prop_assert_eq!(l.shape(), &shape[..]);
         prop_assert_eq!(l.size(), shape.iter().product::<usize>());
+        // NumPy's strides: the item size times the dimensions after (C) or before (F) the
+        // axis; all zero when the array has no items.
+        let expected: Vec<isize> = (0..shape.len())
+            .map(|i| {
+                let rest = match order {
+                    Order::C => &shape[i + 1..],
+                    Order::F => &shape[..i],
+                };
+                if shape.contains(&0) { 0 } else { (itemsize * rest.iter().product::<usize>()) as isize }
+            })
+            .collect();
+        prop_assert_eq!(l.strides(), &expected[..]);
         match order {
             Order::C => prop_assert!(l.is_c_contiguous()),
             Order::F => prop_assert!(l.is_f_contiguous()),

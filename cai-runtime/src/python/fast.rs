@@ -148,11 +148,8 @@ pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<(ArrayDescript
         version,
         stream: S::stream_entry(stream),
     };
-    let (violations, layout) = descriptor.violations_and_layout();
-    if !violations.is_empty() {
-        return None;
-    }
-    Some((descriptor, layout?))
+    let layout = descriptor.valid_layout()?;
+    Some((descriptor, layout))
 }
 
 /// The free-threaded build reads every descriptor with the full parser.
