@@ -16,8 +16,8 @@
 //! every key up.
 
 use pyo3::ffi;
-use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
 use super::parse::{is_simple_descr_of, typestr};
@@ -32,18 +32,11 @@ pub(super) const KEYS: [&str; 8] = [
     "shape", "typestr", "data", "version", "strides", "descr", "mask", "stream",
 ];
 
-/// [`KEYS`] as interned Python strings.
-pub(super) fn names(py: Python<'_>) -> [&Bound<'_, PyString>; KEYS.len()] {
-    [
-        intern!(py, "shape"),
-        intern!(py, "typestr"),
-        intern!(py, "data"),
-        intern!(py, "version"),
-        intern!(py, "strides"),
-        intern!(py, "descr"),
-        intern!(py, "mask"),
-        intern!(py, "stream"),
-    ]
+/// [`KEYS`] as interned Python strings, made once (one check per import instead of one per
+/// name).
+pub(super) fn names(py: Python<'_>) -> &[Py<PyString>; KEYS.len()] {
+    static NAMES: PyOnceLock<[Py<PyString>; KEYS.len()]> = PyOnceLock::new();
+    NAMES.get_or_init(py, || KEYS.map(|k| PyString::intern(py, k).unbind()))
 }
 
 /// A dict's values for [`KEYS`] (null where absent), borrowed from the dict: valid only until

@@ -8,6 +8,7 @@
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
 use std::sync::Mutex;
 
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
@@ -252,7 +253,7 @@ impl<'py> Entries<'py> {
         if unmatched {
             for (value, name) in values.iter_mut().zip(names(py)) {
                 if value.is_none() {
-                    *value = get(dict, name);
+                    *value = get(dict, name.bind(py));
                 }
             }
         }
@@ -282,9 +283,7 @@ fn known_typestr(s: &Bound<'_, PyString>) -> Option<TypeStr> {
     let memo = TYPESTRS.lock().unwrap_or_else(|e| e.into_inner());
     memo.iter()
         .find(|(h, known, _)| {
-            *h == hash
-                && (known.is(s)
-                    || PyAnyMethods::eq(known.bind(s.py()).as_any(), s).unwrap_or(false))
+            *h == hash && (known.is(s) || same_text(known.bind(s.py()).as_any(), s))
         })
         .map(|(_, _, t)| *t)
 }
@@ -425,10 +424,11 @@ pub(super) fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> 
     if list.len() != 1 {
         return false;
     }
-    let Ok(item) = list.get_item(0) else {
-        return false;
-    };
-    let Ok(tuple) = item.cast_exact::<PyTuple>() else {
+    // SAFETY: `list` is a live exact list of one item, so index 0 is in range and the call
+    // returns a reference borrowed from the list (no error is set); the item stays alive while
+    // `list` does, and nothing here runs Python code that could change the list.
+    let item = unsafe { Borrowed::from_ptr_or_opt(v.py(), ffi::PyList_GetItem(list.as_ptr(), 0)) };
+    let Some(tuple) = item.and_then(|i| i.cast_exact::<PyTuple>().ok()) else {
         return false;
     };
     if tuple.len() != 2 {
@@ -440,7 +440,18 @@ pub(super) fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> 
     name.cast_exact::<PyString>()
         .is_ok_and(|n| n.len().is_ok_and(|l| l == 0))
         && format.is_exact_instance_of::<PyString>()
-        && (format.is(t) || format.eq(t).unwrap_or(false))
+        && (format.is(t) || same_text(&format, t))
+}
+
+/// Whether two `str`s have the same text. Exact `str`s are compared by CPython's text
+/// comparison, which runs no Python code and cannot fail; anything else by `==`.
+fn same_text(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> bool {
+    if a.is_exact_instance_of::<PyString>() && b.is_exact_instance_of::<PyString>() {
+        // SAFETY: both are live exact `str`s, for which the comparison cannot fail.
+        unsafe { ffi::PyUnicode_Compare(a.as_ptr(), b.as_ptr()) == 0 }
+    } else {
+        a.eq(b).unwrap_or(false)
+    }
 }
 
 /// What the parser found: the descriptor when every key could be read, and every problem.
