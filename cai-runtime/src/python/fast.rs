@@ -66,10 +66,9 @@ pub(super) fn walk(dict: &Bound<'_, PyDict>) -> ([*mut ffi::PyObject; KEYS.len()
                 unmatched = true;
                 return None;
             }
-            // SAFETY: both are exact `str`s, for which the comparison cannot fail.
             names
                 .iter()
-                .position(|n| unsafe { ffi::PyUnicode_Compare(key, n.as_ptr()) } == 0)
+                .position(|n| exact_text_eq(&k, n.bind(py)) == Some(true))
         });
         if let Some(i) = found {
             values[i] = value;
@@ -149,6 +148,17 @@ pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<(ArrayDescript
 #[cfg(Py_GIL_DISABLED)]
 pub(super) fn import<S: Space>(_: &Bound<'_, PyAny>) -> Option<(ArrayDescriptor<S>, Layout)> {
     None
+}
+
+/// Whether two exact `str`s have the same text, by CPython's text comparison, which runs no
+/// Python code and cannot fail; `None` unless both are exact `str`s (a subclass's `__eq__`
+/// could run Python code).
+pub(super) fn exact_text_eq(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> Option<bool> {
+    if !(a.is_exact_instance_of::<PyString>() && b.is_exact_instance_of::<PyString>()) {
+        return None;
+    }
+    // SAFETY: both are live exact `str`s, for which the comparison cannot fail.
+    Some(unsafe { ffi::PyUnicode_Compare(a.as_ptr(), b.as_ptr()) } == 0)
 }
 
 /// An exact `int` (never a bool, which has its own type) that fits 64 bits: one C call, no

@@ -13,7 +13,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use super::fast::{KEYS, exact_int, names};
+use super::fast::{KEYS, exact_int, exact_text_eq, names};
 use super::rules::{self, Rule};
 use crate::descr::{Descr, DescrField, DescrFormat};
 use crate::descriptor::{ArrayDescriptor, Data, Space};
@@ -443,15 +443,9 @@ pub(super) fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> 
         && (format.is(t) || same_text(&format, t))
 }
 
-/// Whether two `str`s have the same text. Exact `str`s are compared by CPython's text
-/// comparison, which runs no Python code and cannot fail; anything else by `==`.
+/// Whether two `str`s have the same text: [`exact_text_eq`] for exact `str`s, else `==`.
 fn same_text(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> bool {
-    if a.is_exact_instance_of::<PyString>() && b.is_exact_instance_of::<PyString>() {
-        // SAFETY: both are live exact `str`s, for which the comparison cannot fail.
-        unsafe { ffi::PyUnicode_Compare(a.as_ptr(), b.as_ptr()) == 0 }
-    } else {
-        a.eq(b).unwrap_or(false)
-    }
+    exact_text_eq(a, b).unwrap_or_else(|| a.eq(b).unwrap_or(false))
 }
 
 /// What the parser found: the descriptor when every key could be read, and every problem.
