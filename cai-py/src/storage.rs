@@ -15,6 +15,7 @@ use cai_runtime::storage::{
     SyncStatus,
 };
 use cai_runtime::sync::ImportOptions;
+use cai_runtime::typestr::{ByteOrder, Kind};
 use cai_runtime::{DescriptorError, TypeStr};
 use pyo3::exceptions::{
     PyAttributeError, PyException, PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError,
@@ -23,7 +24,9 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCFunction, PyDict, PyEllipsis, PyList, PySlice, PyString, PyTuple};
+use std::collections::VecDeque;
 use std::ffi::CStr;
+use std::sync::Mutex;
 
 pyo3::create_exception!(
     cai,
@@ -65,20 +68,81 @@ struct Dtype {
     numpy: Py<PyAny>,
 }
 
-/// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
-fn dtype_of(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Dtype> {
-    static F64: PyOnceLock<(ElementType, Py<PyAny>)> = PyOnceLock::new();
-    let Some(v) = value else {
-        // The default, float64, resolved once.
-        let (element, numpy) = F64.get_or_try_init(py, || {
-            let d = dtype_of(py, Some(PyString::new(py, "float64").as_any()))?;
-            Ok::<_, PyErr>((d.element, d.numpy))
-        })?;
-        return Ok(Dtype {
+/// What a remembered dtype was resolved from.
+enum DtypeKey {
+    /// An argument object, held so that its address stays its own: the same object again
+    /// means the same dtype (only objects whose dtype cannot change are remembered).
+    Object(Py<PyAny>),
+    /// A plain type string from a foreign descriptor.
+    TypeStr(TypeStr),
+}
+
+/// Recently resolved dtypes. Resolving asks NumPy (`numpy.dtype(v)`, then `.str` and
+/// `.fields`), about 1 us, four times a small `zeros` call; programs pass a handful of dtypes.
+/// The oldest is forgotten first.
+static DTYPES: Mutex<VecDeque<(DtypeKey, ElementType, Py<PyAny>)>> = Mutex::new(VecDeque::new());
+const DTYPES_SIZE: usize = 32;
+
+fn known_dtype(py: Python<'_>, found: impl Fn(&DtypeKey) -> bool) -> Option<Dtype> {
+    let memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
+    memo.iter()
+        .find(|(key, _, _)| found(key))
+        .map(|(_, element, numpy)| Dtype {
             element: element.clone(),
             numpy: numpy.clone_ref(py),
-        });
+        })
+}
+
+fn remember_dtype(py: Python<'_>, key: DtypeKey, d: &Dtype) {
+    let entry = (key, d.element.clone(), d.numpy.clone_ref(py));
+    let forgotten = {
+        let mut memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
+        memo.push_back(entry);
+        (memo.len() > DTYPES_SIZE).then(|| memo.pop_front())
     };
+    // Released after the lock: dropping the last reference to an object can run Python code.
+    drop(forgotten);
+}
+
+/// Whether `numpy.dtype(v)` is the same dtype whenever it is asked of this object: an exact
+/// `str`, a NumPy scalar type or a Python number type, or a plain (field-less) `numpy.dtype`
+/// (a structured one's field names can be reassigned).
+fn dtype_is_fixed(py: Python<'_>, v: &Bound<'_, PyAny>, resolved: &Dtype) -> PyResult<bool> {
+    if v.is_exact_instance_of::<PyString>() {
+        return Ok(true);
+    }
+    let np = numpy(py)?;
+    if let Ok(t) = v.cast::<pyo3::types::PyType>() {
+        return Ok(t.is_subclass(&np.getattr("generic")?)?
+            || [
+                py.get_type::<pyo3::types::PyFloat>(),
+                py.get_type::<pyo3::types::PyInt>(),
+                py.get_type::<pyo3::types::PyComplex>(),
+                py.get_type::<pyo3::types::PyBool>(),
+            ]
+            .iter()
+            .any(|builtin| t.is(builtin)));
+    }
+    Ok(resolved.element.descr.is_none() && v.is_instance(&np.getattr("dtype")?)?)
+}
+
+/// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
+fn dtype_of(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Dtype> {
+    let Some(v) = value else {
+        return dtype_from_typestr(py, &TypeStr::new(ByteOrder::HOST, Kind::Float, 8), None);
+    };
+    if let Some(d) = known_dtype(py, |k| matches!(k, DtypeKey::Object(o) if o.is(v))) {
+        return Ok(d);
+    }
+    let d = resolve_dtype(py, v)?;
+    if dtype_is_fixed(py, v, &d)? {
+        remember_dtype(py, DtypeKey::Object(v.clone().unbind()), &d);
+    }
+    Ok(d)
+}
+
+/// `numpy.dtype(v)` and the element type it describes.
+fn resolve_dtype(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Dtype> {
     let dt = numpy(py)?.getattr("dtype")?.call1((v,))?;
     let typestr: String = dt.getattr("str")?.extract()?;
     let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
@@ -101,13 +165,21 @@ fn dtype_from_typestr(
     descr: Option<&cai_runtime::Descr>,
 ) -> PyResult<Dtype> {
     match descr.filter(|d| !d.is_simple()) {
-        None => dtype_of(py, Some(PyString::new(py, &typestr.to_string()).as_any())),
+        None => {
+            let key = |k: &DtypeKey| matches!(k, DtypeKey::TypeStr(t) if t == typestr);
+            if let Some(d) = known_dtype(py, key) {
+                return Ok(d);
+            }
+            let d = resolve_dtype(py, PyString::new(py, &typestr.to_string()).as_any())?;
+            remember_dtype(py, DtypeKey::TypeStr(*typestr), &d);
+            Ok(d)
+        }
         Some(d) => {
             let mut text = String::new();
             d.write_python(&mut text)
                 .map_err(|_| PyValueError::new_err("descr cannot be written"))?;
             let list = py.eval(&std::ffi::CString::new(text)?, None, None)?;
-            dtype_of(py, Some(&list))
+            resolve_dtype(py, &list)
         }
     }
 }

@@ -202,6 +202,35 @@ def test_creators_take_their_parameters_by_position_or_keyword():
     assert str(inspect.signature(cai.ones_like)) == "(data, dtype=None, **kwargs)"
 
 
+def test_dtypes_asked_again_resolve_the_same():
+    # Resolved dtypes are remembered by argument object; asking again, in any spelling, must
+    # give the same answer as NumPy, and objects whose dtype can change are asked each time.
+    spellings = ["f4", "float32", np.float32, np.dtype("f4"), float, int, complex, bool, ">i2"]
+    for _ in range(3):
+        for spelling in spellings:
+            assert cai.zeros((2,), dtype=spelling).dtype == np.dtype(spelling), spelling
+    # A structured dtype's field names can be reassigned: the new names are seen.
+    rec = np.dtype([("a", "<i4"), ("b", "<f8")])
+    names = lambda s: [field[0] for field in s.__array_interface__["descr"]]  # noqa: E731
+    assert names(cai.zeros((1,), dtype=rec)) == ["a", "b"]
+    rec.names = ("x", "y")
+    assert names(cai.zeros((1,), dtype=rec)) == ["x", "y"]
+
+    # An object with a `dtype` attribute is asked each time.
+    class HasDtype:
+        dtype = np.dtype("i2")
+
+    holder = HasDtype()
+    assert cai.zeros((1,), dtype=holder).dtype == np.int16
+    holder.dtype = np.dtype("u8")
+    assert cai.zeros((1,), dtype=holder).dtype == np.uint64
+    # More spellings than are remembered: all resolve, and the first ones again after them.
+    for n in range(40):
+        assert cai.empty((1,), dtype=f"V{n + 1}").dtype == np.dtype(f"V{n + 1}")
+    for spelling in spellings:
+        assert cai.zeros((2,), dtype=spelling).dtype == np.dtype(spelling), spelling
+
+
 def test_bad_shape_and_dtype():
     with pytest.raises(ValueError, match="shape: -1 must be a non-negative int"):
         cai.zeros((2, -1))
