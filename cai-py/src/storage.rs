@@ -10,9 +10,9 @@ use cai_runtime::python::{self as cpy, GtData, HookKind};
 use cai_runtime::storage::array::{AllocInfo, stride_order};
 use cai_runtime::storage::gt::GtDataDescriptor;
 use cai_runtime::storage::{
-    Buffers, DeviceBufferHandle, ElementType, GtDevice, HostBuffer, IndexItem, Init, Managed,
-    Preset, Selected, Side, Storage, StorageDevice, StorageError, StorageParams, SyncState,
-    SyncStatus,
+    Buffers, DeviceBufferHandle, Dim, ElementType, GtDevice, HostBuffer, IndexItem, Init, Managed,
+    PerDim, Preset, Selected, Side, Storage, StorageDevice, StorageError, StorageParams, SyncState,
+    SyncStatus, parse_dims,
 };
 use cai_runtime::sync::ImportOptions;
 use cai_runtime::typestr::{ByteOrder, Kind};
@@ -219,11 +219,11 @@ fn repr(v: &Bound<'_, PyAny>) -> String {
 /// `f` applied to each item of a sequence argument. Tuples and lists are read directly: the
 /// iterator protocol would also ask for a length hint, a Python call (a quarter of a small
 /// `zeros` call's time).
-fn each_item<'py, T>(
+fn each_item<'py, T, C: FromIterator<T>>(
     v: &Bound<'py, PyAny>,
     bad: impl FnOnce() -> PyErr,
     mut f: impl FnMut(&Bound<'py, PyAny>) -> PyResult<T>,
-) -> PyResult<Vec<T>> {
+) -> PyResult<C> {
     if let Ok(t) = v.cast::<PyTuple>() {
         return t.iter().map(|i| f(&i)).collect();
     }
@@ -233,18 +233,18 @@ fn each_item<'py, T>(
     v.try_iter().map_err(|_| bad())?.map(|i| f(&i?)).collect()
 }
 
-fn ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+fn ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
     let bad = || PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)));
     if v.is_instance_of::<PyString>() {
         return Err(bad());
     }
     if is_int(v) {
-        return Ok(vec![nonneg(key, v)?]);
+        return Ok(PerDim::from_elem(nonneg(key, v)?, 1));
     }
     each_item(v, bad, |i| nonneg(key, i))
 }
 
-fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
+fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
     let bad = || {
         PyTypeError::new_err(format!(
             "halo = {}: expected one int (symmetric) or (start, end) pair per dimension",
@@ -256,23 +256,35 @@ fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
             let n = nonneg("halo", i)?;
             return Ok((n, n));
         }
-        match each_item(i, bad, |x| Ok(x.clone()))?.as_slice() {
+        match each_item::<_, PerDim<_>>(i, bad, |x| Ok(x.clone()))?.as_slice() {
             [a, b] => Ok((nonneg("halo", a)?, nonneg("halo", b)?)),
             _ => Err(bad()),
         }
     })
 }
 
-fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    if let Ok(s) = v.extract::<String>() {
-        return Ok(s.chars().map(String::from).collect());
-    }
-    v.extract::<Vec<String>>().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "dims = {}: expected a str such as \"IJK\" or a sequence of str",
-            repr(v)
-        ))
-    })
+/// `dims`: a str of one-letter dims (`"IJK"`) or a sequence of names.
+fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
+    let names: Vec<String> = if let Ok(s) = v.extract::<String>() {
+        let letters: PerDim<&str> = s
+            .char_indices()
+            .map(|(i, c)| &s[i..i + c.len_utf8()])
+            .collect();
+        return parse_dims(&letters).map_err(err);
+    } else {
+        v.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "dims = {}: expected a str such as \"IJK\" or a sequence of str",
+                repr(v)
+            ))
+        })?
+    };
+    parse_dims(&names).map_err(err)
+}
+
+/// A storage's dims by name, as Python sees them.
+fn dim_names(dims: &[Dim]) -> Vec<String> {
+    dims.iter().map(ToString::to_string).collect()
 }
 
 fn opt_str(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
@@ -454,7 +466,7 @@ fn read_call<'py, const R: usize, const O: usize>(
     Ok((req_values, opt, p))
 }
 
-fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
+fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
     ints("shape", v)
 }
 
@@ -741,7 +753,7 @@ impl PyStorage {
         let d = GtDataDescriptor::new(
             host.map_err(export)?,
             gpu.map_err(export)?,
-            Some(this.inner.dims().to_vec()),
+            Some(dim_names(this.inner.dims())),
             Some(this.inner.halo().to_vec()),
         )
         .map_err(cpy::gt::gt_error)?;
@@ -888,7 +900,7 @@ impl PyStorage {
     /// `transpose((1, 0, 2))` (reversed when no axes are given).
     #[pyo3(signature = (*axes))]
     fn transpose(&self, py: Python<'_>, axes: &Bound<'_, PyTuple>) -> PyResult<Py<PyStorage>> {
-        let axes: Option<Vec<usize>> = match axes.len() {
+        let axes: Option<PerDim<usize>> = match axes.len() {
             0 => None,
             1 if axes.get_item(0)?.is_none() => None,
             1 if axes.get_item(0)?.try_iter().is_ok() => Some(ints("axes", &axes.get_item(0)?)?),
@@ -969,7 +981,7 @@ impl PyStorage {
     /// The semantic dims.
     #[getter]
     fn dims<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.inner.dims())
+        PyTuple::new(py, dim_names(self.inner.dims()))
     }
 
     /// The stride order (0: largest stride).
@@ -1298,8 +1310,13 @@ fn template(
     };
     let dtype = dtype_from_typestr(py, &typestr, descr.as_ref())?;
     let params = StorageParams {
-        dims: gt.dims.clone(),
-        halo: gt.halo.clone(),
+        dims: gt
+            .dims
+            .as_deref()
+            .map(parse_dims)
+            .transpose()
+            .map_err(err)?,
+        halo: gt.halo.as_deref().map(PerDim::from),
         layout: Some(stride_order(&strides)),
         device: Some(if gt.host.is_some() {
             StorageDevice::Host
@@ -1393,8 +1410,13 @@ fn wrap(
     let meta = from.as_ref().or(from_dev.as_ref()).expect("one given");
     // Lookup order: explicit, then the preset, then the data, then the fallback.
     let data_params = StorageParams {
-        dims: meta.dims.clone(),
-        halo: meta.halo.clone(),
+        dims: meta
+            .dims
+            .as_deref()
+            .map(parse_dims)
+            .transpose()
+            .map_err(err)?,
+        halo: meta.halo.as_deref().map(PerDim::from),
         layout: Some(stride_order(layout.strides())),
         ..Default::default()
     };

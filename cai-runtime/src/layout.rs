@@ -207,7 +207,7 @@ impl Layout {
         strides: &[isize],
         itemsize: usize,
     ) -> Result<Layout, LayoutError> {
-        Layout::from_parts(shape.to_vec(), strides.to_vec(), itemsize)
+        Layout::from_dims(Dims::from_slice(shape), Dims::from_slice(strides), itemsize)
     }
 
     /// [`Layout::strided`] taking the vectors it keeps (no copy).
@@ -216,15 +216,29 @@ impl Layout {
         strides: Vec<isize>,
         itemsize: usize,
     ) -> Result<Layout, LayoutError> {
+        Layout::from_dims(Dims::from_vec(shape), Dims::from_vec(strides), itemsize)
+    }
+
+    fn from_dims(
+        shape: Dims<usize>,
+        strides: Dims<isize>,
+        itemsize: usize,
+    ) -> Result<Layout, LayoutError> {
         if shape.len() != strides.len() {
-            return Err(LayoutError::StridesLength { shape, strides });
+            return Err(LayoutError::StridesLength {
+                shape: shape.into_vec(),
+                strides: strides.into_vec(),
+            });
         }
         if checked_nbytes(&shape, itemsize).is_none() {
-            return Err(LayoutError::ShapeOverflow { shape, itemsize });
+            return Err(LayoutError::ShapeOverflow {
+                shape: shape.into_vec(),
+                itemsize,
+            });
         }
         let layout = Layout {
-            shape: Dims::from_vec(shape),
-            strides: Dims::from_vec(strides),
+            shape,
+            strides,
             itemsize,
         };
         match layout.compute_extent() {

@@ -125,7 +125,7 @@ fn gpu_storage(shape: &[usize], managed: Managed, init: Init) -> Result<Storage,
         device: Some(StorageDevice::Gpu),
         managed: Some(managed),
         alignment_size: Some(64),
-        halo: Some(vec![(1, 1); shape.len()]),
+        halo: Some(cai_runtime::storage::PerDim::from_elem((1, 1), shape.len())),
         ..Default::default()
     }
     .resolve(shape, &StorageParams::default())

@@ -135,9 +135,9 @@ mod allocated {
             let alignment = if alignment.is_multiple_of(itemsize) || itemsize.is_multiple_of(alignment) { alignment } else { itemsize };
             let element = ElementType::new(typestr, None).unwrap();
             let params = StorageParams {
-                layout: Some(layout),
+                layout: Some(layout.into()),
                 alignment_size: Some(alignment),
-                aligned_index: Some(aligned_index.clone()),
+                aligned_index: Some(aligned_index.as_slice().into()),
                 ..Default::default()
             }
             .resolve(&shape, &StorageParams::default())

@@ -137,6 +137,8 @@ def test_device_and_managed_requests_fail_without_gpu(managed):
         ({"managed": "yes"}, ValueError, 'managed = "yes": use None, "gt4py"'),
         ({"dims": "IX"}, ValueError, '"X" is not a dimension'),
         ({"dims": "II"}, ValueError, '"I" appears twice'),
+        ({"dims": ["0", "00"]}, ValueError, r'dims = \["0", "00"\]: "0" appears twice'),
+        ({"dims": ["I", "-1"]}, ValueError, '"-1" is not a dimension'),
         ({"dims": "IJK"}, ValueError, "dims has 3 entries but the storage has 2"),
         ({"dims": 5}, TypeError, "dims = 5: expected a str"),
         ({"bogus": 1}, TypeError, "zeros\\(\\) got an unexpected keyword argument 'bogus'"),

@@ -5,6 +5,7 @@
 //! shifted until the item at `aligned_index` starts on an `alignment_size`-byte boundary.
 
 use super::StorageError;
+use super::dims::PerDim;
 use crate::layout::Layout;
 
 /// Where every item of a new storage goes in its buffer.
@@ -94,7 +95,7 @@ impl AllocationPlan {
         };
         let per_block = (alignment / itemsize).max(1);
         // Dimensions from the largest stride to the smallest.
-        let mut order: Vec<usize> = (0..ndim).collect();
+        let mut order: PerDim<usize> = (0..ndim).collect();
         order.sort_by_key(|&d| layout[d]);
         let padded = match order.last() {
             Some(&contiguous) => Some((
@@ -106,7 +107,7 @@ impl AllocationPlan {
             )),
             None => None,
         };
-        let mut strides = vec![0isize; ndim];
+        let mut strides: PerDim<isize> = PerDim::from_elem(0, ndim);
         let mut step = itemsize;
         for &d in order.iter().rev() {
             strides[d] = isize::try_from(step).map_err(|_| overflow())?;
@@ -131,8 +132,7 @@ impl AllocationPlan {
             .map(|(&i, &s)| i as u128 * s.unsigned_abs() as u128)
             .sum::<u128>()
             % alignment as u128;
-        let layout =
-            Layout::from_parts(shape.to_vec(), strides, itemsize).map_err(|_| overflow())?;
+        let layout = Layout::strided(shape, &strides, itemsize).map_err(|_| overflow())?;
         Ok(AllocationPlan {
             layout,
             padded,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use super::StorageError;
 use super::alloc::AllocationPlan;
 use super::buffer::{AllocError, HostBuffer};
+use super::dims::{Dim, PerDim};
 use super::params::{Managed, ResolvedParams, StorageDevice};
 use super::sync_state::{SyncState, SyncStatus};
 use super::view::{Geometry, IndexError, IndexItem, Selection};
@@ -107,7 +108,7 @@ pub struct AllocInfo {
     /// `alignment_size` the buffer was allocated with (1 for wrapped memory).
     pub alignment_size: usize,
     /// `aligned_index` (only for the view that was allocated; views drop it).
-    pub aligned_index: Option<Vec<usize>>,
+    pub aligned_index: Option<PerDim<usize>>,
     /// The `defaults` preset used, if any.
     pub defaults: Option<super::Preset>,
 }
@@ -214,8 +215,8 @@ impl Storage {
         buffers: Buffers,
         layout: Layout,
         element: ElementType,
-        halo: Vec<(usize, usize)>,
-        dims: Vec<String>,
+        halo: PerDim<(usize, usize)>,
+        dims: PerDim<Dim>,
     ) -> Result<Storage, StorageError> {
         let ndim = layout.ndim();
         for (param, got) in [("halo", halo.len()), ("dims", dims.len())] {
@@ -294,19 +295,19 @@ impl Storage {
     }
 
     /// Changes the halo (GDP-3's `halo` setter); the aligned item does not move.
-    pub fn set_halo(&mut self, halo: Vec<(usize, usize)>) -> Result<(), StorageError> {
+    pub fn set_halo(&mut self, halo: PerDim<(usize, usize)>) -> Result<(), StorageError> {
         super::check_halo(&halo, self.shape())?;
         self.geometry.halo = halo;
         Ok(())
     }
 
     /// The dims.
-    pub fn dims(&self) -> &[String] {
+    pub fn dims(&self) -> &[Dim] {
         &self.geometry.dims
     }
 
     /// The stride order as a `layout` parameter: 0 for the largest stride, ties by axis.
-    pub fn layout_order(&self) -> Vec<usize> {
+    pub fn layout_order(&self) -> PerDim<usize> {
         stride_order(self.strides())
     }
 
@@ -500,9 +501,9 @@ impl Storage {
     /// This storage's parameters as fully resolved ones (for `*_like` and copies), on `device`.
     pub fn like_params(&self, device: StorageDevice) -> ResolvedParams {
         ResolvedParams {
-            dims: self.dims().to_vec(),
+            dims: self.geometry.dims.clone(),
             layout: self.layout_order(),
-            halo: self.halo().to_vec(),
+            halo: self.geometry.halo.clone(),
             alignment_size: self.info.alignment_size,
             aligned_index: self
                 .info
@@ -519,9 +520,9 @@ impl Storage {
     pub fn data_params(&self) -> super::StorageParams {
         super::StorageParams {
             defaults: self.info.defaults,
-            dims: Some(self.dims().to_vec()),
+            dims: Some(self.geometry.dims.clone()),
             layout: Some(self.layout_order()),
-            halo: Some(self.halo().to_vec()),
+            halo: Some(self.geometry.halo.clone()),
             alignment_size: Some(self.info.alignment_size),
             aligned_index: self.info.aligned_index.clone(),
             device: Some(self.buffers.device_kind),
@@ -536,10 +537,10 @@ impl Storage {
 }
 
 /// The `layout` parameter that byte strides follow: 0 for the largest |stride|, ties by axis.
-pub fn stride_order(strides: &[isize]) -> Vec<usize> {
-    let mut axes: Vec<usize> = (0..strides.len()).collect();
+pub fn stride_order(strides: &[isize]) -> PerDim<usize> {
+    let mut axes: PerDim<usize> = (0..strides.len()).collect();
     axes.sort_by_key(|&a| (std::cmp::Reverse(strides[a].unsigned_abs()), a));
-    let mut layout = vec![0; strides.len()];
+    let mut layout = PerDim::from_elem(0, strides.len());
     for (rank, &a) in axes.iter().enumerate() {
         layout[a] = rank;
     }
@@ -592,7 +593,7 @@ mod tests {
             &[3, 4, 5],
             StorageParams {
                 alignment_size: Some(64),
-                halo: Some(vec![(1, 1), (1, 1), (2, 0)]),
+                halo: Some(smallvec::smallvec![(1, 1), (1, 1), (2, 0)]),
                 ..Default::default()
             },
         );

@@ -1,4 +1,4 @@
-//! GT4Py GDP-3 storages: parameters and their presets ([`params`]), the aligned allocation
+//! GT4Py GDP-3 storages: parameters and their presets ([`params`]), semantic dims ([`dims`]), the aligned allocation
 //! plan ([`alloc`]), host buffers ([`buffer`]), view arithmetic ([`view`]), the storage itself
 //! ([`array`](mod@array)), the host/device mirror's state machine ([`sync_state`]) and the
 //! `__gt_data_interface__` model ([`gt`]). Nothing here needs a GPU: device buffers come from
@@ -7,6 +7,7 @@
 pub mod alloc;
 pub mod array;
 pub mod buffer;
+pub mod dims;
 pub mod gt;
 pub mod params;
 pub mod sync_state;
@@ -15,8 +16,9 @@ pub mod view;
 pub use alloc::AllocationPlan;
 pub use array::{Buffers, DeviceBufferHandle, ElementType, Init, Selected, Side, Storage};
 pub use buffer::HostBuffer;
+pub use dims::{Dim, PerDim, parse_dims};
 pub use gt::{GtDataDescriptor, GtDevice};
-pub use params::{Managed, Preset, StorageDevice, StorageParams, check_halo, parse_dims};
+pub use params::{Managed, Preset, StorageDevice, StorageParams, check_halo};
 pub use sync_state::{Mirror, SyncState, SyncStatus};
 pub use view::{Geometry, IndexError, IndexItem};
 

@@ -2,6 +2,7 @@
 //! move them: pure arithmetic on a [`Geometry`] (layout, byte offset, halo, dims), with
 //! NumPy's rules and NumPy's error messages.
 
+use super::dims::{Dim, PerDim};
 use crate::layout::{Layout, LayoutError};
 
 /// One entry of a basic index (`s[1, 2:5, ...]`).
@@ -85,9 +86,9 @@ pub struct Geometry {
     /// Bytes from the buffer's origin to item `[0, ..., 0]` of this view.
     pub offset: isize,
     /// (start, end) halo per dimension.
-    pub halo: Vec<(usize, usize)>,
-    /// Semantic dimension names (`"I"`, `"J"`, `"K"`, `"0"`...).
-    pub dims: Vec<String>,
+    pub halo: PerDim<(usize, usize)>,
+    /// Semantic dimensions.
+    pub dims: PerDim<Dim>,
 }
 
 /// What an index selects.
@@ -119,7 +120,7 @@ impl Geometry {
             stop: None,
             step: None,
         };
-        let mut items = Vec::with_capacity(ndim);
+        let mut items: PerDim<IndexItem> = PerDim::with_capacity(ndim);
         for k in key {
             if *k == IndexItem::Ellipsis {
                 items.extend(std::iter::repeat_n(full, ndim - given));
@@ -131,8 +132,8 @@ impl Geometry {
 
         let mut layout = self.layout.clone();
         let mut offset = self.offset;
-        let mut halo = Vec::with_capacity(ndim);
-        let mut dims = Vec::with_capacity(ndim);
+        let mut halo = PerDim::with_capacity(ndim);
+        let mut dims = PerDim::with_capacity(ndim);
         let mut axis = 0; // the axis of `layout` that `items[i]` applies to
         let mut all_ints = true;
         for (i, item) in items.iter().enumerate() {
@@ -168,7 +169,7 @@ impl Geometry {
                     } else {
                         (0, 0)
                     });
-                    dims.push(self.dims[i].clone());
+                    dims.push(self.dims[i]);
                     layout = l;
                     offset += off;
                     axis += 1;
@@ -189,7 +190,7 @@ impl Geometry {
 
     /// The view without its halo: index `[0, ..., 0]` is the first point of the domain.
     pub fn domain(&self) -> Geometry {
-        let key: Vec<IndexItem> = self
+        let key: PerDim<IndexItem> = self
             .halo
             .iter()
             .zip(self.layout.shape())
@@ -211,19 +212,19 @@ impl Geometry {
     /// halos and dims.
     pub fn transpose(&self, axes: Option<&[usize]>) -> Result<Geometry, IndexError> {
         let n = self.layout.ndim();
-        let axes: Vec<usize> = match axes {
-            Some(a) => a.to_vec(),
+        let axes: PerDim<usize> = match axes {
+            Some(a) => a.into(),
             None => (0..n).rev().collect(),
         };
         let layout = self.layout.permute(&axes).map_err(|_| IndexError::Axes {
-            axes: axes.clone(),
+            axes: axes.to_vec(),
             ndim: n,
         })?;
         Ok(Geometry {
             layout,
             offset: self.offset,
             halo: axes.iter().map(|&a| self.halo[a]).collect(),
-            dims: axes.iter().map(|&a| self.dims[a].clone()).collect(),
+            dims: axes.iter().map(|&a| self.dims[a]).collect(),
         })
     }
 }
@@ -247,11 +248,8 @@ mod tests {
         Geometry {
             layout: Layout::c_contiguous(shape, 8).unwrap(),
             offset: 0,
-            halo: halo.to_vec(),
-            dims: ["I", "J", "K"][..shape.len()]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            halo: halo.into(),
+            dims: crate::storage::dims::default_dims(shape.len()),
         }
     }
 
@@ -274,11 +272,8 @@ mod tests {
             panic!()
         };
         assert_eq!(v.layout.shape(), [5, 6]);
-        assert_eq!(
-            (v.offset, v.dims.clone()),
-            (240, vec!["J".into(), "K".into()])
-        );
-        assert_eq!(v.halo, [(2, 0), (0, 3)]);
+        assert_eq!((v.offset, v.dims.as_slice()), (240, &[Dim::J, Dim::K][..]));
+        assert_eq!(v.halo[..], [(2, 0), (0, 3)]);
         // A slice keeps what is left of the halo inside it.
         let Selection::View(v) = a
             .select(&[s(Some(1), None), s(None, Some(4)), Ellipsis])
@@ -287,7 +282,7 @@ mod tests {
             panic!()
         };
         assert_eq!(v.layout.shape(), [3, 4, 6]);
-        assert_eq!(v.halo, [(0, 1), (2, 0), (0, 3)]);
+        assert_eq!(v.halo[..], [(0, 1), (2, 0), (0, 3)]);
         // Steps drop the halo.
         let Selection::View(v) = a
             .select(&[Slice {
@@ -342,11 +337,11 @@ mod tests {
         let d = a.domain();
         assert_eq!(d.layout.shape(), [2, 3, 3]);
         assert_eq!(d.offset, 240 + 2 * 48);
-        assert_eq!(d.halo, [(0, 0); 3]);
+        assert_eq!(d.halo[..], [(0, 0); 3]);
         let t = a.transpose(None).unwrap();
         assert_eq!(t.layout.shape(), [6, 5, 4]);
-        assert_eq!(t.halo, [(0, 3), (2, 0), (1, 1)]);
-        assert_eq!(t.dims, ["K", "J", "I"]);
+        assert_eq!(t.halo[..], [(0, 3), (2, 0), (1, 1)]);
+        assert_eq!(t.dims.as_slice(), [Dim::K, Dim::J, Dim::I]);
         let t = a.transpose(Some(&[1, 0, 2])).unwrap();
         assert_eq!(t.layout.strides(), [48, 240, 8]);
         assert!(a.transpose(Some(&[0, 0, 1])).is_err());
