@@ -129,7 +129,16 @@ fn dtype_is_fixed(py: Python<'_>, v: &Bound<'_, PyAny>, resolved: &Dtype) -> PyR
 /// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
 fn dtype_of(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Dtype> {
     let Some(v) = value else {
-        return dtype_from_typestr(py, &TypeStr::new(ByteOrder::HOST, Kind::Float, 8), None);
+        // The default, float64, resolved once.
+        static F64: PyOnceLock<(ElementType, Py<PyAny>)> = PyOnceLock::new();
+        let (element, numpy) = F64.get_or_try_init(py, || {
+            let f64 = TypeStr::new(ByteOrder::HOST, Kind::Float, 8);
+            dtype_from_typestr(py, &f64, None).map(|d| (d.element, d.numpy))
+        })?;
+        return Ok(Dtype {
+            element: element.clone(),
+            numpy: numpy.clone_ref(py),
+        });
     };
     if let Some(d) = known_dtype(py, |k| matches!(k, DtypeKey::Object(o) if o.is(v))) {
         return Ok(d);
@@ -298,44 +307,75 @@ fn opt_str(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
 
 /// Every keyword a storage function takes: the creators' own parameters, then GDP-3's
 /// common keyword arguments.
-const KEYWORDS: [&str; 12] = [
-    "shape",
-    "data",
-    "fill_value",
-    "dtype",
-    "aligned_index",
-    "alignment_size",
-    "defaults",
-    "device",
-    "dims",
-    "halo",
-    "layout",
-    "managed",
-];
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keyword {
+    Shape,
+    Data,
+    FillValue,
+    Dtype,
+    AlignedIndex,
+    AlignmentSize,
+    Defaults,
+    Device,
+    Dims,
+    Halo,
+    Layout,
+    Managed,
+}
 
-/// The entry of [`KEYWORDS`] that `k` names (`Err` with the name when none). Keyword names at
-/// call sites are interned strings, so comparing pointers with the interned names usually
-/// decides without reading the text.
-fn keyword(k: &Bound<'_, PyAny>) -> PyResult<Result<&'static str, String>> {
-    static INTERNED: PyOnceLock<Vec<Py<PyString>>> = PyOnceLock::new();
-    let py = k.py();
-    let interned = INTERNED.get_or_init(py, || {
-        KEYWORDS
-            .iter()
-            .map(|name| PyString::intern(py, name).unbind())
-            .collect()
-    });
-    if let Some(i) = interned.iter().position(|n| n.as_ptr() == k.as_ptr()) {
-        return Ok(Ok(KEYWORDS[i]));
+impl Keyword {
+    const ALL: [Keyword; 12] = [
+        Keyword::Shape,
+        Keyword::Data,
+        Keyword::FillValue,
+        Keyword::Dtype,
+        Keyword::AlignedIndex,
+        Keyword::AlignmentSize,
+        Keyword::Defaults,
+        Keyword::Device,
+        Keyword::Dims,
+        Keyword::Halo,
+        Keyword::Layout,
+        Keyword::Managed,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Keyword::Shape => "shape",
+            Keyword::Data => "data",
+            Keyword::FillValue => "fill_value",
+            Keyword::Dtype => "dtype",
+            Keyword::AlignedIndex => "aligned_index",
+            Keyword::AlignmentSize => "alignment_size",
+            Keyword::Defaults => "defaults",
+            Keyword::Device => "device",
+            Keyword::Dims => "dims",
+            Keyword::Halo => "halo",
+            Keyword::Layout => "layout",
+            Keyword::Managed => "managed",
+        }
     }
-    let key: String = k
-        .extract()
-        .map_err(|_| PyTypeError::new_err("keywords must be strings"))?;
-    Ok(KEYWORDS
-        .iter()
-        .find(|name| **name == key)
-        .copied()
-        .ok_or(key))
+
+    /// The keyword `k` names (`Err` with the name when none). Keyword names at call sites are
+    /// interned strings, so comparing pointers with the interned names usually decides
+    /// without reading the text.
+    fn of(k: &Bound<'_, PyAny>) -> PyResult<Result<Keyword, String>> {
+        static INTERNED: PyOnceLock<[Py<PyString>; 12]> = PyOnceLock::new();
+        let py = k.py();
+        let interned = INTERNED.get_or_init(py, || {
+            Keyword::ALL.map(|kw| PyString::intern(py, kw.name()).unbind())
+        });
+        if let Some(i) = interned.iter().position(|n| n.as_ptr() == k.as_ptr()) {
+            return Ok(Ok(Keyword::ALL[i]));
+        }
+        let key: String = k
+            .extract()
+            .map_err(|_| PyTypeError::new_err("keywords must be strings"))?;
+        Ok(Keyword::ALL
+            .into_iter()
+            .find(|kw| kw.name() == key)
+            .ok_or(key))
+    }
 }
 
 fn unexpected_keyword(func: &str, key: &str) -> PyErr {
@@ -344,31 +384,38 @@ fn unexpected_keyword(func: &str, key: &str) -> PyErr {
     ))
 }
 
-/// Sets GDP-3 keyword argument `name` in `p`; false when `name` is not one. `None` means "not
+/// Sets GDP-3 keyword argument `kw` in `p`; false when `kw` is not one. `None` means "not
 /// given" except where None is a value of its own (`defaults`, `device`, `managed`: explicit
 /// `managed=None` is `Some(Managed::None)`).
-fn set_param(p: &mut StorageParams, name: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+fn set_param(p: &mut StorageParams, kw: Keyword, v: &Bound<'_, PyAny>) -> PyResult<bool> {
     let given = !v.is_none();
-    match name {
-        "aligned_index" if given => p.aligned_index = Some(ints("aligned_index", v)?),
-        "alignment_size" if given => p.alignment_size = Some(nonneg("alignment_size", v)?),
-        "defaults" => {
-            p.defaults = opt_str("defaults", v)?
+    let name = kw.name();
+    match kw {
+        Keyword::AlignedIndex if given => p.aligned_index = Some(ints(name, v)?),
+        Keyword::AlignmentSize if given => p.alignment_size = Some(nonneg(name, v)?),
+        Keyword::Defaults => {
+            p.defaults = opt_str(name, v)?
                 .map(|s| Preset::parse(&s))
                 .transpose()
                 .map_err(err)?;
         }
-        "device" => {
-            p.device = Some(StorageDevice::parse(opt_str("device", v)?.as_deref()).map_err(err)?);
+        Keyword::Device => {
+            p.device = Some(StorageDevice::parse(opt_str(name, v)?.as_deref()).map_err(err)?);
         }
-        "dims" if given => p.dims = Some(dims_arg(v)?),
-        "halo" if given => p.halo = Some(halo_arg(v)?),
-        "layout" if given => p.layout = Some(ints("layout", v)?),
-        "managed" => {
-            p.managed = Some(Managed::parse(opt_str("managed", v)?.as_deref()).map_err(err)?);
+        Keyword::Dims if given => p.dims = Some(dims_arg(v)?),
+        Keyword::Halo if given => p.halo = Some(halo_arg(v)?),
+        Keyword::Layout if given => p.layout = Some(ints(name, v)?),
+        Keyword::Managed => {
+            p.managed = Some(Managed::parse(opt_str(name, v)?.as_deref()).map_err(err)?);
         }
-        "aligned_index" | "alignment_size" | "dims" | "halo" | "layout" => {}
-        _ => return Ok(false),
+        Keyword::AlignedIndex
+        | Keyword::AlignmentSize
+        | Keyword::Dims
+        | Keyword::Halo
+        | Keyword::Layout => {}
+        Keyword::Shape | Keyword::Data | Keyword::FillValue | Keyword::Dtype => {
+            return Ok(false);
+        }
     }
     Ok(true)
 }
@@ -378,9 +425,9 @@ fn set_param(p: &mut StorageParams, name: &str, v: &Bound<'_, PyAny>) -> PyResul
 fn read_kwargs(func: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<StorageParams> {
     let mut p = StorageParams::default();
     for (k, v) in kwargs.into_iter().flat_map(|kw| kw.iter()) {
-        let name = keyword(&k)?.map_err(|key| unexpected_keyword(func, &key))?;
-        if !set_param(&mut p, name, &v)? {
-            return Err(unexpected_keyword(func, name));
+        let kw = Keyword::of(&k)?.map_err(|key| unexpected_keyword(func, &key))?;
+        if !set_param(&mut p, kw, &v)? {
+            return Err(unexpected_keyword(func, kw.name()));
         }
     }
     Ok(p)
@@ -388,7 +435,8 @@ fn read_kwargs(func: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Stora
 
 /// The arguments of a creator, read straight from its call: `required` then `optional`
 /// parameters, each by position or by keyword (an optional one is `None` when not given or
-/// given as None), then GDP-3's keyword arguments. Errors are worded as Python's own.
+/// given as None), then GDP-3's keyword arguments (into `p`, which the caller owns: the
+/// parameters are a few hundred bytes, not worth moving). Errors are worded as Python's own.
 ///
 /// The creators are registered as plain `(args, kwargs)` functions rather than through
 /// `#[pyfunction]`: in the abi3 build PyO3's argument parsing converts every keyword name
@@ -397,15 +445,12 @@ fn read_kwargs(func: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Stora
 #[allow(clippy::type_complexity)]
 fn read_call<'py, const R: usize, const O: usize>(
     func: &str,
-    required: [&'static str; R],
-    optional: [&'static str; O],
+    required: [Keyword; R],
+    optional: [Keyword; O],
     args: &Bound<'py, PyTuple>,
     kwargs: Option<&Bound<'py, PyDict>>,
-) -> PyResult<(
-    [Bound<'py, PyAny>; R],
-    [Option<Bound<'py, PyAny>>; O],
-    StorageParams,
-)> {
+    p: &mut StorageParams,
+) -> PyResult<([Bound<'py, PyAny>; R], [Option<Bound<'py, PyAny>>; O])> {
     let n = args.len();
     if n > R + O {
         let takes = if O == 0 {
@@ -422,34 +467,31 @@ fn read_call<'py, const R: usize, const O: usize>(
     for (slot, v) in req.iter_mut().chain(opt.iter_mut()).zip(args.iter()) {
         *slot = Some(v);
     }
-    let mut p = StorageParams::default();
     for (k, v) in kwargs.into_iter().flat_map(|kw| kw.iter()) {
-        let name = keyword(&k)?.map_err(|key| unexpected_keyword(func, &key))?;
-        let slot = match required.iter().position(|r| *r == name) {
+        let kw = Keyword::of(&k)?.map_err(|key| unexpected_keyword(func, &key))?;
+        let slot = match required.iter().position(|r| *r == kw) {
             Some(i) => Some(&mut req[i]),
-            None => optional
-                .iter()
-                .position(|o| *o == name)
-                .map(|i| &mut opt[i]),
+            None => optional.iter().position(|o| *o == kw).map(|i| &mut opt[i]),
         };
         match slot {
             Some(slot) if slot.is_some() => {
                 return Err(PyTypeError::new_err(format!(
-                    "{func}() got multiple values for argument '{name}'"
+                    "{func}() got multiple values for argument '{}'",
+                    kw.name()
                 )));
             }
             Some(slot) => *slot = Some(v),
-            None if set_param(&mut p, name, &v)? => {}
-            None => return Err(unexpected_keyword(func, name)),
+            None if set_param(p, kw, &v)? => {}
+            None => return Err(unexpected_keyword(func, kw.name())),
         }
     }
-    let given: Vec<Bound<'py, PyAny>> = req.iter().flatten().cloned().collect();
-    let Ok(req_values) = <[Bound<'py, PyAny>; R]>::try_from(given) else {
+    let given: smallvec::SmallVec<[Bound<'py, PyAny>; R]> = req.iter().flatten().cloned().collect();
+    let Ok(req_values) = given.into_inner() else {
         let missing: Vec<String> = required
             .iter()
             .zip(&req)
             .filter(|(_, v)| v.is_none())
-            .map(|(name, _)| format!("'{name}'"))
+            .map(|(kw, _)| format!("'{}'", kw.name()))
             .collect();
         let list = match missing.split_last() {
             Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
@@ -463,7 +505,7 @@ fn read_call<'py, const R: usize, const O: usize>(
     };
     // An optional parameter given as None takes its default.
     let opt = opt.map(|v| v.filter(|v| !v.is_none()));
-    Ok((req_values, opt, p))
+    Ok((req_values, opt))
 }
 
 fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
@@ -474,7 +516,7 @@ fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
 fn allocate_gpu(
     shape: &[usize],
     element: ElementType,
-    params: cai_runtime::storage::params::ResolvedParams,
+    params: &cai_runtime::storage::params::ResolvedParams,
     init: Init,
 ) -> Result<Storage, StorageError> {
     cai_runtime::cuda::storage::allocate(shape, element, params, init)
@@ -484,7 +526,7 @@ fn allocate_gpu(
 fn allocate_gpu(
     _: &[usize],
     _: ElementType,
-    _: cai_runtime::storage::params::ResolvedParams,
+    _: &cai_runtime::storage::params::ResolvedParams,
     _: Init,
 ) -> Result<Storage, StorageError> {
     Err(StorageError::NoGpu(
@@ -1123,18 +1165,16 @@ fn create(
     py: Python<'_>,
     shape: &[usize],
     dtype: &Dtype,
-    explicit: StorageParams,
+    explicit: &StorageParams,
     data: &StorageParams,
     init: Init,
 ) -> PyResult<Py<PyStorage>> {
-    let defaults = explicit.defaults.or(data.defaults);
     let params = explicit.resolve(shape, data).map_err(err)?;
     let inner = match params.device {
-        StorageDevice::Host => Storage::allocate_host(shape, dtype.element.clone(), params, init),
-        StorageDevice::Gpu => allocate_gpu(shape, dtype.element.clone(), params, init),
+        StorageDevice::Host => Storage::allocate_host(shape, dtype.element.clone(), &params, init),
+        StorageDevice::Gpu => allocate_gpu(shape, dtype.element.clone(), &params, init),
     }
-    .map_err(err)?
-    .with_defaults(defaults);
+    .map_err(err)?;
     PyStorage::new_py(py, inner, dtype)
 }
 
@@ -1180,14 +1220,21 @@ fn creator(
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
     let py = args.py();
-    let first = if like { "data" } else { "shape" };
-    let (source, fill_value, dtype, p) = if fill == Fill::Full {
-        let ([source, value], [dtype], p) =
-            read_call(func, [first, "fill_value"], ["dtype"], args, kwargs)?;
-        (source, Some(value), dtype, p)
+    let first = if like { Keyword::Data } else { Keyword::Shape };
+    let mut p = StorageParams::default();
+    let (source, fill_value, dtype) = if fill == Fill::Full {
+        let ([source, value], [dtype]) = read_call(
+            func,
+            [first, Keyword::FillValue],
+            [Keyword::Dtype],
+            args,
+            kwargs,
+            &mut p,
+        )?;
+        (source, Some(value), dtype)
     } else {
-        let ([source], [dtype], p) = read_call(func, [first], ["dtype"], args, kwargs)?;
-        (source, None, dtype, p)
+        let ([source], [dtype]) = read_call(func, [first], [Keyword::Dtype], args, kwargs, &mut p)?;
+        (source, None, dtype)
     };
     let init = |d: &Dtype| {
         Ok::<_, PyErr>(match (&fill_value, fill) {
@@ -1205,12 +1252,12 @@ fn creator(
             None => data_dtype,
         };
         let init = init(&dtype)?;
-        create(py, &shape, &dtype, p, &data_params, init)
+        create(py, &shape, &dtype, &p, &data_params, init)
     } else {
         let dtype = dtype_of(py, dtype.as_ref())?;
         let init = init(&dtype)?;
         let shape = shape_arg(&source)?;
-        create(py, &shape, &dtype, p, &StorageParams::default(), init)
+        create(py, &shape, &dtype, &p, &StorageParams::default(), init)
     }
 }
 
@@ -1519,7 +1566,7 @@ fn wrap(
     .with_info(AllocInfo {
         alignment_size: resolved.alignment_size,
         aligned_index: Some(resolved.aligned_index),
-        defaults: p.defaults,
+        defaults: resolved.defaults,
     });
     PyStorage::new_py(py, inner, &dtype)
 }
@@ -1567,7 +1614,7 @@ pub fn storage(
         Some(d) => dtype_of(py, Some(d))?,
         None => data_dtype,
     };
-    let out = create(py, &shape, &dtype, p, &data_params, Init::Uninit)?;
+    let out = create(py, &shape, &dtype, &p, &data_params, Init::Uninit)?;
     let target = out.bind(py);
     target.set_item(PyEllipsis::get(py), source)?;
     Ok(out)

@@ -130,7 +130,7 @@ fn gpu_storage(shape: &[usize], managed: Managed, init: Init) -> Result<Storage,
     }
     .resolve(shape, &StorageParams::default())
     .unwrap();
-    cuda::storage::allocate(shape, f64s(), params, init)
+    cuda::storage::allocate(shape, f64s(), &params, init)
 }
 
 /// The view's items on the device, in C order.

@@ -84,10 +84,10 @@ fn memset_zero(ptr: u64, len: usize) -> Result<(), StorageError> {
 pub fn allocate(
     shape: &[usize],
     element: ElementType,
-    params: ResolvedParams,
+    params: &ResolvedParams,
     init: Init,
 ) -> Result<Storage, StorageError> {
-    let plan = Storage::plan(shape, &element, &params)?;
+    let plan = Storage::plan(shape, &element, params)?;
     let len = plan.buffer_bytes();
     let managed = params.managed;
     let unified = managed == Managed::Cuda;
@@ -180,7 +180,7 @@ fn staged(s: &Storage) -> Result<Storage, StorageError> {
     Ok(Storage::from_plan(
         plan,
         s.element().clone(),
-        params,
+        &params,
         Buffers {
             host: Some(Side {
                 buffer: host,
@@ -287,8 +287,7 @@ pub fn copy(s: &Storage) -> Result<Storage, StorageError> {
         }
     }
     let params = s.like_params(StorageDevice::Gpu);
-    let out = allocate(s.shape(), s.element().clone(), params, Init::Uninit)?
-        .with_defaults(s.info().defaults);
+    let out = allocate(s.shape(), s.element().clone(), &params, Init::Uninit)?;
     let src_host = if s.has_host() {
         s.clone()
     } else {

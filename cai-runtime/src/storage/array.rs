@@ -134,7 +134,7 @@ impl Storage {
     pub fn allocate_host(
         shape: &[usize],
         element: ElementType,
-        params: ResolvedParams,
+        params: &ResolvedParams,
         init: Init,
     ) -> Result<Storage, StorageError> {
         if params.device != StorageDevice::Host {
@@ -142,7 +142,7 @@ impl Storage {
                 "host allocation asked for a device storage".into(),
             ));
         }
-        let plan = Self::plan(shape, &element, &params)?;
+        let plan = Self::plan(shape, &element, params)?;
         let buffer = match init {
             Init::Uninit => HostBuffer::uninit(plan.buffer_bytes())?,
             _ => HostBuffer::zeroed(plan.buffer_bytes())?,
@@ -189,7 +189,7 @@ impl Storage {
     pub fn from_plan(
         plan: AllocationPlan,
         element: ElementType,
-        params: ResolvedParams,
+        params: &ResolvedParams,
         buffers: Buffers,
     ) -> Storage {
         Storage {
@@ -197,14 +197,14 @@ impl Storage {
             geometry: Geometry {
                 layout: plan.into_layout(),
                 offset: 0,
-                halo: params.halo,
-                dims: params.dims,
+                halo: params.halo.clone(),
+                dims: params.dims.clone(),
             },
             element,
             info: AllocInfo {
                 alignment_size: params.alignment_size,
-                aligned_index: Some(params.aligned_index),
-                defaults: None,
+                aligned_index: Some(params.aligned_index.clone()),
+                defaults: params.defaults,
             },
         }
     }
@@ -240,12 +240,6 @@ impl Storage {
                 defaults: None,
             },
         })
-    }
-
-    /// Records the `defaults` preset the storage was made with (reused by `*_like`).
-    pub fn with_defaults(mut self, defaults: Option<super::Preset>) -> Storage {
-        self.info.defaults = defaults;
-        self
     }
 
     /// Replaces the allocation parameters (for wrapped memory whose alignment was checked).
@@ -443,8 +437,8 @@ impl Storage {
     /// The host side is read: synchronize a mirrored storage first.
     pub fn copy_host(&self) -> Result<Storage, StorageError> {
         let params = self.like_params(StorageDevice::Host);
-        let out = Storage::allocate_host(self.shape(), self.element.clone(), params, Init::Uninit)?
-            .with_defaults(self.info.defaults);
+        let out =
+            Storage::allocate_host(self.shape(), self.element.clone(), &params, Init::Uninit)?;
         self.copy_items_host(&out)?;
         Ok(out)
     }
@@ -501,6 +495,7 @@ impl Storage {
     /// This storage's parameters as fully resolved ones (for `*_like` and copies), on `device`.
     pub fn like_params(&self, device: StorageDevice) -> ResolvedParams {
         ResolvedParams {
+            defaults: self.info.defaults,
             dims: self.geometry.dims.clone(),
             layout: self.layout_order(),
             halo: self.geometry.halo.clone(),
@@ -578,7 +573,7 @@ mod tests {
 
     fn zeros(shape: &[usize], p: StorageParams) -> Storage {
         let params = p.resolve(shape, &StorageParams::default()).unwrap();
-        Storage::allocate_host(shape, f64(), params, Init::Zeros).unwrap()
+        Storage::allocate_host(shape, f64(), &params, Init::Zeros).unwrap()
     }
 
     fn read(s: &Storage, offset: isize) -> f64 {

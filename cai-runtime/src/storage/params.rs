@@ -171,6 +171,8 @@ pub struct StorageParams {
 /// Parameters with every value decided.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedParams {
+    /// The `defaults` preset the values came from, if any (kept for `*_like`).
+    pub defaults: Option<Preset>,
     /// The dims.
     pub dims: PerDim<Dim>,
     /// The stride order.
@@ -193,7 +195,7 @@ impl StorageParams {
     /// buffer or storage being wrapped or copied), then the fallback (C layout, no halo, no
     /// alignment, the halo's start as aligned index, host memory, "gt4py" on the GPU).
     pub fn resolve(
-        self,
+        &self,
         shape: &[usize],
         data: &StorageParams,
     ) -> Result<ResolvedParams, StorageError> {
@@ -201,7 +203,9 @@ impl StorageParams {
         let preset = self.defaults.or(data.defaults);
         let dims = self
             .dims
-            .or_else(|| data.dims.clone())
+            .as_ref()
+            .or(data.dims.as_ref())
+            .cloned()
             .unwrap_or_else(|| default_dims(ndim));
         if dims.len() != ndim {
             return Err(StorageError::Length {
@@ -212,13 +216,16 @@ impl StorageParams {
         }
         let layout = self
             .layout
+            .clone()
             .or_else(|| preset.map(|p| p.layout(&dims)))
             .or_else(|| data.layout.clone())
             .unwrap_or_else(|| (0..ndim).collect());
         check_layout(&layout, ndim)?;
         let halo = self
             .halo
-            .or_else(|| data.halo.clone())
+            .as_ref()
+            .or(data.halo.as_ref())
+            .cloned()
             .unwrap_or_else(|| PerDim::from_elem((0, 0), ndim));
         check_halo(&halo, shape)?;
         let alignment_size = self
@@ -228,7 +235,9 @@ impl StorageParams {
             .unwrap_or(1);
         let aligned_index = self
             .aligned_index
-            .or_else(|| data.aligned_index.clone())
+            .as_ref()
+            .or(data.aligned_index.as_ref())
+            .cloned()
             .unwrap_or_else(|| halo.iter().map(|h| h.0).collect());
         let device = self
             .device
@@ -240,6 +249,7 @@ impl StorageParams {
             StorageDevice::Gpu => self.managed.or(data.managed).unwrap_or(Managed::Gt4Py),
         };
         Ok(ResolvedParams {
+            defaults: preset,
             dims,
             layout,
             halo,
