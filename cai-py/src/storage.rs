@@ -274,20 +274,19 @@ fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
 
 /// `dims`: a str of one-letter dims (`"IJK"`) or a sequence of names.
 fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
-    let names: Vec<String> = if let Ok(s) = v.extract::<String>() {
+    if let Ok(s) = v.extract::<String>() {
         let letters: PerDim<&str> = s
             .char_indices()
             .map(|(i, c)| &s[i..i + c.len_utf8()])
             .collect();
         return parse_dims(&letters).map_err(err);
-    } else {
-        v.extract().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "dims = {}: expected a str such as \"IJK\" or a sequence of str",
-                repr(v)
-            ))
-        })?
-    };
+    }
+    let names: Vec<String> = v.extract().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "dims = {}: expected a str such as \"IJK\" or a sequence of str",
+            repr(v)
+        ))
+    })?;
     parse_dims(&names).map_err(err)
 }
 
