@@ -3,8 +3,9 @@
 # unit/integration/property/UI tests, a build without default features, the abi3 wheel of
 # the `cai` Python package, the pytest suites (NumPy oracle, package, fuzzing, checker; in
 # .venv), and the demo.
-# Needs no GPU and no CUDA toolkit (the `cuda` feature is compiled and tested against a stub
-# libcuda). This is the command README.md names and .ci/run calls.
+# Needs no GPU and no CUDA toolkit: the `cuda` feature is compiled against a stub libcuda, its
+# tests run once against the stub (device tests say they were skipped) and once against the
+# emulated driver (tests/cuda-emu). This is the command README.md names and .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,10 @@ rm -rf dist
 echo "== GPU bundle: built, and dry-run here (device tests say they were skipped)"
 scripts/gpu-bundle.sh gpu-bundle
 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
+echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, no CuPy & co.)"
+scripts/cuda-stub.sh --emulator target/cuda-emu
+LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMULATED=1 \
+    PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 export CAI_CUDA_WHEEL_DIR="$PWD/gpu-bundle/wheels"
 echo "== pytest"
 cargo build -p cai-oracle

@@ -1,0 +1,178 @@
+"""cai's own device code, with no other GPU library: DeviceArray (a Rust-owned cust buffer) as
+producer, our import as consumer, device storages and their mirror.
+
+These run on a GPU and, in CI, on the emulated driver (scripts/cuda-stub.sh --emulator), whose
+streams run work only when something must observe it: a consumer that does not wait for the
+producer reads stale bytes there every time.
+"""
+
+import gc
+
+import numpy as np
+import pytest
+
+import cai
+
+from conftest import sample
+
+DTYPES = [np.float32, np.float64, np.int16, np.uint8, np.complex64, np.float16]
+
+
+def device_items(obj, dtype, shape, **kw):
+    """The items of a device array, read back through our import."""
+    v = cai.as_cuda_array(obj, **kw)
+    return np.frombuffer(v.copy_to_host(), dtype=dtype).reshape(shape)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_device_array_round_trip(dtype, order):
+    host = sample(dtype)
+    a = cai.DeviceArray(host, order=order)
+    desc = a.__cuda_array_interface__
+    assert desc["version"] == 3 and desc["typestr"] == host.dtype.str
+    assert desc["shape"] == host.shape and desc["data"] == (a.ptr, False)
+    itemsize = host.dtype.itemsize
+    assert desc["strides"] == (None if order == "C" else (itemsize, itemsize * host.shape[0]))
+    assert desc["stream"] == a.stream and a.stream not in (0, 1, 2)
+    assert a.to_bytes() == host.tobytes()
+    assert (device_items(a, dtype, host.shape) == host).all()
+
+
+def test_strided_and_offset_views():
+    host = np.arange(60, dtype=np.int32).reshape(6, 10)
+    a = cai.DeviceArray(host)
+    # every other row, columns 3..7: offset 3 items, strides (2 rows, 1 item)
+    v = a.view((3, 4), strides=(80, 4), offset=12)
+    expected = host[::2, 3:7]
+    assert v.to_bytes() == expected.tobytes()
+    assert (device_items(v, np.int32, (3, 4)) == expected).all()
+    # a negative stride: the last row, backwards
+    r = a.view((10,), strides=(-4,), offset=4 * 59)
+    assert (device_items(r, np.int32, (10,)) == host[5, ::-1]).all()
+    with pytest.raises(ValueError, match="strides|buffer|extent"):
+        a.view((7, 10))
+
+
+def test_side_stream_work_is_ordered_before_the_exported_stream():
+    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))
+    consumer = cai.DeviceArray(np.zeros(1, dtype=np.uint8))  # another stream to read on
+    for value in (7, 9):
+        a.fill(value, on_side_stream=True, rounds=20)
+        assert a.pending_streams == [a.side_stream]
+        desc = a.__cuda_array_interface__  # events on the side stream; the export waits
+        assert a.pending_streams == [] and desc["stream"] == a.stream
+        v = cai.from_cuda_array_interface(desc, owner=a, stream=consumer.stream)
+        assert v.sync_plan == "event-wait" and v.consumer_stream == consumer.stream
+        tail = np.frombuffer(v.copy_to_host(), dtype=np.uint8)[-64:]
+        assert (tail == value).all(), tail
+    a.synchronize()
+
+
+@pytest.mark.parametrize("mode", ["enqueue", "synchronize"])
+def test_import_orders_the_consumer_after_the_producer(mode):
+    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))
+    consumer = cai.DeviceArray(np.zeros(1, dtype=np.uint8))
+    a.fill(5, rounds=20)  # on the exported stream
+    v = cai.from_cuda_array_interface(
+        a.__cuda_array_interface__, owner=a, stream=consumer.stream, mode=mode
+    )
+    assert v.sync_plan == ("event-wait" if mode == "enqueue" else "synchronize")
+    assert (np.frombuffer(v.copy_to_host(), dtype=np.uint8)[-64:] == 5).all()
+
+
+def test_a_freed_pointer_is_refused():
+    a = cai.DeviceArray(np.zeros(256, dtype=np.float32))
+    desc = dict(a.__cuda_array_interface__, stream=None)
+    ptr = a.ptr
+    assert cai.pointer_attributes(ptr)["memory_type"] == "device"
+    del a
+    gc.collect()
+    attrs = cai.pointer_attributes(ptr)
+    if attrs["memory_type"] != "unregistered":
+        pytest.skip("the driver reused the freed address already")
+    with pytest.raises(ValueError, match=rf"`data` = {ptr:#x} is not device-accessible"):
+        cai.from_cuda_array_interface(desc)
+
+
+def test_pointer_attributes_of_device_and_managed_memory():
+    a = cai.DeviceArray(np.zeros(64, dtype=np.float64))
+    attrs = cai.pointer_attributes(a.ptr + 8)
+    assert attrs["memory_type"] == "device" and attrs["device_ordinal"] == 0
+    assert attrs["device_accessible"] and not attrs["host_accessible"]
+    start, size = attrs["range"]
+    assert start == a.ptr and size >= a.nbytes
+    s = cai.zeros((16,), device="gpu", managed="cuda")
+    attrs = cai.pointer_attributes(s.__cuda_array_interface__["data"][0])
+    assert attrs["memory_type"] == "managed" and attrs["is_managed"] and attrs["host_accessible"]
+
+
+def test_device_only_storage():
+    s = cai.full((4, 6), 2.0, device="gpu", managed=None, alignment_size=64, halo=(1, 0))
+    assert s.device == "gpu" and s.managed is None and not hasattr(s, "__array_interface__")
+    assert (device_items(s, np.float64, (4, 6)) == 2.0).all()
+    assert s.domain_view.__cuda_array_interface__["data"][0] % 64 == 0
+    with pytest.raises(cai.GTNoSuchBufferError):
+        s.to_numpy()
+    c = s.T.copy()
+    assert c.shape == (6, 4)
+    assert c.__cuda_array_interface__["data"][0] != s.__cuda_array_interface__["data"][0]
+    assert (device_items(c, np.float64, (6, 4)) == 2.0).all()
+
+
+def test_gt4py_mirror_copies_when_the_other_side_changed():
+    s = cai.zeros((3, 5), device="gpu")  # managed defaults to "gt4py"
+    assert s.managed == "gt4py" and s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    s.to_numpy()[...] = 4.0
+    s.set_host_modified()
+    # Exporting the device side copies the host first.
+    assert (device_items(s, np.float64, (3, 5)) == 4.0).all()
+    assert s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    # A device write, marked: reading the host copies it back. (Writing a device value with
+    # s[i] = ... goes through CuPy: tests/gpu/test_storage.py.)
+    s.to_numpy()[0, 0] = -1.0  # host-only write: lost, the device side is the newer
+    s.set_device_modified()
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    assert (s.to_numpy() == 4.0).all() and s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    s[0, 1] = 8.0
+    assert s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
+    assert device_items(s, np.float64, (3, 5))[0, 1] == 8.0
+    v = s[1:]  # views share the state
+    v.set_device_modified()
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    s.synchronize()
+    assert s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    c = s.copy()
+    c.set_host_modified()
+    assert s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    assert (device_items(c, np.float64, (3, 5)) == device_items(s, np.float64, (3, 5))).all()
+
+
+def test_cuda_managed_storage_is_one_address():
+    s = cai.ones((8,), device="gpu", managed="cuda")
+    assert s.__array_interface__["data"][0] == s.__cuda_array_interface__["data"][0]
+    s.to_numpy()[...] = 3.0
+    assert (device_items(s, np.float64, (8,)) == 3.0).all()
+
+
+def test_storages_wrap_and_copy_device_arrays():
+    host = np.arange(6.0).reshape(2, 3)
+    dev = cai.DeviceArray(host)
+    s = cai.as_storage(host, dev, sync_state=cai.SyncState(cai.SyncState.SYNC_HOST_DIRTY))
+    assert s.managed == "gt4py"
+    host[0, 0] = 42.0
+    # The host side was newest: reading the device copies it into dev's own memory.
+    assert device_items(s, np.float64, (2, 3))[0, 0] == 42.0
+    assert np.frombuffer(dev.to_bytes(), dtype=np.float64)[0] == 42.0
+    # A device write to dev, marked: reading the host copies it.
+    dev.fill(0, rounds=20)
+    s.set_device_modified()
+    assert (s.to_numpy() == 0.0).all()
+    # A device-only wrap, and its copy: own memory, same items. (storage(dev), which converts
+    # through CuPy, is in tests/gpu/test_storage.py.)
+    d = cai.as_storage(device_data=dev)
+    assert d.device == "gpu" and d.managed is None
+    assert d.__cuda_array_interface__["data"][0] == dev.ptr
+    c = d.copy()
+    assert c.__cuda_array_interface__["data"][0] != dev.ptr
+    assert (device_items(c, np.float64, (2, 3)) == 0.0).all()
