@@ -222,6 +222,15 @@ mod device_array {
         }
     }
 
+    /// Python may drop the last reference on any thread, and cust frees the buffer and
+    /// destroys the streams in the current context: make device 0's primary context (the one
+    /// `new` allocated in) current first, or the driver refuses and the memory leaks.
+    impl Drop for DeviceArray {
+        fn drop(&mut self) {
+            let _ = cuda::ensure_context(0);
+        }
+    }
+
     impl DeviceArray {
         /// The descriptor of this view, without its stream.
         fn builder(&self) -> DescriptorBuilder<cai_runtime::Device> {

@@ -7,6 +7,8 @@ producer reads stale bytes there every time.
 """
 
 import gc
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -95,6 +97,42 @@ def test_a_freed_pointer_is_refused():
         cai.from_cuda_array_interface(desc)
 
 
+@pytest.mark.parametrize("make", ["device_array", "storage"])
+def test_memory_dropped_on_a_thread_without_a_context_is_freed(make):
+    if make == "device_array":
+        obj = cai.DeviceArray(np.zeros(1024, dtype=np.float32))
+        ptr = obj.ptr
+    else:
+        obj = cai.zeros((1024,), device="gpu", managed=None)
+        ptr = obj.__cuda_array_interface__["data"][0]
+    holder = [obj]
+    del obj
+    t = threading.Thread(target=holder.clear)  # the last reference dies there
+    t.start()
+    t.join()
+    gc.collect()
+    assert cai.pointer_attributes(ptr)["memory_type"] == "unregistered"
+
+
+@pytest.mark.skipif(
+    not os.environ.get("CAI_GPU_SUITE_EMULATED"),
+    reason="a dead stream handle is undefined behaviour on a real driver; the emulator reports it",
+)
+def test_a_dead_stream_handle_is_a_value_error_naming_the_stream():
+    a = cai.DeviceArray(np.zeros(4, dtype=np.float32))
+    desc = dict(a.__cuda_array_interface__, stream=0x1234)
+    with pytest.raises(
+        ValueError,
+        match=r"cannot order the consumer's stream 1 after the producer's `stream` = 4660: "
+        r"cuStreamGetCtx failed: CUDA_ERROR_INVALID_HANDLE",
+    ):
+        cai.from_cuda_array_interface(desc, owner=a)
+    with pytest.raises(ValueError, match=r"cannot synchronize the producer's `stream` = 4660"):
+        cai.from_cuda_array_interface(desc, owner=a, mode="synchronize")
+    with pytest.raises(ValueError, match=rf"consumer's stream 2457 after the producer's `stream` = {a.stream}"):
+        cai.from_cuda_array_interface(a.__cuda_array_interface__, owner=a, stream=0x999)
+
+
 def test_pointer_attributes_of_device_and_managed_memory():
     a = cai.DeviceArray(np.zeros(64, dtype=np.float64))
     attrs = cai.pointer_attributes(a.ptr + 8)
@@ -176,3 +214,19 @@ def test_storages_wrap_and_copy_device_arrays():
     c = d.copy()
     assert c.__cuda_array_interface__["data"][0] != dev.ptr
     assert (device_items(c, np.float64, (2, 3)) == 0.0).all()
+
+
+def test_gt_data_interface_hooks_move_the_data():
+    s = cai.zeros((2, 4), device="gpu", dims="IJ")  # mirrored
+    d = cai.gt_data(s)
+    assert d.from_gt and d.dims == ["I", "J"] and d.host is not None and d.gpu is not None
+    s.to_numpy()[...] = 6.0
+    d.touch()  # the host was written: its `touch` marks it
+    assert s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
+    d.acquire("gpu")  # the device entry's `acquire` copies the host to the device
+    assert s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    assert (np.frombuffer(d.gpu.copy_to_host(), dtype=np.float64) == 6.0).all()
+    d.touch("gpu")
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    d.acquire()  # and the host entry's copies it back
+    assert s.sync_state.state == cai.SyncState.SYNC_CLEAN

@@ -160,7 +160,7 @@ impl<S: Space> ForeignArray<S> {
             // primary context current when the thread has none.
             let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
             cuda::ensure_context(ordinal).map_err(driver_error)?;
-            cuda::execute(self.sync_plan).map_err(driver_error)?;
+            cuda::execute(self.sync_plan).map_err(|e| sync_error(self.sync_plan, e))?;
         }
         Ok(())
     }
@@ -409,6 +409,28 @@ impl ForeignArray<Host> {
 #[cfg(feature = "cuda")]
 fn driver_error(e: crate::error::DriverError) -> PyErr {
     pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
+}
+
+/// A failed synchronization with the producer's stream, naming the streams involved. A handle
+/// the driver does not know (`CUDA_ERROR_INVALID_HANDLE`) is a bad value: ValueError.
+#[cfg(feature = "cuda")]
+fn sync_error(plan: SyncPlan, e: crate::error::DriverError) -> PyErr {
+    let what = match plan {
+        SyncPlan::EventWait { producer, consumer } => format!(
+            "cannot order the consumer's stream {consumer} after the producer's `stream` = {producer}"
+        ),
+        SyncPlan::Synchronize { producer } => {
+            format!("cannot synchronize the producer's `stream` = {producer}")
+        }
+        SyncPlan::Nothing(_) => "cannot synchronize".to_owned(),
+    };
+    if e.code == 400 {
+        PyValueError::new_err(format!(
+            "{what}: {e}; a stream must be 1, 2 or the handle of a live CUDA stream of this process"
+        ))
+    } else {
+        pyo3::exceptions::PyRuntimeError::new_err(format!("{what}: {e}"))
+    }
 }
 
 #[cfg(feature = "cuda")]
