@@ -347,10 +347,44 @@ fn slow_fill(buf: &DeviceBuffer<u8>, value: u8, stream: Stream, rounds: usize) {
 /// emulator (scripts/cuda-stub.sh --emulator) runs work only when it must, so a stale read shows
 /// there at any size, and a small one keeps the test fast.
 fn big() -> usize {
-    let emulated = cust::device::Device::get_device(0)
+    if emulated() { 1 << 20 } else { 1 << 30 }
+}
+
+/// Whether the driver is the emulator (tests/cuda-emu), which names its device so.
+fn emulated() -> bool {
+    cust::device::Device::get_device(0)
         .and_then(|d| d.name())
-        .is_ok_and(|name| name.contains("emulator"));
-    if emulated { 1 << 20 } else { 1 << 30 }
+        .is_ok_and(|name| name.contains("emulator"))
+}
+
+/// The control for the two stream tests below: without an event wait, a reader on another
+/// stream sees the bytes from before the producer's work. Only the emulator shows it every time
+/// (on a GPU the outcome is a race), so that a stream test passing there means the wait worked.
+#[test]
+fn the_emulator_shows_an_unordered_read_as_stale() {
+    let Some(_ctx) = gpu("the_emulator_shows_an_unordered_read_as_stale") else {
+        return;
+    };
+    if !emulated() {
+        eprintln!("skipped the_emulator_shows_an_unordered_read_as_stale: a real GPU races");
+        return;
+    }
+    let (producer, consumer) = (stream(), stream());
+    let (p, c) = (
+        cuda::stream::from_raw_handle(producer.as_inner().cast()),
+        cuda::stream::from_raw_handle(consumer.as_inner().cast()),
+    );
+    let buf = DeviceBuffer::<u8>::zeroed(64).unwrap();
+    buf.copy_to(&mut [0u8; 64][..]).unwrap(); // the zeroing is done
+    slow_fill(&buf, 3, p, 1);
+    let unordered = cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c).unwrap();
+    assert_eq!(
+        unordered, [0u8; 64],
+        "the emulator ran the producer's work eagerly"
+    );
+    cuda::order_after(c, p).unwrap();
+    let ordered = cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c).unwrap();
+    assert_eq!(ordered, [3u8; 64]);
 }
 
 #[test]
