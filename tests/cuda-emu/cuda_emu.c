@@ -317,6 +317,7 @@ struct alloc {
 static struct alloc *allocs;
 static size_t used;
 static char *device_va;
+static unsigned long long device_va_size;
 static CUdeviceptr device_va_next;
 
 static struct alloc *find(CUdeviceptr p) {
@@ -368,7 +369,7 @@ static CUresult allocate(const char *fn, struct emu_ctx *c, size_t n, enum mem_t
     a->ctx = c;
     if (type == MEM_DEVICE) {
         size_t span = (n + ALLOC_GAP + 4095) & ~(size_t)4095;
-        if (span > DEVICE_VA_SIZE - device_va_next) {
+        if (span > device_va_size - device_va_next) {
             munmap(bytes, n);
             free(a);
             return fail(fn, OUT_OF_MEMORY, "the emulated address range is used up");
@@ -414,14 +415,19 @@ CUresult cuInit(unsigned flags) {
     LOCKED;
     if (flags != 0)
         return FAIL(INVALID_VALUE, "flags must be 0");
-    if (!device_va) {
-        void *va = mmap(NULL, DEVICE_VA_SIZE, PROT_NONE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (va == MAP_FAILED)
-            return FAIL(OUT_OF_MEMORY, "cannot reserve the emulated device address range");
-        device_va = va;
-        device_va_next = 1 << 20;
+    /* The largest range the process may reserve (a `ulimit -v` may refuse 1 TiB). */
+    for (unsigned long long size = DEVICE_VA_SIZE; !device_va && size >= (1ull << 32);
+         size >>= 2) {
+        void *va = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+        if (va != MAP_FAILED) {
+            device_va = va;
+            device_va_size = size;
+            device_va_next = 1 << 20;
+        }
     }
+    if (!device_va)
+        return FAIL(OUT_OF_MEMORY, "cannot reserve the emulated device address range");
     initialized = 1;
     return SUCCESS;
 }
