@@ -11,11 +11,15 @@ use std::sync::Arc;
 use cai_runtime::cuda::{self, ExportStream, PendingStreams};
 use cai_runtime::layout::Extent;
 use cai_runtime::pointer::{MemoryType, PointerError};
+use cai_runtime::storage::GtDevice;
+use cai_runtime::storage::gt::HookError;
 use cai_runtime::storage::{
     ElementType, Init, Managed, Storage, StorageDevice, StorageError, StorageParams, SyncStatus,
 };
 use cai_runtime::sync::{ImportOptions, NoSyncReason, SyncMode, SyncPlan};
-use cai_runtime::{CudaArrayInterface, DescriptorError, Stream, StreamError};
+use cai_runtime::{
+    CudaArrayInterface, DescriptorError, GtDataInterface, GtHooks, Stream, StreamError,
+};
 use cust::context::Context;
 use cust::memory::{
     CopyDestination, DeviceBox, DeviceBuffer, DeviceSlice, LockedBuffer, UnifiedBuffer,
@@ -455,4 +459,116 @@ fn import_waits_with_an_event_or_synchronizes() {
     let mut check = [0u8; 16];
     buf.index(0..16).copy_to(&mut check[..]).unwrap();
     assert!(check.iter().all(|&b| b == 9));
+}
+
+/// A host mirror the hooks may write through `&self`: its items are `UnsafeCell`s.
+struct HostMirror(Box<[std::cell::UnsafeCell<f64>]>);
+
+// SAFETY: `UnsafeCell<f64>` has the layout of `f64`, so the boxed slice is `len` f64s at
+// `host_ptr`, alive while `self` is, and writable through it.
+unsafe impl cai_runtime::HostMemory for HostMirror {
+    type Elem = f64;
+    fn host_ptr(&self) -> *const f64 {
+        self.0.as_ptr().cast()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl HostMirror {
+    fn items(&self) -> Vec<f64> {
+        // SAFETY: single-threaded test; no write is in progress while reading.
+        self.0.iter().map(|c| unsafe { *c.get() }).collect()
+    }
+    fn bytes(&self) -> Vec<u8> {
+        self.items().iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+}
+
+/// A user's mirrored field: `#[derive(GtDataInterface)]` over a host mirror and a cust
+/// `DeviceBuffer`, whose hooks copy to the side about to be read when the other was modified.
+#[derive(GtDataInterface)]
+#[cai(shape = [self.n], dims = "I", hooks)]
+struct MirroredField {
+    #[cai(host)]
+    host: HostMirror,
+    #[cai(gpu)]
+    device: DeviceBuffer<f64>,
+    #[cai(stream)]
+    stream: CuStream,
+    n: usize,
+    dirty: std::cell::Cell<Option<GtDevice>>,
+}
+
+impl MirroredField {
+    fn stream(&self) -> Stream {
+        cuda::stream::from_raw_handle(self.stream.as_inner().cast())
+    }
+}
+
+impl GtHooks for MirroredField {
+    fn acquire(&self, device: GtDevice) -> Result<(), HookError> {
+        let ptr = self.device.as_device_ptr().as_raw();
+        match (self.dirty.get(), device) {
+            (Some(GtDevice::Host), GtDevice::Gpu) => {
+                cuda::copy_from_host(ptr, &self.host.bytes(), self.stream())?;
+            }
+            (Some(GtDevice::Gpu), GtDevice::Host) => {
+                let got = cuda::copy_to_host(ptr, self.n * 8, self.stream())?;
+                for (cell, b) in self.host.0.iter().zip(got.chunks_exact(8)) {
+                    // SAFETY: single-threaded test; nothing else reads the cell meanwhile.
+                    unsafe { *cell.get() = f64::from_le_bytes(b.try_into().unwrap()) };
+                }
+            }
+            _ => return Ok(()),
+        }
+        self.dirty.set(None);
+        Ok(())
+    }
+
+    fn touch(&self, device: GtDevice) -> Result<(), HookError> {
+        self.dirty.set(Some(device));
+        Ok(())
+    }
+}
+
+#[test]
+fn derived_gt_data_interface_over_cust_buffers() {
+    let Some(_ctx) = gpu("derived_gt_data_interface_over_cust_buffers") else {
+        return;
+    };
+    let n = 6;
+    let f = MirroredField {
+        host: HostMirror((0..n).map(|i| (i as f64).into()).collect()),
+        device: DeviceBuffer::zeroed(n).unwrap(),
+        stream: stream(),
+        n,
+        dirty: std::cell::Cell::new(None),
+    };
+    let d = f.gt_data_interface().unwrap();
+    let (h, g) = (d.host.as_ref().unwrap(), d.gpu.as_ref().unwrap());
+    assert_eq!(
+        (h.shape.as_slice(), g.shape.as_slice()),
+        (&[n][..], &[n][..])
+    );
+    assert_eq!(h.data.ptr, f.host.0.as_ptr() as u64);
+    assert_eq!(g.data.ptr, f.device.as_device_ptr().as_raw());
+    assert_eq!(g.stream, Some(f.stream()));
+    assert_eq!(d.dims, Some(vec!["I".to_string()]));
+
+    // The host was written: acquiring the device copies it there.
+    let hooks = f.gt_hooks().expect("hooks");
+    hooks.touch(GtDevice::Host).unwrap();
+    hooks.acquire(GtDevice::Gpu).unwrap();
+    let on_device = cuda::copy_to_host(g.data.ptr, n * 8, f.stream()).unwrap();
+    assert_eq!(on_device, f.host.bytes());
+
+    // The device was written: acquiring the host copies it back.
+    // SAFETY: the field's own buffer, alive while `f` is; the stream is synchronized by the
+    // copy in `acquire`, which is enqueued after the memset on the same stream.
+    unsafe { cuda::memset_async(g.data.ptr, 0, n * 8, f.stream()).unwrap() };
+    hooks.touch(GtDevice::Gpu).unwrap();
+    hooks.acquire(GtDevice::Host).unwrap();
+    assert_eq!(f.host.items(), vec![0.0; n]);
 }
