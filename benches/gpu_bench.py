@@ -45,7 +45,7 @@ def main():
         total = 0.0
         for _ in range(reps):
             with producer:
-                big += 1
+                cp.add(big, 1, out=big)  # in place; `big += 1` would make `big` local here
             t0 = time.perf_counter()
             cai.from_cuda_array_interface(desc, owner=big, stream=consumer.ptr, mode=mode)
             total += time.perf_counter() - t0

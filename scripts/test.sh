@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every test of the project: formatting, clippy, the API docs' links, the Rust
+# Runs every test of the project: pyflakes, formatting, clippy, the API docs' links, the Rust
 # unit/integration/property/UI tests, a build without default features, the abi3 wheel of
 # the `cai` Python package, the pytest suites (NumPy oracle, package, fuzzing, checker; in
 # .venv), and the demo.
@@ -17,6 +17,8 @@ fi
 
 source scripts/cuda-env.sh
 
+echo "== pyflakes (the GPU suite and benchmarks too, which only a GPU machine runs)"
+.venv/bin/python -m pyflakes cai-py/python tests benches examples scripts
 echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"

@@ -31,8 +31,9 @@ except ImportError as _e:  # pragma: no cover - depends on the machine
         ) from _e
     raise
 
+HAS_CUDA = _native.HAS_CUDA
+
 from ._native import (
-    HAS_CUDA,
     ArrayView,
     Buffer,
     Counts,
@@ -123,7 +124,9 @@ __all__ = [
     "full_like",
     "as_storage",
     "storage",
-] + (["DeviceArray"] if HAS_CUDA else [])
+]
+if HAS_CUDA:
+    __all__ += ["DeviceArray"]
 
 
 def check_descriptor(desc, interface="cuda"):
