@@ -193,6 +193,8 @@ mod device_array {
         PyRuntimeError::new_err(e.to_string())
     }
 
+    /// A new stream. cust 0.3 drops `NON_BLOCKING`, so it is a blocking stream (it and the
+    /// legacy default stream wait for each other's earlier work); the flag states the intent.
     fn new_stream() -> PyResult<CuStream> {
         CuStream::new(StreamFlags::NON_BLOCKING, None)
             .map_err(|e| driver(format!("cuStreamCreate failed: {e}")))

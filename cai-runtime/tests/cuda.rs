@@ -42,8 +42,12 @@ fn gpu(test: &str) -> Option<Context> {
     }
 }
 
+/// A new cust stream: a blocking one whatever the flags (cust 0.3 drops `NON_BLOCKING`), which
+/// is what users of cust get. Two of them do not wait for each other.
 fn stream() -> CuStream {
-    CuStream::new(StreamFlags::NON_BLOCKING, None).expect("stream")
+    let s = CuStream::new(StreamFlags::NON_BLOCKING, None).expect("stream");
+    assert_eq!(s.get_flags().expect("flags"), StreamFlags::DEFAULT);
+    s
 }
 
 #[derive(CudaArrayInterface)]
