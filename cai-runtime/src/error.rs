@@ -155,6 +155,12 @@ impl DriverError {
     pub fn is_no_device(&self) -> bool {
         matches!(self.code, 34 | 35 | 100 | 999)
     }
+
+    /// Whether the driver did not know a handle it was given (`CUDA_ERROR_INVALID_HANDLE`): a
+    /// stream or event that is not, or no longer, alive.
+    pub fn is_invalid_handle(&self) -> bool {
+        self.code == 400
+    }
 }
 
 /// The `CUresult` name for the codes this crate meets (`cuGetErrorName` needs a driver, and a

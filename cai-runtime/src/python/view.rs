@@ -424,7 +424,7 @@ fn sync_error(plan: SyncPlan, e: crate::error::DriverError) -> PyErr {
         }
         SyncPlan::Nothing(_) => "cannot synchronize".to_owned(),
     };
-    if e.code == 400 {
+    if e.is_invalid_handle() {
         PyValueError::new_err(format!(
             "{what}: {e}; a stream must be 1, 2 or the handle of a live CUDA stream of this process"
         ))
