@@ -11,8 +11,9 @@
  *   released, its allocations are freed and its streams die, as on a real driver.
  * - Device memory (cuMemAlloc) gets addresses in a reserved range that the host cannot read or
  *   write (PROT_NONE), so host code that dereferences a device pointer crashes here as it would
- *   on a GPU. Its bytes live in a shadow mapping, filled with 0xA5 on allocation (cuMemAlloc
- *   does not zero). Addresses are never reused, so a freed pointer stays unknown.
+ *   on a GPU. Its bytes live in a shadow mapping; allocations up to 16 MiB are filled with
+ *   0xA5 (cuMemAlloc does not zero), larger ones keep fresh zero pages (filling them would
+ *   cost more than the tests). Addresses are never reused, so a freed pointer stays unknown.
  * - Managed (cuMemAllocManaged) and pinned host (cuMemAllocHost) memory are host memory,
  *   registered with their type.
  * - Streams are lazy: enqueued work runs only when something must observe it (a stream, event
