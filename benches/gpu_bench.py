@@ -31,7 +31,8 @@ def row(name, ours, ref, ref_name):
 def main():
     import cupy as cp
 
-    print("cai GPU benchmarks:", cp.cuda.runtime.getDeviceProperties(0)["name"].decode())
+    name = cp.cuda.runtime.getDeviceProperties(0)["name"]
+    print("cai GPU benchmarks:", name.decode() if isinstance(name, bytes) else name)
 
     # 1. Exchange overhead with a busy producer stream: each iteration enqueues ~0.2 ms of
     # work on the producer stream, then imports; time is the host time of the import.

@@ -35,6 +35,13 @@ echo "== abi3 wheel (feature cuda)"
 # --auditwheel skip: libcuda.so.1 comes from the driver and must not be bundled.
 "$maturin" build --release -m cai-py/Cargo.toml --features cuda --auditwheel skip -o "$out/wheels"
 
+if command -v objdump >/dev/null; then
+    glibc=$(unzip -p "$out"/wheels/*.whl 'cai/_native.abi3.so' > "$out/.native.so" \
+        && objdump -T "$out"/bin/* "$out/.native.so" | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
+    rm -f "$out/.native.so"
+    echo "== the binaries and the extension need ${glibc:-no versioned glibc} or newer on the GPU machine"
+fi
+
 cp -r tests/gpu "$out/tests"
 rm -rf "$out/tests/__pycache__"
 cp benches/gpu_bench.py "$out/"

@@ -16,6 +16,19 @@ else
     nvidia-smi -L || echo "nvidia-smi not found"
 fi
 
+# The test binaries and the extension link libcuda.so.1. When the loader cannot find it (a
+# driver mounted outside the loader's paths), look in the usual places.
+if ! python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then
+    for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/cuda/compat; do
+        if [ -e "$d/libcuda.so.1" ]; then
+            export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+            break
+        fi
+    done
+fi
+python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1"); print("libcuda.so.1: found")' \
+    || echo "libcuda.so.1: NOT found (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
+
 echo "== Rust tests against the driver (release, feature cuda)"
 for t in bin/*; do
     echo "-- $t"
@@ -37,12 +50,27 @@ if [ -n "$emulated" ]; then
 fi
 
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+# Some machines have compute-sanitizer but it cannot run there (a sandboxed driver: "Device
+# not supported"). A small probe tells that apart from errors in our tests: exit status 99 is
+# memcheck reporting an error, anything else is the sanitizer failing to run.
+probe='import numpy, cai; assert cai.DeviceArray(numpy.arange(4, dtype=numpy.int32)).to_bytes() == numpy.arange(4, dtype=numpy.int32).tobytes()'
+probe_rc=0
 if [ -n "$sanitizer" ]; then
+    probe_log=$("$sanitizer" --tool memcheck --error-exitcode 99 python3 -c "$probe" 2>&1) || probe_rc=$?
+fi
+if [ -z "$sanitizer" ]; then
+    echo "== compute-sanitizer not found: lifetime tests ran without it"
+elif [ "$probe_rc" = 99 ]; then
+    echo "== compute-sanitizer (memcheck) found errors in a DeviceArray round trip"
+    echo "$probe_log"
+    status=1
+elif [ "$probe_rc" != 0 ]; then
+    echo "== compute-sanitizer cannot run here (its probe exited with $probe_rc): lifetime tests ran without it"
+    echo "$probe_log" | tail -5
+else
     echo "== compute-sanitizer (memcheck): lifetime tests"
     (cd tests && "$sanitizer" --tool memcheck --error-exitcode 99 \
         python3 -m pytest -q -p no:cacheprovider test_lifetime.py -k "cupy or views or owner") || status=1
-else
-    echo "== compute-sanitizer not found: lifetime tests ran without it"
 fi
 
 if python3 -c 'import cai, sys; sys.exit(0 if cai.cuda_available()[0] else 1)'; then

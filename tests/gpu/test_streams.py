@@ -56,17 +56,23 @@ def test_event_wait_does_not_block_the_host(cp):
 
 def test_our_side_stream_work_is_ordered_before_the_exported_stream(cp, numba_cuda):
     a = cai.DeviceArray(np.zeros(N, dtype=np.float32))
-    for consumer in ("cupy", "numba"):
-        a.fill(7, on_side_stream=True, rounds=PASSES)
+    # The consumers read on a non-blocking stream: work there does not wait for the legacy
+    # default stream, nor for our (blocking) streams, so only the event wait orders it.
+    reader = cp.cuda.Stream(non_blocking=True)
+    for consumer, value in (("cupy", 7), ("numba", 9)):
+        a.fill(value, on_side_stream=True, rounds=PASSES)
         assert a.pending_streams == [a.side_stream]
         desc = a.__cuda_array_interface__  # records events, exported stream waits on them
         assert a.pending_streams == []
         assert desc["stream"] == a.stream != a.side_stream
         if consumer == "cupy":  # CuPy synchronizes the exported stream, nothing else
-            last = cp.asnumpy(cp.asarray(a)[-4:])
-        else:
-            last = numba_cuda.as_cuda_array(a).copy_to_host()[-4:]
-        assert (last.view(np.uint8) == 7).all(), (consumer, last.view(np.uint8))
+            with reader:
+                last = cp.asnumpy(cp.asarray(a)[-4:])
+        else:  # so does Numba
+            ns = numba_cuda.external_stream(reader.ptr)
+            last = numba_cuda.as_cuda_array(a)[-4:].copy_to_host(stream=ns)
+            ns.synchronize()
+        assert (last.view(np.uint8) == value).all(), (consumer, last.view(np.uint8))
         a.synchronize()
 
 
