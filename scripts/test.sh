@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project: pyflakes, formatting, clippy, the API docs' links, the Rust
 # unit/integration/property/UI tests, a build without default features, the abi3 wheel of
-# the `cai` Python package, the pytest suites (NumPy oracle, package, fuzzing, checker; in
-# .venv), and the demo.
+# the `cai` Python package, stubtest of its type stubs, the pytest suites (NumPy oracle,
+# package, fuzzing, checker; in .venv), and the demo.
 # Needs no GPU and no CUDA toolkit: the `cuda` feature is compiled against a stub libcuda, its
 # tests run once against the stub (device tests say they were skipped) and once against the
 # emulated driver (tests/cuda-emu). This is the command README.md names and .ci/run calls.
@@ -40,6 +40,13 @@ echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, 
 scripts/cuda-stub.sh --emulator target/cuda-emu
 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMULATED=1 \
     PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
+echo "== stubtest: the type stubs (cai-py/python/cai/*.pyi) match the host and the CUDA build"
+stubtest() { MYPYPATH=cai-py/python .venv/bin/python -m mypy.stubtest cai --allowlist cai-py/stubtest/allowlist.txt "$@"; }
+stubtest --allowlist cai-py/stubtest/host-build.txt
+cuda_site=$(mktemp -d)
+.venv/bin/python -m zipfile -e gpu-bundle/wheels/cai-*.whl "$cuda_site"
+PYTHONPATH="$cuda_site" stubtest
+rm -rf "$cuda_site"
 export CAI_CUDA_WHEEL_DIR="$PWD/gpu-bundle/wheels"
 echo "== pytest"
 cargo build -p cai-oracle

@@ -1,12 +1,15 @@
 """Type stubs for cai._native (the compiled part of cai)."""
 
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Literal, Optional, Sequence, final
+
+from typing_extensions import disjoint_base
 
 _Descriptor = dict[str, Any]
 
+@final
 class Grid:
     """A 2-D float64 matrix in host memory that NumPy reads and writes zero-copy."""
-    def __init__(self, rows: int, cols: int, order: str = "C") -> None: ...
+    def __new__(cls, rows: int, cols: int, order: str = "C") -> "Grid": ...
     def get(self, i: int, j: int) -> float: ...
     def set(self, i: int, j: int, value: float) -> None: ...
     def sum(self) -> float: ...
@@ -15,6 +18,7 @@ class Grid:
     @property
     def __array_interface__(self) -> _Descriptor: ...
 
+@final
 class Counts:
     """A read-only 1-D uint32 array made by ``counts(n)``."""
     @property
@@ -22,10 +26,11 @@ class Counts:
 
 def counts(n: int) -> Counts: ...
 
+@final
 class DeviceMatrix:
     """float32 device memory allocated elsewhere, exported with its stream."""
-    def __init__(
-        self,
+    def __new__(
+        cls,
         ptr: int,
         rows: int,
         cols: int,
@@ -34,27 +39,29 @@ class DeviceMatrix:
         stream: Optional[int] = None,
         readonly: bool = False,
         owner: Optional[object] = None,
-    ) -> None: ...
+    ) -> "DeviceMatrix": ...
     @property
     def owner(self) -> Optional[object]: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
 
+@final
 class Buffer:
     """Host memory of any supported typestr with any layout."""
-    def __init__(
-        self,
+    def __new__(
+        cls,
         nbytes: int,
         typestr: str,
         shape: Sequence[int],
         strides: Optional[Sequence[int]] = None,
         offset: int = 0,
-    ) -> None: ...
+    ) -> "Buffer": ...
     def write(self, data: bytes) -> None: ...
     def raw(self) -> bytes: ...
     @property
     def __array_interface__(self) -> _Descriptor: ...
 
+@disjoint_base
 class ArrayView:
     """An imported array: a validated descriptor and a strong reference to its owner."""
     @property
@@ -76,6 +83,7 @@ class ArrayView:
     @property
     def mask(self) -> Optional[_Descriptor]: ...
 
+@final
 class CudaArrayView(ArrayView):
     @property
     def stream(self) -> Optional[int]: ...
@@ -95,6 +103,7 @@ class CudaArrayView(ArrayView):
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
 
+@final
 class HostArrayView(ArrayView):
     def tobytes(self) -> bytes: ...
     def get(self, index: Sequence[int]) -> Any: ...
@@ -102,14 +111,17 @@ class HostArrayView(ArrayView):
     @property
     def __array_interface__(self) -> _Descriptor: ...
 
+@final
 class CudaMask:
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
 
+@final
 class HostMask:
     @property
     def __array_interface__(self) -> _Descriptor: ...
 
+@final
 class Violation:
     """One finding of ``check``."""
     interface: str
@@ -153,9 +165,10 @@ def export_stream_none() -> bool: ...
 def set_ignore_streams(on: bool) -> None: ...
 def ignore_streams() -> bool: ...
 
+@final
 class DeviceArray:
     """Device memory owned by Rust (cust), exported with its own stream (``cuda`` builds only)."""
-    def __init__(self, obj: object, *, order: Literal["C", "F"] = "C") -> None: ...
+    def __new__(cls, obj: object, *, order: Literal["C", "F"] = "C") -> "DeviceArray": ...
     def view(self, shape: Sequence[int], strides: Optional[Sequence[int]] = None, offset: int = 0) -> "DeviceArray": ...
     def to_bytes(self) -> bytes: ...
     def fill(self, value: int, *, on_side_stream: bool = False, rounds: int = 1) -> None: ...
@@ -180,21 +193,24 @@ _DType = Any
 class GTNoSuchBufferError(Exception):
     """The storage has no buffer on the side asked for."""
 
+@final
 class GtHook:
     """An ``acquire`` / ``touch`` / ``release`` entry of an exported ``__gt_data_interface__``."""
     def __call__(self) -> None: ...
 
+@final
 class Field:
     """A 3-D float64 host field exporting ``__gt_data_interface__`` (dims "IJK", halo, hooks)."""
-    def __init__(
-        self, ni: int, nj: int, nk: int, halo: Optional[Sequence[tuple[int, int]]] = None
-    ) -> None: ...
+    def __new__(
+        cls, ni: int, nj: int, nk: int, halo: Optional[Sequence[tuple[int, int]]] = None
+    ) -> "Field": ...
     @property
     def calls(self) -> list[str]: ...
     def sum(self) -> float: ...
     @property
     def __gt_data_interface__(self) -> dict[Optional[str], _Descriptor]: ...
 
+@final
 class GtDataView:
     """An object read through GDP-3's data interface (``gt_data(obj)``)."""
     @property
@@ -214,15 +230,17 @@ class GtDataView:
 def gt_data(obj: Any, sync: bool = True) -> GtDataView:
     """Read ``obj``'s ``__gt_data_interface__``, else its array interfaces."""
 
+@final
 class SyncState:
     """Which buffer of a mirrored storage was modified last; shared by all its views."""
     SYNC_CLEAN: int
     SYNC_HOST_DIRTY: int
     SYNC_DEVICE_DIRTY: int
-    def __init__(self, state: int = 0) -> None: ...
+    def __new__(cls, state: int = 0) -> "SyncState": ...
     @property
     def state(self) -> int: ...
 
+@final
 class Storage:
     """A GDP-3 storage: host, device, or mirrored buffers with layout, halo and alignment."""
     @property
@@ -232,8 +250,8 @@ class Storage:
     @property
     def __gt_data_interface__(self) -> dict[Optional[str], _Descriptor]: ...
     def __array__(self, dtype: _DType = None, copy: Optional[bool] = None) -> Any: ...
-    def __getitem__(self, key: Any) -> Any: ...
-    def __setitem__(self, key: Any, value: Any) -> None: ...
+    def __getitem__(self, key: Any, /) -> Any: ...
+    def __setitem__(self, key: Any, value: Any, /) -> None: ...
     def __len__(self) -> int: ...
     def __copy__(self) -> Storage: ...
     def __deepcopy__(self, memo: Any = None) -> Storage: ...
