@@ -9,6 +9,17 @@
 set -uo pipefail
 cd "$(dirname "$0")"
 status=0
+# Output goes out as it is made (a run cut short still shows how far it got), and every step
+# has a time limit, so that one hung step cannot keep the others and the summary from running.
+export PYTHONUNBUFFERED=1
+limit() { # SECONDS COMMAND...: exit status 124 when the limit ran out
+    local s=$1
+    shift
+    timeout --kill-after=10 "$s" "$@"
+    local rc=$?
+    [ $rc = 124 ] && echo "!! timed out after ${s}s: $*"
+    return $rc
+}
 emulated=${CAI_GPU_SUITE_EMULATED:-}
 if [ -n "$emulated" ]; then
     echo "== emulated CUDA driver: checks our logic, not a GPU (no benchmarks, no sanitizer)"
@@ -32,7 +43,7 @@ python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1"); print("libcuda.so.1: fou
 echo "== Rust tests against the driver (release, feature cuda)"
 for t in bin/*; do
     echo "-- $t"
-    "$t" --test-threads=1 --nocapture 2>&1 | grep -Ev '^$' || status=1
+    limit 180 "$t" --test-threads=1 --nocapture 2>&1 | grep -Ev '^$' || status=1
 done
 
 echo "== the cai wheel"
@@ -42,7 +53,7 @@ export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 python3 -c 'import cai; print("cai", cai.HAS_CUDA, cai.cuda_available())'
 
 echo "== pytest GPU suite"
-(cd tests && python3 -m pytest -q -rs -p no:cacheprovider .) || status=1
+(cd tests && limit 360 python3 -m pytest -q -rs -p no:cacheprovider .) || status=1
 
 if [ -n "$emulated" ]; then
     echo "GPU suite exit status: $status (emulated driver: no sanitizer, no benchmarks)"
@@ -56,7 +67,7 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sani
 probe='import numpy, cai; assert cai.DeviceArray(numpy.arange(4, dtype=numpy.int32)).to_bytes() == numpy.arange(4, dtype=numpy.int32).tobytes()'
 probe_rc=0
 if [ -n "$sanitizer" ]; then
-    probe_log=$("$sanitizer" --tool memcheck --error-exitcode 99 python3 -c "$probe" 2>&1) || probe_rc=$?
+    probe_log=$(limit 120 "$sanitizer" --tool memcheck --error-exitcode 99 python3 -c "$probe" 2>&1) || probe_rc=$?
 fi
 if [ -z "$sanitizer" ]; then
     echo "== compute-sanitizer not found: lifetime tests ran without it"
@@ -69,13 +80,13 @@ elif [ "$probe_rc" != 0 ]; then
     echo "$probe_log" | tail -5
 else
     echo "== compute-sanitizer (memcheck): lifetime tests"
-    (cd tests && "$sanitizer" --tool memcheck --error-exitcode 99 \
+    (cd tests && limit 240 "$sanitizer" --tool memcheck --error-exitcode 99 \
         python3 -m pytest -q -p no:cacheprovider test_lifetime.py -k "cupy or views or owner") || status=1
 fi
 
 if python3 -c 'import cai, sys; sys.exit(0 if cai.cuda_available()[0] else 1)'; then
     echo "== benchmarks"
-    python3 gpu_bench.py || status=1
+    limit 180 python3 gpu_bench.py || status=1
 else
     echo "== benchmarks skipped: no CUDA device"
 fi
