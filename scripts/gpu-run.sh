@@ -37,7 +37,7 @@ if ! python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then
         fi
     done
 fi
-python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1"); print("libcuda.so.1: found")' \
+python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1"); print("libcuda.so.1: found")' 2>/dev/null \
     || echo "libcuda.so.1: NOT found (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
 
 echo "== Rust tests against the driver (release, feature cuda)"
