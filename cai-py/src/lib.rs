@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 mod cuda;
+mod fastcall;
 mod storage;
 
 fn order_is_f(order: &str) -> PyResult<bool> {

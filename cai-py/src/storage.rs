@@ -4,6 +4,7 @@
 //! the arguments, applies GDP-3's lookup order, and forwards element writes to NumPy (host) or
 //! CuPy (device), as GDP-3 does.
 
+use crate::fastcall::{self, Args};
 use cai_runtime::descriptor::{ArrayDescriptor, Space};
 use cai_runtime::python::parse::parse_descr;
 use cai_runtime::python::{self as cpy, GtData, HookKind};
@@ -23,7 +24,7 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCFunction, PyDict, PyEllipsis, PyList, PySlice, PyString, PyTuple};
+use pyo3::types::{PyDict, PyEllipsis, PyList, PySlice, PyString, PyTuple};
 use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::sync::Mutex;
@@ -437,20 +438,18 @@ fn read_kwargs(func: &str, kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Stora
 /// given as None), then GDP-3's keyword arguments (into `p`, which the caller owns: the
 /// parameters are a few hundred bytes, not worth moving). Errors are worded as Python's own.
 ///
-/// The creators are registered as plain `(args, kwargs)` functions rather than through
-/// `#[pyfunction]`: in the abi3 build PyO3's argument parsing converts every keyword name
-/// to a new UTF-8 bytes object and copies `**kwargs` into a second dict, which cost about
-/// 250 ns per keyword-taking call, more than `numpy.zeros` takes in all.
+/// The creators are fast-call functions (`fastcall.rs`) rather than `#[pyfunction]`s: GDP-3's
+/// keywords would go through a `**kwargs` dict, and `None` given for `device` or `managed`
+/// must differ from not giving them.
 #[allow(clippy::type_complexity)]
 fn read_call<'py, const R: usize, const O: usize>(
     func: &str,
     required: [Keyword; R],
     optional: [Keyword; O],
-    args: &Bound<'py, PyTuple>,
-    kwargs: Option<&Bound<'py, PyDict>>,
+    args: Args<'py>,
     p: &mut StorageParams,
 ) -> PyResult<([Bound<'py, PyAny>; R], [Option<Bound<'py, PyAny>>; O])> {
-    let n = args.len();
+    let n = args.positional.len();
     if n > R + O {
         let takes = if O == 0 {
             format!("{R}")
@@ -463,10 +462,10 @@ fn read_call<'py, const R: usize, const O: usize>(
     }
     let mut req: [Option<Bound<'py, PyAny>>; R] = std::array::from_fn(|_| None);
     let mut opt: [Option<Bound<'py, PyAny>>; O] = std::array::from_fn(|_| None);
-    for (slot, v) in req.iter_mut().chain(opt.iter_mut()).zip(args.iter()) {
+    for (slot, v) in req.iter_mut().chain(opt.iter_mut()).zip(args.positional) {
         *slot = Some(v);
     }
-    for (k, v) in kwargs.into_iter().flat_map(|kw| kw.iter()) {
+    for (k, v) in args.keywords {
         let kw = Keyword::of(&k)?.map_err(|key| unexpected_keyword(func, &key))?;
         let slot = match required.iter().position(|r| *r == kw) {
             Some(i) => Some(&mut req[i]),
@@ -1217,13 +1216,12 @@ enum Fill {
 /// `_like` forms (`like` true: from a template). Arguments as GDP-3 names them:
 /// `(shape | data, [fill_value,] dtype=None, **kwargs)`.
 fn creator(
+    py: Python<'_>,
     func: &'static str,
     like: bool,
     fill: Fill,
-    args: &Bound<'_, PyTuple>,
-    kwargs: Option<&Bound<'_, PyDict>>,
+    args: Args<'_>,
 ) -> PyResult<Py<PyStorage>> {
-    let py = args.py();
     let first = if like { Keyword::Data } else { Keyword::Shape };
     let mut p = StorageParams::default();
     let (source, fill_value, dtype) = if fill == Fill::Full {
@@ -1232,12 +1230,11 @@ fn creator(
             [first, Keyword::FillValue],
             [Keyword::Dtype],
             args,
-            kwargs,
             &mut p,
         )?;
         (source, Some(value), dtype)
     } else {
-        let ([source], [dtype]) = read_call(func, [first], [Keyword::Dtype], args, kwargs, &mut p)?;
+        let ([source], [dtype]) = read_call(func, [first], [Keyword::Dtype], args, &mut p)?;
         (source, None, dtype)
     };
     let init = |d: &Dtype| {
@@ -1325,6 +1322,34 @@ const CREATORS: [(&str, &CStr, bool, Fill, &CStr); 8] = [
         Fill::Full,
         c"full_like(data, fill_value, dtype=None, **kwargs)\n--\n\n`full` with the shape, dtype and parameters of `data`.",
     ),
+];
+
+/// The C entry point of `CREATORS[I]`.
+unsafe extern "C" fn creator_entry<const I: usize>(
+    _module: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    let (name, _, like, fill, _) = CREATORS[I];
+    // SAFETY: registered by `fastcall::function` as a fast-call function; CPython's arguments
+    // are passed on unchanged.
+    unsafe {
+        fastcall::call(args, nargs, kwnames, |py, args| {
+            creator(py, name, like, fill, args).map(Py::into_any)
+        })
+    }
+}
+
+const CREATOR_ENTRIES: [fastcall::Entry; 8] = [
+    creator_entry::<0>,
+    creator_entry::<1>,
+    creator_entry::<2>,
+    creator_entry::<3>,
+    creator_entry::<4>,
+    creator_entry::<5>,
+    creator_entry::<6>,
+    creator_entry::<7>,
 ];
 
 /// Shape, dtype and "data" parameters of a `*_like` template: a storage, or any object with
@@ -1632,11 +1657,8 @@ pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "GTNoSuchBufferError",
         m.py().get_type::<GTNoSuchBufferError>(),
     )?;
-    for (name, c_name, like, fill, doc) in CREATORS {
-        let f = PyCFunction::new_closure(m.py(), Some(c_name), Some(doc), move |args, kwargs| {
-            creator(name, like, fill, args, kwargs)
-        })?;
-        m.add(name, f)?;
+    for ((name, c_name, _, _, doc), entry) in CREATORS.into_iter().zip(CREATOR_ENTRIES) {
+        m.add(name, fastcall::function(m, c_name, doc, entry)?)?;
     }
     m.add_function(wrap_pyfunction!(as_storage, m)?)?;
     m.add_function(wrap_pyfunction!(storage, m)?)?;

@@ -204,6 +204,33 @@ def test_creators_take_their_parameters_by_position_or_keyword():
     assert str(inspect.signature(cai.ones_like)) == "(data, dtype=None, **kwargs)"
 
 
+def test_creators_take_every_form_of_call():
+    # The creators are fast-call functions reading CPython's argument array themselves: every
+    # way Python can call them reaches them with the same arguments.
+    import functools
+    import pickle
+
+    with pytest.raises(TypeError, match=r"^zeros\(\) missing 1 required positional argument: 'shape'$"):
+        cai.zeros()
+    with pytest.raises(TypeError, match=r"^full\(\) missing 2 required positional arguments: 'shape' and 'fill_value'$"):
+        cai.full(dtype="f4")
+    with pytest.raises(TypeError, match=r"^ones\(\) takes from 1 to 2 positional arguments but 3 were given$"):
+        cai.ones((2,), "f4", 7)
+    with pytest.raises(TypeError, match=r"^empty\(\) got multiple values for argument 'dtype'$"):
+        cai.empty((2,), "f4", dtype="f8")
+    for s in [
+        cai.full(*((2, 3), 7), **{"dtype": "i2", "halo": ((1, 0), 0)}),
+        functools.partial(cai.full, dtype="i2", halo=((1, 0), 0))((2, 3), 7),
+        cai.full.__call__((2, 3), fill_value=7, dtype="i2", halo=((1, 0), 0)),
+        pickle.loads(pickle.dumps(cai.full))((2, 3), 7, "i2", halo=((1, 0), 0)),
+    ]:
+        assert s.shape == (2, 3) and s.dtype == np.int16 and s.halo == ((1, 0), (0, 0))
+        assert (s.to_numpy() == 7).all()
+    for name in ["empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like"]:
+        f = getattr(cai, name)
+        assert (f.__name__, f.__module__) == (name, "cai._native")
+
+
 def test_dtypes_asked_again_resolve_the_same():
     # Resolved dtypes are remembered by argument object; asking again, in any spelling, must
     # give the same answer as NumPy, and objects whose dtype can change are asked each time.

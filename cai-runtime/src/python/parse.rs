@@ -269,7 +269,7 @@ impl<'py> Entries<'py> {
 
 /// Recently seen type strings: NumPy and the GPU libraries send a new `str` object on every
 /// export, but of a handful of values; comparing with a known one is cheaper than decoding
-/// (the stable ABI for Python 3.9 has no borrowed UTF-8 view of a `str`).
+/// and parsing it.
 static TYPESTRS: Mutex<Vec<(isize, Py<PyString>, TypeStr)>> = Mutex::new(Vec::new());
 const TYPESTRS_SIZE: usize = 32;
 
