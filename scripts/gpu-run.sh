@@ -3,12 +3,27 @@
 # Needs the NVIDIA driver and Python >= 3.10 with numpy and pytest; CuPy, PyTorch, numba-cuda and
 # JAX are each optional (their tests say they were skipped). Exit status: 0 when all passed.
 #
+# Steps: rust (the Rust test binaries), pytest, sanitizer (compute-sanitizer over the lifetime
+# tests), bench. CAI_GPU_SUITE_STEPS="pytest bench" runs only those; arguments are passed to
+# pytest (`run.sh -k streams -x`), to run a part of the suite again.
+#
 # CAI_GPU_SUITE_EMULATED=1 says the libcuda found is the emulator (scripts/cuda-stub.sh
 # --emulator; scripts/test.sh runs the suite that way): the tests run, the benchmarks and
 # compute-sanitizer do not, since there is no GPU to time or check.
 set -uo pipefail
 cd "$(dirname "$0")"
 status=0
+steps=" ${CAI_GPU_SUITE_STEPS:-rust pytest sanitizer bench} "
+for s in $steps; do
+    case $s in
+    rust | pytest | sanitizer | bench) ;;
+    *)
+        echo "CAI_GPU_SUITE_STEPS: unknown step '$s' (steps: rust pytest sanitizer bench)"
+        exit 2
+        ;;
+    esac
+done
+want() { [[ $steps == *" $1 "* ]]; }
 # Output goes out as it is made (a run cut short still shows how far it got), and every step
 # has a time limit, so that one hung step cannot keep the others and the summary from running.
 export PYTHONUNBUFFERED=1
@@ -40,11 +55,13 @@ fi
 python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1"); print("libcuda.so.1: found")' 2>/dev/null \
     || echo "libcuda.so.1: NOT found (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
 
-echo "== Rust tests against the driver (release, feature cuda)"
-for t in bin/*; do
-    echo "-- $t"
-    limit 180 "$t" --test-threads=1 --nocapture 2>&1 | grep -Ev '^$' || status=1
-done
+if want rust; then
+    echo "== Rust tests against the driver (release, feature cuda)"
+    for t in bin/*; do
+        echo "-- $t"
+        limit 180 "$t" --test-threads=1 --nocapture 2>&1 | grep -Ev '^$' || status=1
+    done
+fi
 
 echo "== the cai wheel"
 site=$(mktemp -d)
@@ -52,15 +69,20 @@ python3 -m pip install -q --no-deps --no-index --target "$site" wheels/*.whl || 
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 python3 -c 'import cai; print("cai", cai.HAS_CUDA, cai.cuda_available())'
 
-echo "== pytest GPU suite"
-(cd tests && limit 360 python3 -m pytest -q -rs -p no:cacheprovider .) || status=1
+if want pytest; then
+    echo "== pytest GPU suite"
+    (cd tests && limit 360 python3 -m pytest -q -rs -p no:cacheprovider . "$@") || status=1
+fi
 
 if [ -n "$emulated" ]; then
-    echo "GPU suite exit status: $status (emulated driver: no sanitizer, no benchmarks)"
+    echo "GPU suite exit status: $status (steps:${steps% }; emulated driver: no sanitizer, no benchmarks)"
     exit $status
 fi
 
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+sanitizer=
+if want sanitizer; then
+    sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+fi
 # Some machines have compute-sanitizer but it cannot run there (a sandboxed driver: "Device
 # not supported"). A small probe tells that apart from errors in our tests: exit status 99 is
 # memcheck reporting an error, anything else is the sanitizer failing to run.
@@ -69,7 +91,9 @@ probe_rc=0
 if [ -n "$sanitizer" ]; then
     probe_log=$(limit 120 "$sanitizer" --tool memcheck --error-exitcode 99 python3 -c "$probe" 2>&1) || probe_rc=$?
 fi
-if [ -z "$sanitizer" ]; then
+if ! want sanitizer; then
+    :
+elif [ -z "$sanitizer" ]; then
     echo "== compute-sanitizer not found: lifetime tests ran without it"
 elif [ "$probe_rc" = 99 ]; then
     echo "== compute-sanitizer (memcheck) found errors in a DeviceArray round trip"
@@ -84,11 +108,13 @@ else
         python3 -m pytest -q -p no:cacheprovider test_lifetime.py -k "cupy or views or owner") || status=1
 fi
 
-if python3 -c 'import cai, sys; sys.exit(0 if cai.cuda_available()[0] else 1)'; then
+if ! want bench; then
+    :
+elif python3 -c 'import cai, sys; sys.exit(0 if cai.cuda_available()[0] else 1)'; then
     echo "== benchmarks"
     limit 180 python3 gpu_bench.py || status=1
 else
     echo "== benchmarks skipped: no CUDA device"
 fi
-echo "GPU suite exit status: $status"
+echo "GPU suite exit status: $status (steps:${steps% })"
 exit $status
