@@ -537,3 +537,47 @@ def test_property_slices_match_numpy(params, data):
             assert np.shares_memory(np.asarray(got), a)
     else:
         assert got == want
+
+
+# Every call shape of a creator, against Python's own binding of its signature: the creators
+# read CPython's argument array themselves (fastcall.rs, read_call), so any call Python would
+# bind must work with the bound values, and any other must raise TypeError.
+_CREATOR_VALUES = {"shape": (2, 3), "data": np.zeros((2, 3), "i2"), "fill_value": 5, "dtype": "i4"}
+
+
+@given(
+    name=st.sampled_from(["empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like"]),
+    n_positional=st.integers(0, 4),
+    keywords=st.lists(st.sampled_from(["shape", "data", "fill_value", "dtype", "halo", "bogus"]), unique=True),
+)
+@settings(max_examples=400, deadline=None)
+def test_creators_bind_arguments_as_python_does(name, n_positional, keywords):
+    import inspect
+
+    f = getattr(cai, name)
+    params = list(inspect.signature(f).parameters)[:-1]  # without **kwargs
+    positional_values = [_CREATOR_VALUES[p] for p in params] + ["extra"]
+    args = positional_values[:n_positional]
+    kwargs = {k: (((0, 0), 1) if k == "halo" else _CREATOR_VALUES.get(k, 1)) for k in keywords}
+
+    def model(*a, **kw):  # Python's binding of the same signature
+        pass
+
+    model.__signature__ = inspect.signature(f)
+    try:
+        bound = inspect.signature(model).bind(*args, **kwargs).arguments
+    except TypeError:
+        bound = None
+    # Keywords that are not parameters land in **kwargs: only GDP-3's (here `halo`) are taken.
+    if bound is None or set(bound.get("kwargs", {})) - {"halo"}:
+        with pytest.raises(TypeError):
+            f(*args, **kwargs)
+        return
+    s = f(*args, **kwargs)
+    assert s.shape == (2, 3)
+    assert s.halo == (((0, 0), (1, 1)) if "halo" in kwargs else ((0, 0), (0, 0)))
+    assert s.dtype == np.dtype(bound.get("dtype") or ("i2" if name.endswith("_like") else "f8"))
+    if name.startswith("full"):
+        assert (s.to_numpy() == 5).all()
+    elif name.startswith(("zeros", "ones")):
+        assert (s.to_numpy() == (name.startswith("ones"))).all()
