@@ -23,6 +23,7 @@ def main():
     print("zeros: aligned storage vs numpy.zeros of the same bytes (float64, alignment 64)")
     print(f"{'shape':>18} {'bytes':>12} {'cai.zeros':>12} {'np.zeros':>12} {'ratio':>7}   touched: {'cai':>12} {'numpy':>12} {'ratio':>7}")
     worst = 0.0
+    ratios = []
     for shape in [(8, 8, 8), (32, 32, 32), (64, 64, 64), (128, 128, 80), (256, 256, 128)]:
         s = cai.zeros(shape, alignment_size=64, halo=(1, 1, 0))
         nbytes = s.nbytes
@@ -39,11 +40,22 @@ def main():
         numpy_t = best("np.zeros(ref_shape).fill(1.0)", touched_number, np=np, ref_shape=ref_shape)
         ratio, ratio_t = ours / numpy_, ours_t / numpy_t
         worst = max(worst, ratio)
+        ratios.append((nbytes, ratio))
         print(
             f"{str(shape):>18} {nbytes:>12} {fmt(ours)} {fmt(numpy_)} {ratio:6.2f}x   "
             f"touched: {fmt(ours_t)} {fmt(numpy_t)} {ratio_t:6.2f}x"
         )
     print(f"worst allocation ratio: {worst:.2f}x (target <= 1.2x)")
+    # The smallest size from which every larger size meets the target.
+    met_from = None
+    for nbytes, ratio in reversed(ratios):
+        if ratio > 1.2:
+            break
+        met_from = nbytes
+    if met_from is None:
+        print("target met at no size measured")
+    else:
+        print(f"target met from {met_from} bytes up ({met_from / 1024:.0f} KiB)")
 
 
 if __name__ == "__main__":
