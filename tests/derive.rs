@@ -242,9 +242,10 @@ fn structured_elements() {
         dt.descr().to_string(),
         "[('id', '|u1'), ('', '|V7'), ('pos', '<f8', (3,)), ('flags', '<u2', (3, 2)), ('', '|V4')]"
     );
+    // NumPy would read an unnamed gap at index 1 as a second field 'f1'.
     assert_eq!(
         Pair::DTYPE.descr().to_string(),
-        "[('f0', '<f4'), ('', '|V4'), ('f1', [('id', '|u1'), ('', '|V7'), ('pos', '<f8', (3,)), ('flags', '<u2', (3, 2)), ('', '|V4')])]"
+        "[('f0', '<f4'), ('_pad1', '|V4'), ('f1', [('id', '|u1'), ('', '|V7'), ('pos', '<f8', (3,)), ('flags', '<u2', (3, 2)), ('', '|V4')])]"
     );
     let p = Particle {
         id: 1,

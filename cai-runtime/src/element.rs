@@ -115,7 +115,26 @@ impl StructDType {
         if self.size > at {
             out.push(DescrField::padding(self.size - at));
         }
+        name_clashing_padding(&mut out);
         Descr(out)
+    }
+}
+
+/// Names the padding entries that NumPy could not read back. NumPy names an unnamed entry
+/// `f<its index>`, so in `[('f0', '<u2'), ('', '|V6'), ('f1', '<f8')]` (a tuple struct, and
+/// NumPy's own `dtype.descr` of it) the padding becomes a second `f1` and `numpy.dtype(descr)`
+/// raises "field 'f1' occurs more than once". Such padding is named `_pad<index>` instead (with
+/// `_` appended while a field has that name); every other list stays exactly NumPy's.
+fn name_clashing_padding(out: &mut [DescrField]) {
+    let taken = |out: &[DescrField], name: &str| out.iter().any(|f| f.name == name);
+    for i in 0..out.len() {
+        if out[i].name.is_empty() && taken(out, &format!("f{i}")) {
+            let mut name = format!("_pad{i}");
+            while taken(out, &name) {
+                name.push('_');
+            }
+            out[i].name = name;
+        }
     }
 }
 
@@ -210,5 +229,84 @@ mod tests {
             "[('a', '|u1'), ('', '|V7'), ('b', '<i2', (2, 3)), ('', '|V4')]"
         );
         assert_eq!(d.descr().itemsize(), Some(24));
+    }
+
+    fn field(name: &'static str, offset: usize, dtype: &'static DType) -> FieldDType {
+        FieldDType {
+            name,
+            offset,
+            dtype,
+            shape: &[],
+        }
+    }
+
+    #[test]
+    fn padding_numpy_would_misname_is_named() {
+        // `struct T(u16, f64, u8)`: NumPy would read the first gap as a second 'f1'.
+        let tuple = [
+            field("f0", 0, &<u16 as Element>::DTYPE),
+            field("f1", 8, &<f64 as Element>::DTYPE),
+            field("f2", 16, &<u8 as Element>::DTYPE),
+        ];
+        let d = DType::Struct(StructDType {
+            size: 24,
+            fields: Box::leak(Box::new(tuple)),
+        })
+        .descr();
+        #[cfg(target_endian = "little")]
+        assert_eq!(
+            d.to_string(),
+            "[('f0', '<u2'), ('_pad1', '|V6'), ('f1', '<f8'), ('f2', '|u1'), ('', '|V7')]"
+        );
+        assert_eq!(d.name_error(), None);
+        // A field already named `_pad1` pushes the padding's name on.
+        let named = [
+            field("f1", 0, &<u8 as Element>::DTYPE),
+            field("_pad1", 4, &<u8 as Element>::DTYPE),
+        ];
+        let d = DType::Struct(StructDType {
+            size: 5,
+            fields: Box::leak(Box::new(named)),
+        })
+        .descr();
+        assert_eq!(
+            d.to_string(),
+            "[('f1', '|u1'), ('_pad1_', '|V3'), ('_pad1', '|u1')]"
+        );
+        assert_eq!(d.name_error(), None);
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    proptest::proptest! {
+        /// Whatever the field names and gaps, NumPy can read the descr back, and only padding
+        /// is renamed.
+        #[test]
+        fn every_struct_descr_has_names_numpy_reads(
+            names in proptest::sample::subsequence(
+                vec!["f0", "f1", "f2", "f3", "f4", "f5", "_pad1", "_pad1_", "_pad2", "a"], 1..6,
+            ).prop_shuffle(),
+            gaps in proptest::collection::vec(0usize..3, 6),
+        ) {
+            let mut at = 0;
+            let fields: Vec<FieldDType> = names
+                .iter()
+                .zip(&gaps)
+                .map(|(&name, gap)| {
+                    at += gap + 1;
+                    field(name, at - 1, &<u8 as Element>::DTYPE)
+                })
+                .collect();
+            let size = at + gaps[5];
+            let d = DType::Struct(StructDType { size, fields: Box::leak(fields.into_boxed_slice()) })
+                .descr();
+            proptest::prop_assert_eq!(d.name_error(), None, "{}", d);
+            proptest::prop_assert_eq!(d.itemsize(), Some(size));
+            let kept: Vec<&str> = d.0.iter()
+                .filter(|f| matches!(f.format, DescrFormat::Type(t) if t.kind() != Kind::Void))
+                .map(|f| f.name.as_str())
+                .collect();
+            proptest::prop_assert_eq!(kept, names);
+        }
     }
 }

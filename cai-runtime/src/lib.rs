@@ -58,7 +58,7 @@ pub mod stream;
 pub mod sync;
 pub mod typestr;
 
-pub use descr::{Descr, DescrField, DescrFormat};
+pub use descr::{Descr, DescrField, DescrFormat, DescrNameError};
 pub use descriptor::{
     ArrayDescriptor, CudaArrayDescriptor, Data, DescriptorBuilder, Device, Host,
     HostArrayDescriptor, NoStream, Space,

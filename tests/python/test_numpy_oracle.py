@@ -13,6 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cai
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("CAI_ORACLE_SEED", "20261121"))
@@ -114,6 +118,7 @@ STRUCTS = {
         align=True,
     ),
     "Tuple": np.dtype([("f0", "<u2"), ("f1", "<f8"), ("f2", "u1")], align=True),
+    "Clashing": np.dtype([("f1", "u1"), ("x", "<u4"), ("_pad1", "u1"), ("f4", "<u2")], align=True),
     "Packed": np.dtype([("a", "u1"), ("b", "<f8"), ("c", "<i4")], align=False),
     "Aligned": np.dtype(
         {"names": ["a", "b"], "formats": ["<u4", "u1"], "offsets": [0, 4], "itemsize": 32}
@@ -134,12 +139,63 @@ def test_every_scalar_element_matches_numpy(elements):
         assert ours["itemsize"] == theirs.itemsize == ours["size_of"], rust
 
 
+# NumPy names an unnamed descr entry 'f<index>', so its own descr of these structs names a gap
+# like a field and `numpy.dtype(descr)` refuses it ("field 'f1' occurs more than once"). Ours
+# names those gaps instead; every other entry is NumPy's.
+RENAMED_PADDING = {"Tuple": {1: "_pad1"}, "Clashing": {1: "_pad1_", 4: "_pad4"}}
+
+
 def test_derived_structs_match_numpy(elements):
     for rust, theirs in STRUCTS.items():
         ours = elements[rust]
         assert ours["typestr"] == theirs.str, rust
         assert ours["itemsize"] == ours["size_of"] == theirs.itemsize, rust
-        assert ast.literal_eval(ours["descr"]) == theirs.descr, rust
+        renamed = RENAMED_PADDING.get(rust, {})
+        expected = [(renamed.get(i, e[0]), *e[1:]) for i, e in enumerate(theirs.descr)]
+        descr = ast.literal_eval(ours["descr"])
+        assert descr == expected, rust
+        if renamed:
+            with pytest.raises(ValueError, match="occurs more than once"):
+                np.dtype(theirs.descr)
+        # NumPy reads ours back: every field at its offset, with its type.
+        back = np.dtype(descr)
+        assert back.itemsize == theirs.itemsize, rust
+        for name, (dtype, offset, *_) in theirs.fields.items():
+            assert back.fields[name][:2] == (dtype, offset), (rust, name)
+
+
+NAMES = st.sampled_from(["", "a", "b", "f0", "f1", "f2"])
+TITLES = st.sampled_from([None, "", "a", "t", "f1"])
+
+
+def descr_lists(depth=1):
+    fmt = st.just("|u1") if depth == 0 else st.one_of(st.just("|u1"), st.deferred(lambda: descr_lists(depth - 1)))
+    entry = st.tuples(NAMES, TITLES, fmt).map(lambda e: ((e[1], e[0]) if e[1] is not None else e[0], e[2]))
+    return st.lists(entry, min_size=1, max_size=4)
+
+
+def itemsize(descr):
+    return sum(1 if f == "|u1" else itemsize(f) for _, f in descr)
+
+
+@settings(max_examples=400, deadline=None)
+@given(descr_lists())
+def test_descr_names_numpy_refuses_are_a_warning(descr):
+    try:
+        np.dtype(descr)
+        numpy_reads_it = True
+    except (ValueError, TypeError):
+        numpy_reads_it = False
+    desc = {"shape": (3,), "typestr": f"|V{itemsize(descr)}", "data": (0x1000, False), "version": 3, "strides": None, "descr": descr}
+    found = cai.check_descriptor(desc, "host")
+    assert [v for v in found if v.severity == "error"] == []
+    warned = [v for v in found if v.rule == "interop-descr-names"]
+    assert (warned == []) == numpy_reads_it, (descr, found)
+    if warned:
+        assert warned[0].key == "descr" and "NumPy refuses" in warned[0].message
+    # Import takes it either way: the names do not change where the bytes are, and NumPy
+    # exports such lists itself.
+    assert cai.from_array_interface(desc).shape == (3,)
 
 
 # ---------------------------------------------------------------- layouts

@@ -107,6 +107,9 @@ fn hazards<S: Space>(dict: &Bound<'_, PyAny>, d: &ArrayDescriptor<S>) -> Vec<Pro
             format!("strides {s:?} are not all multiples of the item size {itemsize}"),
         ));
     }
+    if let Some(e) = d.descr.as_ref().and_then(|descr| descr.name_error()) {
+        out.push(warning("descr", rules::DESCR_NAMES, e.to_string()));
+    }
     if S::DEVICE {
         if d.data.readonly {
             out.push(warning(

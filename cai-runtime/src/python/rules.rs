@@ -40,6 +40,7 @@ rules! {
     READONLY = "interop-readonly": "Interoperability: PyTorch's torch.as_tensor refuses read-only data.";
     BIG_ENDIAN = "interop-byte-order": "Interoperability: CuPy refuses big-endian type strings.";
     MASK_INTEROP = "interop-mask": "Interoperability: Numba raises NotImplementedError for masked arrays, CuPy raises ValueError.";
+    DESCR_NAMES = "interop-descr-names": "Interoperability: numpy.dtype(descr) refuses a list whose field names and titles are not all different, where an unnamed entry is named f and its index (f0, f1, ...); NumPy then cannot read the array, and NumPy's own descr of a padded struct with fields named f0, f1, ... is such a list.";
     VERSION_LEGACY = "interop-version": "Interoperability: version 3 is current; JAX accepts only versions 2 and 3, and Numba's cuda.core launches need 3.";
 }
 

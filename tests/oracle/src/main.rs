@@ -138,6 +138,16 @@ struct Nested {
 #[repr(C)]
 struct Tuple(u16, f64, u8);
 
+/// NumPy would name the first gap `f1` and the second `f4`, both taken.
+#[derive(Clone, Copy, Element)]
+#[repr(C)]
+struct Clashing {
+    f1: u8,
+    x: u32,
+    _pad1: u8,
+    f4: u16,
+}
+
 #[derive(Clone, Copy, Element)]
 #[repr(C, packed)]
 struct Packed {
@@ -221,6 +231,7 @@ fn elements() -> Vec<Value> {
         element::<Particle>("Particle"),
         element::<Nested>("Nested"),
         element::<Tuple>("Tuple"),
+        element::<Clashing>("Clashing"),
         element::<Packed>("Packed"),
         element::<Aligned>("Aligned"),
     ]
