@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the GPU suite from a bundle made by scripts/gpu-bundle.sh (copied there as run.sh).
-# Needs the NVIDIA driver and Python >= 3.10 with numpy and pytest; CuPy, PyTorch, numba-cuda and
+# Needs the NVIDIA driver and Python >= 3.11 with numpy and pytest; CuPy, PyTorch, numba-cuda and
 # JAX are each optional (their tests say they were skipped). Exit status: 0 when all passed.
 #
 # Steps: rust (the Rust test binaries), pytest, sanitizer (compute-sanitizer over the lifetime

@@ -669,6 +669,21 @@ fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
     cpy::check(obj)
 }
 
+/// Check a descriptor dict itself: ``interface`` is ``"cuda"`` (``__cuda_array_interface__``)
+/// or ``"host"`` (``__array_interface__``).
+#[pyfunction]
+#[pyo3(signature = (desc, interface = "cuda"))]
+fn check_descriptor(desc: &Bound<'_, PyAny>, interface: &str) -> PyResult<Vec<Violation>> {
+    match interface {
+        "cuda" => Ok(cpy::check_descriptor(desc, true)),
+        "host" => Ok(cpy::check_descriptor(desc, false)),
+        _ => Err(PyValueError::new_err(format!(
+            "interface must be 'cuda' or 'host', not '{}'",
+            interface.escape_default()
+        ))),
+    }
+}
+
 /// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
 /// through a typed view (the README's import example).
 #[pyfunction]
@@ -890,6 +905,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
+    m.add_function(wrap_pyfunction!(check_descriptor, m)?)?;
     m.add_function(wrap_pyfunction!(total, m)?)?;
     m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
     m.add_function(wrap_pyfunction!(_import_paths, m)?)?;

@@ -3,6 +3,7 @@ Rust -> dict -> Rust for every dtype and layout, lifetimes, and import errors.""
 
 import gc
 import random
+import re
 import sys
 import weakref
 
@@ -191,6 +192,86 @@ def test_mask_is_exported_as_an_object_exposing_the_interface():
     exported = v.__array_interface__["mask"]
     assert isinstance(exported, cai.HostMask)
     assert np.asarray(exported).tolist() == mask.tolist()
+
+
+# ---------------------------------------------------------------- data shared through a buffer
+
+
+class Exposes:
+    def __init__(self, **desc):
+        self.__array_interface__ = {"version": 3, **desc}
+
+
+def test_data_may_be_a_buffer_as_numpy_reads_it():
+    buf = bytearray(np.arange(4, dtype="<f4").tobytes())
+    v = cai.as_host_array(Exposes(shape=(2,), typestr="<f4", data=buf, offset=4))
+    # Zero-copy, `offset` bytes in, writable as a bytearray is.
+    assert v.ptr == np.frombuffer(buf, np.uint8).ctypes.data + 4
+    assert not v.readonly and v.get([1]) == 2.0
+    v.set([0], 9.0)
+    assert np.frombuffer(buf, "<f4").tolist() == [0.0, 9.0, 2.0, 3.0]
+    assert np.asarray(Exposes(shape=(2,), typestr="<f4", data=buf, offset=4)).tolist() == [9.0, 2.0]
+    # The buffer is held while the view lives, so the bytearray cannot move its bytes.
+    with pytest.raises(BufferError):
+        buf.extend(b"more")
+    del v
+    gc.collect()
+    buf.extend(b"more")
+
+
+def test_bytes_data_is_read_only_as_pillow_exports_images():
+    pixels = bytes(range(12))
+    v = cai.as_host_array(Exposes(shape=(2, 2, 3), typestr="|u1", data=pixels))
+    assert v.readonly and v.tobytes() == pixels and v.get([1, 0, 2]) == 8
+    with pytest.raises(ValueError, match="read-only"):
+        v.set([0, 0, 0], 1)
+    assert cai.check(Exposes(shape=(12,), typestr="|u1", data=pixels, strides=None)) == []
+
+
+def test_missing_or_none_data_shares_the_exporters_own_buffer():
+    class Pixels(bytearray):
+        @property
+        def __array_interface__(self):
+            return {"version": 3, "shape": (len(self),), "typestr": "|u1"}
+
+    p = Pixels(b"abc")
+    v = cai.as_host_array(p)
+    v.set([0], ord("z"))
+    assert p == b"zbc" and v.tobytes() == b"zbc"
+    assert np.asarray(p).tobytes() == b"zbc"
+    desc = dict(p.__array_interface__, data=None)
+    assert cai.from_array_interface(desc, owner=p).tobytes() == b"zbc"
+    with pytest.raises(KeyError, match="pass that object as `owner`"):
+        cai.from_array_interface(p.__array_interface__)
+    with pytest.raises(TypeError, match="None: a host descriptor without data"):
+        cai.from_array_interface(desc)
+    # A mask's own descriptor may share its buffer the same way.
+    values = np.arange(3.0)
+    mask = Pixels(b"\x01\x00\x01")
+    v = cai.from_array_interface(dict(values.__array_interface__, mask=mask), owner=values)
+    assert v.mask["shape"] == (3,) and np.asarray(v.__array_interface__["mask"]).tolist() == [1, 0, 1]
+    with pytest.raises(BufferError):
+        mask.append(0)
+
+
+@pytest.mark.parametrize(
+    "desc, exc, key, fragment",
+    [
+        (dict(shape=(8,), typestr="<f4", data=bytearray(16)), ValueError, "shape", "touches bytes [0, 32) but the buffer holds 16 bytes"),
+        (dict(shape=(2,), typestr="<f4", data=bytearray(16), offset=12), ValueError, "shape", "touches bytes [12, 20)"),
+        (dict(shape=(1,), typestr="<f4", data=bytearray(16), offset=17), ValueError, "offset", "17 is past the end of the 16-byte buffer"),
+        (dict(shape=(1,), typestr="<f4", data=bytearray(16), offset=-1), ValueError, "offset", "-1 is out of range"),
+        (dict(shape=(1,), typestr="<f4", data=bytearray(16), offset="4"), TypeError, "offset", "'4' is not an int"),
+        (dict(shape=(1,), typestr="<f4", data=5), TypeError, "data", "5 (int) has no buffer to share"),
+        (dict(shape=(2,), typestr="<f4", data=memoryview(np.zeros(4, "<f4"))[::2]), ValueError, "data", "is not contiguous (strides [8])"),
+        (dict(shape=(2,), typestr="<f4"), TypeError, "data", "missing or None, so the object exposing __array_interface__ shares its own buffer, but"),
+    ],
+)
+def test_bad_buffer_data_raises_typed_errors(desc, exc, key, fragment):
+    with pytest.raises(exc, match=re.escape(f"{key}: ") + ".*" + re.escape(fragment)):
+        cai.as_host_array(Exposes(**desc))
+    errors = [v for v in cai.check(Exposes(**desc)) if v.severity == "error"]
+    assert [(v.key, v.exception) for v in errors] == [(key, exc.__name__)]
 
 
 # ---------------------------------------------------------------- typed access and errors

@@ -18,7 +18,6 @@ skip it). Producers export ``stream: None`` always after ``set_export_stream_non
 with ``CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE=1``.
 """
 
-from types import SimpleNamespace as _Namespace
 
 try:
     from . import _native
@@ -47,6 +46,7 @@ from ._native import (
     as_cuda_array,
     as_host_array,
     check,
+    check_descriptor,
     counts,
     from_array_interface,
     from_cuda_array_interface,
@@ -128,12 +128,3 @@ __all__ = [
 if HAS_CUDA:
     __all__ += ["DeviceArray"]
 
-
-def check_descriptor(desc, interface="cuda"):
-    """Check a descriptor dict itself: ``interface`` is ``"cuda"``
-    (``__cuda_array_interface__``) or ``"host"`` (``__array_interface__``)."""
-    if interface == "cuda":
-        return check(_Namespace(__cuda_array_interface__=desc))
-    if interface == "host":
-        return check(_Namespace(__array_interface__=desc))
-    raise ValueError(f"interface must be 'cuda' or 'host', not {interface!r}")

@@ -1,5 +1,3 @@
-from typing import Any, Literal
-
 from ._native import (
     ArrayView as ArrayView,
     Buffer as Buffer,
@@ -14,6 +12,7 @@ from ._native import (
     as_cuda_array as as_cuda_array,
     as_host_array as as_host_array,
     check as check,
+    check_descriptor as check_descriptor,
     counts as counts,
     from_array_interface as from_array_interface,
     from_cuda_array_interface as from_cuda_array_interface,
@@ -45,4 +44,3 @@ from ._native import (
 )
 from ._native import DeviceArray as DeviceArray
 
-def check_descriptor(desc: dict[str, Any], interface: Literal["cuda", "host"] = "cuda") -> list[Violation]: ...

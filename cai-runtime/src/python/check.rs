@@ -4,7 +4,7 @@
 
 use pyo3::prelude::*;
 
-use super::parse::{Problem, Severity, parse, show};
+use super::parse::{Problem, Severity, parse, parse_exposed, show};
 use super::rules::{self, Rule};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::typestr::{ByteOrder, Kind};
@@ -159,12 +159,37 @@ fn check_interface<S: Space>(obj: &Bound<'_, PyAny>, out: &mut Vec<Violation>) {
             return;
         }
     };
-    let parsed = parse::<S>(&dict);
+    check_dict::<S>(&dict, Some(obj), out);
+}
+
+/// The violations in the descriptor `dict`, exposed by `exporter` when one does (a host
+/// descriptor without `data` shares the exporter's buffer).
+fn check_dict<S: Space>(
+    dict: &Bound<'_, PyAny>,
+    exporter: Option<&Bound<'_, PyAny>>,
+    out: &mut Vec<Violation>,
+) {
+    let parsed = match exporter {
+        Some(exporter) => parse_exposed::<S>(dict, exporter),
+        None => parse::<S>(dict),
+    };
     let mut problems = parsed.problems;
     if let Some(d) = &parsed.descriptor {
-        problems.extend(hazards(&dict, d));
+        problems.extend(hazards(dict, d));
     }
     out.extend(problems.iter().map(|p| violation(S::ATTRIBUTE, p)));
+}
+
+/// Every violation in a descriptor dict of its own, exposed by no object: of
+/// `__cuda_array_interface__` when `device`, else of `__array_interface__`.
+pub fn check_descriptor(desc: &Bound<'_, PyAny>, device: bool) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if device {
+        check_dict::<Device>(desc, None, &mut out);
+    } else {
+        check_dict::<Host>(desc, None, &mut out);
+    }
+    out
 }
 
 /// Every violation in `obj`'s `__cuda_array_interface__` and/or `__array_interface__`

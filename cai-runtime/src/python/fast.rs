@@ -210,6 +210,6 @@ pub fn both_paths<S: Space>(desc: &Bound<'_, PyAny>) -> (Option<String>, Option<
     let full = super::parse::parse::<S>(desc)
         .into_result()
         .ok()
-        .map(|read| format!("{read:?}"));
+        .map(|(descriptor, layout, _)| format!("{:?}", (descriptor, layout)));
     (fast, full)
 }

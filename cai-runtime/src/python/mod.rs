@@ -16,6 +16,14 @@
 //! - `#[cai_runtime::pymethods(cuda)]` (or `host`, or both) in place of `#[pymethods]` on the
 //!   class's own block adds the getter to it.
 
+// The buffer protocol (host descriptors whose `data` is a buffer, `buffer.rs`) entered the
+// stable ABI in Python 3.11.
+#[cfg(all(Py_LIMITED_API, not(Py_3_11)))]
+compile_error!(
+    "cai-runtime's `python` feature needs PyO3's `abi3-py311` or later (the buffer protocol entered the stable ABI in Python 3.11), or a build for one Python version"
+);
+
+mod buffer;
 pub mod check;
 pub mod export;
 mod fast;
@@ -24,7 +32,8 @@ pub mod parse;
 pub mod rules;
 pub mod view;
 
-pub use check::{Violation, check};
+pub use buffer::HostBuffer;
+pub use check::{Violation, check, check_descriptor};
 pub use export::{array_interface, cuda_array_interface, to_dict};
 #[doc(hidden)]
 pub use fast::both_paths;

@@ -13,6 +13,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
+use super::buffer::HostBuffer;
 use super::fast::{KEYS, exact_int, exact_text_eq, names};
 use super::rules::{self, Rule};
 use crate::descr::{Descr, DescrField, DescrFormat};
@@ -72,7 +73,12 @@ pub struct Problem {
 }
 
 impl Problem {
-    fn new(key: impl Into<String>, exc: ExcKind, rule: Rule, message: impl Into<String>) -> Self {
+    pub(super) fn new(
+        key: impl Into<String>,
+        exc: ExcKind,
+        rule: Rule,
+        message: impl Into<String>,
+    ) -> Self {
         Problem {
             key: key.into(),
             message: message.into(),
@@ -456,11 +462,27 @@ pub struct Parsed<S: Space> {
     pub problems: Vec<Problem>,
     /// The layout, when the descriptor has one.
     pub layout: Option<Layout>,
+    /// The buffers the host descriptor's bytes (and its masks') lie in, when `data` was a
+    /// buffer or the exporter's own ([`HostBuffer`]); the data pointers are valid while these
+    /// are held.
+    pub buffers: Vec<HostBuffer>,
 }
 
+/// What import keeps of a descriptor: itself, its layout, and the buffers its bytes lie in.
+pub type Read<S> = (ArrayDescriptor<S>, Layout, Vec<HostBuffer>);
+
 impl<S: Space> Parsed<S> {
+    fn failed(problems: Vec<Problem>) -> Self {
+        Parsed {
+            descriptor: None,
+            problems,
+            layout: None,
+            buffers: Vec::new(),
+        }
+    }
+
     /// The descriptor, or the first problem import does not tolerate, as a Python exception.
-    pub fn into_result(self) -> PyResult<(ArrayDescriptor<S>, Layout)> {
+    pub fn into_result(self) -> PyResult<Read<S>> {
         if let Some(p) = self
             .problems
             .iter()
@@ -468,8 +490,10 @@ impl<S: Space> Parsed<S> {
         {
             return Err(p.to_pyerr());
         }
+        let buffers = self.buffers;
         self.descriptor
             .zip(self.layout)
+            .map(|(d, l)| (d, l, buffers))
             .ok_or_else(|| PyValueError::new_err("descriptor could not be read"))
     }
 }
@@ -500,12 +524,23 @@ pub(crate) fn attribute_name<S: Space>(py: Python<'_>) -> &Bound<'_, PyString> {
     }
 }
 
-/// Parses a descriptor dict of protocol `S`.
+/// Parses a descriptor dict of protocol `S` that no object exposes (a host descriptor without
+/// `data` has no buffer to fall back on).
 pub fn parse<S: Space>(desc: &Bound<'_, PyAny>) -> Parsed<S> {
-    parse_at::<S>(desc, 0)
+    parse_at::<S>(desc, None, 0)
 }
 
-fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
+/// Parses the descriptor dict `exporter` exposes (or its owner's): a host descriptor whose
+/// `data` is absent or `None` shares `exporter`'s buffer, as NumPy reads it.
+pub fn parse_exposed<S: Space>(desc: &Bound<'_, PyAny>, exporter: &Bound<'_, PyAny>) -> Parsed<S> {
+    parse_at::<S>(desc, Some(exporter), 0)
+}
+
+fn parse_at<S: Space>(
+    desc: &Bound<'_, PyAny>,
+    exporter: Option<&Bound<'_, PyAny>>,
+    depth: usize,
+) -> Parsed<S> {
     let mut problems = Vec::new();
     let Ok(dict) = desc.cast::<PyDict>() else {
         problems.push(Problem::new(
@@ -514,11 +549,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
             rules::DICT,
             format!("{} has type {}, not dict", S::ATTRIBUTE, type_name(desc)),
         ));
-        return Parsed {
-            descriptor: None,
-            problems,
-            layout: None,
-        };
+        return Parsed::failed(problems);
     };
     let device = S::DEVICE;
     let mut entries = Entries::read(dict);
@@ -546,7 +577,12 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
     let e = &mut entries;
     let shape_v = required::<S>(e, "shape", rules::SHAPE, p);
     let typestr_v = required::<S>(e, "typestr", rules::TYPESTR, p);
-    let data_v = required::<S>(e, "data", rules::DATA, p);
+    // NumPy's host interface may leave `data` out: the exporter's buffer is shared.
+    let data_v = if device {
+        required::<S>(e, "data", rules::DATA, p)
+    } else {
+        e.take("data")
+    };
     let version_v = if device {
         required::<S>(e, "version", rules::VERSION, p)
     } else {
@@ -561,7 +597,15 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         )
     });
     let typestr = typestr_v.and_then(|v| ok(typestr("typestr", &v, rules::TYPESTR), &mut problems));
-    let data = data_v.and_then(|v| ok(data_entry(&v), &mut problems));
+    let mut own_buffer = None;
+    let data = if device {
+        data_v.and_then(|v| ok(data_entry(&v), &mut problems))
+    } else {
+        ok(host_data(dict, data_v, exporter), &mut problems).map(|(data, buffer)| {
+            own_buffer = buffer;
+            data
+        })
+    };
     let version = match version_v {
         Some(v) => ok(
             int_in::<u32>("version", &v, rules::VERSION, "a non-negative int"),
@@ -592,10 +636,14 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         }
         Some(v) => ok(descr("descr", &v, 0), &mut problems).map(Some),
     };
+    let mut mask_buffers = Vec::new();
     let mask = match entries.take("mask") {
         None => Some(None),
         Some(v) if v.is_none() => Some(None),
-        Some(v) => ok(mask::<S>(&v, depth), &mut problems).map(Some),
+        Some(v) => ok(mask::<S>(&v, depth), &mut problems).map(|(mask, held)| {
+            mask_buffers = held;
+            Some(mask)
+        }),
     };
     let stream = if device {
         match entries.take("stream") {
@@ -610,11 +658,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
     // The required keys must all be readable to check any rule.
     let (Some(shape), Some(typestr), Some(data), Some(version)) = (shape, typestr, data, version)
     else {
-        return Parsed {
-            descriptor: None,
-            problems,
-            layout: None,
-        };
+        return Parsed::failed(problems);
     };
     // An unreadable optional key is already reported; check the other rules as if it were
     // absent, so that every violation is found. Import then fails on the earlier problem.
@@ -629,7 +673,14 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         version,
         stream: S::stream_entry(stream.flatten()),
     };
-    let (violations, layout) = descriptor.violations_and_layout();
+    let (mut violations, layout) = descriptor.violations_and_layout();
+    // Bytes shared through a buffer must lie inside it.
+    if let (Some(_), Some(buffer)) = (&layout, &own_buffer)
+        && let Err(e) = descriptor.check_within(buffer.start(), buffer.len())
+    {
+        violations.push(e);
+    }
+    let buffers = own_buffer.into_iter().chain(mask_buffers).collect();
     problems.extend(
         violations
             .iter()
@@ -639,6 +690,7 @@ fn parse_at<S: Space>(desc: &Bound<'_, PyAny>, depth: usize) -> Parsed<S> {
         descriptor: complete.then_some(descriptor),
         problems,
         layout,
+        buffers,
     }
 }
 
@@ -689,6 +741,58 @@ fn data_entry(v: &Bound<'_, PyAny>) -> Result<Data, Problem> {
     })
 }
 
+/// A host descriptor's `data`: the tuple, or else the buffer of `data` itself or, when it is
+/// absent or `None`, of the exporter, advanced by `offset` bytes.
+fn host_data(
+    dict: &Bound<'_, PyDict>,
+    v: Option<Bound<'_, PyAny>>,
+    exporter: Option<&Bound<'_, PyAny>>,
+) -> Result<(Data, Option<HostBuffer>), Problem> {
+    let buffer = match (v, exporter) {
+        (Some(v), _) if v.is_instance_of::<PyTuple>() => return Ok((data_entry(&v)?, None)),
+        (Some(v), _) if !v.is_none() => HostBuffer::get(&v, "")?,
+        (_, Some(exporter)) => HostBuffer::get(
+            exporter,
+            "missing or None, so the object exposing __array_interface__ shares its own buffer, but ",
+        )?,
+        (v, None) => {
+            return Err(Problem::new(
+                "data",
+                if v.is_none() {
+                    ExcKind::Key
+                } else {
+                    ExcKind::Type
+                },
+                rules::DATA_BUFFER,
+                format!(
+                    "{}: a host descriptor without data shares the buffer of the object exposing __array_interface__, and a dict alone has none: pass that object as `owner`",
+                    if v.is_none() { "missing" } else { "None" }
+                ),
+            ));
+        }
+    };
+    let offset = match get(dict, intern!(dict.py(), "offset")) {
+        Some(o) if !o.is_none() => {
+            let n: usize = int_in("offset", &o, rules::DATA_BUFFER, "a non-negative int")?;
+            if n > buffer.len() {
+                return Err(Problem::new(
+                    "offset",
+                    ExcKind::Value,
+                    rules::DATA_BUFFER,
+                    format!("{n} is past the end of the {}-byte buffer", buffer.len()),
+                ));
+            }
+            n
+        }
+        _ => 0,
+    };
+    let data = Data {
+        ptr: buffer.start() + offset as u64,
+        readonly: buffer.readonly(),
+    };
+    Ok((data, Some(buffer)))
+}
+
 fn stream_entry(v: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
     let raw = int_in::<u64>(
         "stream",
@@ -700,7 +804,10 @@ fn stream_entry(v: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
         .map_err(|e| Problem::new("stream", ExcKind::Value, rules::STREAM, e.to_string()))
 }
 
-fn mask<S: Space>(v: &Bound<'_, PyAny>, depth: usize) -> Result<ArrayDescriptor<S>, Problem> {
+fn mask<S: Space>(
+    v: &Bound<'_, PyAny>,
+    depth: usize,
+) -> Result<(ArrayDescriptor<S>, Vec<HostBuffer>), Problem> {
     if depth >= MAX_MASK_DEPTH {
         return Err(Problem::new(
             "mask",
@@ -722,7 +829,7 @@ fn mask<S: Space>(v: &Bound<'_, PyAny>, depth: usize) -> Result<ArrayDescriptor<
             ),
         )
     })?;
-    let parsed = parse_at::<S>(&inner, depth + 1);
+    let parsed = parse_at::<S>(&inner, Some(v), depth + 1);
     if let Some(first) = parsed
         .problems
         .into_iter()
@@ -730,7 +837,9 @@ fn mask<S: Space>(v: &Bound<'_, PyAny>, depth: usize) -> Result<ArrayDescriptor<
     {
         return Err(first.prefixed("mask"));
     }
+    let buffers = parsed.buffers;
     parsed
         .descriptor
+        .map(|d| (d, buffers))
         .ok_or_else(|| Problem::new("mask", ExcKind::Value, rules::MASK, "could not be read"))
 }

@@ -27,6 +27,7 @@ rules! {
     TYPESTR = "typestr": "typestr: str — the type string, with the same definition as typestr in the NumPy array interface.";
     DATA = "data": "data: (integer, boolean) — a 2-tuple: the data pointer as a Python int, and the read-only flag as a Python bool.";
     DATA_ZERO = "data-zero-size": "data: for zero-size arrays, use 0 here.";
+    DATA_BUFFER = "data-buffer": "data (NumPy array interface): a (pointer, read-only flag) tuple, or an object exposing the buffer interface, whose buffer is shared; absent or None, the buffer of the object exposing __array_interface__ itself. offset: an integer offset into that buffer, used only with a buffer.";
     DATA_NULL = "data-null": "data: the data must be device-accessible; a null pointer is only allowed for zero-size arrays.";
     DATA_BOUNDS = "data-bounds": "The bytes described by shape, strides and typestr must lie inside the allocation the data pointer points into.";
     VERSION = "version": "version: integer — the version of the interface being exported (the current version is 3; consumers accept 0 to 3).";

@@ -6,8 +6,9 @@ use std::marker::PhantomData;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+use super::buffer::HostBuffer;
 use super::fast;
-use super::parse::{interface_of, parse};
+use super::parse::{interface_of, parse, parse_exposed};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::element::Element;
 use crate::layout::Layout;
@@ -21,6 +22,12 @@ use crate::sync::{ImportOptions, NoSyncReason, SyncPlan};
 pub struct ForeignArray<S: Space> {
     descriptor: ArrayDescriptor<S>,
     layout: Layout,
+    /// The buffers the bytes lie in (host `data` shared through the buffer protocol).
+    #[expect(
+        dead_code,
+        reason = "held, never read: dropping the view releases them"
+    )]
+    buffers: Vec<HostBuffer>,
     owner: Option<Py<PyAny>>,
     options: ImportOptions,
     sync_plan: SyncPlan,
@@ -73,7 +80,8 @@ impl From<ViewError> for PyErr {
 
 impl<S: Space> ForeignArray<S> {
     /// Imports a descriptor dict (`from_cuda_array_interface(desc, owner, sync)`); `owner`, if
-    /// given, is kept alive as long as the view. Other options at their defaults.
+    /// given, is kept alive as long as the view, and a host descriptor without `data` shares
+    /// its buffer. Other options at their defaults.
     pub fn from_interface(
         desc: &Bound<'_, PyAny>,
         owner: Option<&Bound<'_, PyAny>>,
@@ -95,13 +103,18 @@ impl<S: Space> ForeignArray<S> {
         owner: Option<&Bound<'_, PyAny>>,
         options: &ImportOptions,
     ) -> PyResult<Self> {
-        let (descriptor, layout) = match fast::import::<S>(desc) {
-            Some(read) => read,
-            None => parse::<S>(desc).into_result()?,
+        let (descriptor, layout, buffers) = match fast::import::<S>(desc) {
+            Some((descriptor, layout)) => (descriptor, layout, Vec::new()),
+            None => match owner {
+                Some(owner) => parse_exposed::<S>(desc, owner),
+                None => parse::<S>(desc),
+            }
+            .into_result()?,
         };
         let mut a = ForeignArray {
             descriptor,
             layout,
+            buffers,
             owner: owner.map(|o| o.clone().unbind()),
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),

@@ -1,0 +1,86 @@
+//! Host descriptors whose bytes come through the buffer protocol.
+//!
+//! NumPy's array interface lets `data` be, besides a `(pointer, read-only flag)` tuple, an
+//! object exposing the buffer protocol, or be absent or `None`, meaning the buffer of the
+//! object exposing `__array_interface__` itself; `offset` then skips that many bytes of the
+//! buffer. Pillow's images, for one, export `data` as `bytes`.
+//!
+//! Where NumPy takes the buffer's address and releases it at once, the import holds the buffer
+//! for as long as the view lives: until it is released, its exporter must keep the memory where
+//! it is (a `bytearray` refuses to resize with `BufferError`), and the described bytes are
+//! checked to lie inside it.
+
+use std::fmt;
+
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::prelude::*;
+
+use super::parse::{ExcKind, Problem, show, type_name};
+use super::rules;
+
+/// A buffer held through the buffer protocol: contiguous bytes that stay where they are until
+/// it is dropped.
+pub struct HostBuffer {
+    buffer: PyUntypedBuffer,
+}
+
+impl HostBuffer {
+    /// Holds `obj`'s buffer; `why` begins messages, saying where the object came from.
+    pub(super) fn get(obj: &Bound<'_, PyAny>, why: &str) -> Result<HostBuffer, Problem> {
+        let buffer = PyUntypedBuffer::get(obj).map_err(|e| {
+            Problem::new(
+                "data",
+                ExcKind::Type,
+                rules::DATA_BUFFER,
+                format!(
+                    "{why}{} ({}) has no buffer to share ({e}): expected a (pointer, read-only flag) tuple or an object exposing the buffer protocol",
+                    show(obj),
+                    type_name(obj)
+                ),
+            )
+        })?;
+        if !(buffer.is_c_contiguous() || buffer.is_fortran_contiguous()) {
+            return Err(Problem::new(
+                "data",
+                ExcKind::Value,
+                rules::DATA_BUFFER,
+                format!(
+                    "{why}the buffer of {} is not contiguous (strides {:?}): the array interface describes its bytes from one start",
+                    show(obj),
+                    buffer.strides()
+                ),
+            ));
+        }
+        Ok(HostBuffer { buffer })
+    }
+
+    /// Address of the first byte.
+    pub fn start(&self) -> u64 {
+        self.buffer.buf_ptr() as u64
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.buffer.len_bytes()
+    }
+
+    /// Whether the buffer holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the exporter forbids writing (`bytes`, a read-only `memoryview`...).
+    pub fn readonly(&self) -> bool {
+        self.buffer.readonly()
+    }
+}
+
+impl fmt::Debug for HostBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostBuffer")
+            .field("start", &format_args!("{:#x}", self.start()))
+            .field("len", &self.len())
+            .field("readonly", &self.readonly())
+            .finish()
+    }
+}
