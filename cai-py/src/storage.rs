@@ -1439,7 +1439,14 @@ fn wrap(
         ));
     }
     let options = no_sync();
-    let from = data.map(|d| GtData::from_object(d, &options)).transpose()?;
+    let mut from = data.map(|d| GtData::from_object(d, &options)).transpose()?;
+    // Bytes shared through the buffer protocol stay put only while their buffers are held:
+    // the storage holds them from here on, with the data object.
+    let held = from
+        .as_mut()
+        .and_then(|g| g.host.as_mut())
+        .map(|h| h.take_buffers())
+        .unwrap_or_default();
     let from_dev = device_data
         .map(|d| GtData::from_object(d, &options))
         .transpose()?;
@@ -1533,13 +1540,14 @@ fn wrap(
             let start = h.ptr().wrapping_add_signed(lo as i64);
             let buffer = match std::ptr::NonNull::new(start as usize as *mut u8) {
                 // SAFETY: the imported layout's bytes [lo, hi) around the data pointer lie in
-                // the owner's buffer (validated on import); the owner object is kept alive by
-                // the storage (the Py handle below) for as long as the buffer is used.
+                // the owner's buffer (validated on import); the owner object, and the buffers
+                // its bytes were shared through if any, are kept by the storage (moved into
+                // the buffer below) for as long as the buffer is used.
                 Some(ptr) => unsafe {
                     HostBuffer::foreign(
                         ptr,
                         len,
-                        Box::new(data.expect("host data").clone().unbind()),
+                        Box::new((data.expect("host data").clone().unbind(), held)),
                     )
                 },
                 None => HostBuffer::zeroed(0).map_err(|e| err(e.into()))?,

@@ -4,6 +4,7 @@ requests failing clearly. Property tests with hypothesis over dtypes, 1 to 4 dim
 layouts, alignments and aligned indices."""
 
 import copy
+import types
 import weakref
 
 import numpy as np
@@ -380,6 +381,28 @@ def test_as_storage_wraps_without_copy_and_keeps_owner_alive():
 
     gc.collect()
     assert r() is None
+
+
+def test_as_storage_holds_a_buffer_its_data_is_shared_through():
+    class Pixels(bytearray):
+        @property
+        def __array_interface__(self):  # no `data`: the bytearray's own buffer
+            return {"version": 3, "shape": (2, 3), "typestr": "|u1"}
+
+    p = Pixels(b"abcdef")
+    w = cai.as_storage(p)
+    w[1, 2] = ord("z")
+    assert p == b"abcdez" and w.__array_interface__["data"][0] == np.frombuffer(p, "u1").ctypes.data
+    # The storage holds the buffer, so the bytearray cannot move its bytes away from it.
+    with pytest.raises(BufferError):
+        p.extend(bytes(1 << 16))
+    del w
+    import gc
+
+    gc.collect()
+    p.extend(bytes(1 << 16))
+    ro = cai.as_storage(types.SimpleNamespace(__array_interface__={"version": 3, "shape": (3,), "typestr": "|u1", "data": b"xyz"}))
+    assert ro.__array_interface__["data"][1] is True and ro.to_numpy().tobytes() == b"xyz"
 
 
 def test_as_storage_reads_strides_and_checks_explicit_parameters():

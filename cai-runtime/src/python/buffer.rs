@@ -20,13 +20,13 @@ use super::rules;
 
 /// A buffer held through the buffer protocol: contiguous bytes that stay where they are until
 /// it is dropped.
-pub struct HostBuffer {
+pub struct HeldBuffer {
     buffer: PyUntypedBuffer,
 }
 
-impl HostBuffer {
+impl HeldBuffer {
     /// Holds `obj`'s buffer; `why` begins messages, saying where the object came from.
-    pub(super) fn get(obj: &Bound<'_, PyAny>, why: &str) -> Result<HostBuffer, Problem> {
+    pub(super) fn get(obj: &Bound<'_, PyAny>, why: &str) -> Result<HeldBuffer, Problem> {
         let buffer = PyUntypedBuffer::get(obj).map_err(|e| {
             Problem::new(
                 "data",
@@ -51,7 +51,7 @@ impl HostBuffer {
                 ),
             ));
         }
-        Ok(HostBuffer { buffer })
+        Ok(HeldBuffer { buffer })
     }
 
     /// Address of the first byte.
@@ -75,9 +75,9 @@ impl HostBuffer {
     }
 }
 
-impl fmt::Debug for HostBuffer {
+impl fmt::Debug for HeldBuffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HostBuffer")
+        f.debug_struct("HeldBuffer")
             .field("start", &format_args!("{:#x}", self.start()))
             .field("len", &self.len())
             .field("readonly", &self.readonly())

@@ -32,7 +32,7 @@ pub mod parse;
 pub mod rules;
 pub mod view;
 
-pub use buffer::HostBuffer;
+pub use buffer::HeldBuffer;
 pub use check::{Violation, check, check_descriptor};
 pub use export::{array_interface, cuda_array_interface, to_dict};
 #[doc(hidden)]

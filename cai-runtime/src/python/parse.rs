@@ -13,7 +13,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use super::buffer::HostBuffer;
+use super::buffer::HeldBuffer;
 use super::fast::{KEYS, exact_int, exact_text_eq, names};
 use super::rules::{self, Rule};
 use crate::descr::{Descr, DescrField, DescrFormat};
@@ -463,13 +463,13 @@ pub struct Parsed<S: Space> {
     /// The layout, when the descriptor has one.
     pub layout: Option<Layout>,
     /// The buffers the host descriptor's bytes (and its masks') lie in, when `data` was a
-    /// buffer or the exporter's own ([`HostBuffer`]); the data pointers are valid while these
+    /// buffer or the exporter's own ([`HeldBuffer`]); the data pointers are valid while these
     /// are held.
-    pub buffers: Vec<HostBuffer>,
+    pub buffers: Vec<HeldBuffer>,
 }
 
 /// What import keeps of a descriptor: itself, its layout, and the buffers its bytes lie in.
-pub type Read<S> = (ArrayDescriptor<S>, Layout, Vec<HostBuffer>);
+pub type Read<S> = (ArrayDescriptor<S>, Layout, Vec<HeldBuffer>);
 
 impl<S: Space> Parsed<S> {
     fn failed(problems: Vec<Problem>) -> Self {
@@ -747,11 +747,11 @@ fn host_data(
     dict: &Bound<'_, PyDict>,
     v: Option<Bound<'_, PyAny>>,
     exporter: Option<&Bound<'_, PyAny>>,
-) -> Result<(Data, Option<HostBuffer>), Problem> {
+) -> Result<(Data, Option<HeldBuffer>), Problem> {
     let buffer = match (v, exporter) {
         (Some(v), _) if v.is_instance_of::<PyTuple>() => return Ok((data_entry(&v)?, None)),
-        (Some(v), _) if !v.is_none() => HostBuffer::get(&v, "")?,
-        (_, Some(exporter)) => HostBuffer::get(
+        (Some(v), _) if !v.is_none() => HeldBuffer::get(&v, "")?,
+        (_, Some(exporter)) => HeldBuffer::get(
             exporter,
             "missing or None, so the object exposing __array_interface__ shares its own buffer, but ",
         )?,
@@ -807,7 +807,7 @@ fn stream_entry(v: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
 fn mask<S: Space>(
     v: &Bound<'_, PyAny>,
     depth: usize,
-) -> Result<(ArrayDescriptor<S>, Vec<HostBuffer>), Problem> {
+) -> Result<(ArrayDescriptor<S>, Vec<HeldBuffer>), Problem> {
     if depth >= MAX_MASK_DEPTH {
         return Err(Problem::new(
             "mask",

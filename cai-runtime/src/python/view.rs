@@ -6,7 +6,7 @@ use std::marker::PhantomData;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::buffer::HostBuffer;
+use super::buffer::HeldBuffer;
 use super::fast;
 use super::parse::{interface_of, parse, parse_exposed};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
@@ -22,12 +22,9 @@ use crate::sync::{ImportOptions, NoSyncReason, SyncPlan};
 pub struct ForeignArray<S: Space> {
     descriptor: ArrayDescriptor<S>,
     layout: Layout,
-    /// The buffers the bytes lie in (host `data` shared through the buffer protocol).
-    #[expect(
-        dead_code,
-        reason = "held, never read: dropping the view releases them"
-    )]
-    buffers: Vec<HostBuffer>,
+    /// The buffers the bytes lie in (host `data` shared through the buffer protocol); dropping
+    /// the view releases them.
+    buffers: Vec<HeldBuffer>,
     owner: Option<Py<PyAny>>,
     options: ImportOptions,
     sync_plan: SyncPlan,
@@ -186,6 +183,13 @@ impl<S: Space> ForeignArray<S> {
     /// The layout (strides resolved: C order when the descriptor said None).
     pub fn layout(&self) -> &Layout {
         &self.layout
+    }
+
+    /// Moves out the buffers the bytes lie in (empty unless a host descriptor's `data` came
+    /// through the buffer protocol), for a caller that goes on using the bytes after the view
+    /// is gone: the pointers stay valid only while it holds them (and [`Self::owner`]).
+    pub fn take_buffers(&mut self) -> Vec<HeldBuffer> {
+        std::mem::take(&mut self.buffers)
     }
 
     /// The object kept alive for the memory, if any.
