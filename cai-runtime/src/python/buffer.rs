@@ -12,6 +12,7 @@
 
 use std::fmt;
 
+#[cfg(any(not(Py_LIMITED_API), Py_3_11))]
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::prelude::*;
 
@@ -82,5 +83,36 @@ impl fmt::Debug for HeldBuffer {
             .field("len", &self.len())
             .field("readonly", &self.readonly())
             .finish()
+    }
+}
+
+/// A stand-in for PyO3's buffer under the stable ABI of Python 3.10, which has none: there
+/// `python/mod.rs` stops the build with an error that says what to do, and this keeps that
+/// error the only one. Never compiled into a program.
+#[cfg(all(Py_LIMITED_API, not(Py_3_11)))]
+struct PyUntypedBuffer;
+
+#[cfg(all(Py_LIMITED_API, not(Py_3_11)))]
+impl PyUntypedBuffer {
+    fn get(_: &Bound<'_, PyAny>) -> PyResult<Self> {
+        unreachable!("the build stops at python/mod.rs's compile_error")
+    }
+    fn is_c_contiguous(&self) -> bool {
+        unreachable!()
+    }
+    fn is_fortran_contiguous(&self) -> bool {
+        unreachable!()
+    }
+    fn strides(&self) -> &[isize] {
+        unreachable!()
+    }
+    fn buf_ptr(&self) -> *mut u8 {
+        unreachable!()
+    }
+    fn len_bytes(&self) -> usize {
+        unreachable!()
+    }
+    fn readonly(&self) -> bool {
+        unreachable!()
     }
 }
