@@ -77,7 +77,16 @@ fn expand(cont: &Container, krate: &TokenStream) -> TokenStream {
             }
         }
     });
+    // A struct whose fields all have zero bytes (`[T; 0]`) passes the field-count check; the
+    // compiler knows its size, so a constant refuses it where the user wrote it.
+    let zero_size = format!(
+        "#[derive(Element)] on `{ident}`: its fields take zero bytes, and an element of zero bytes cannot be stored in an array"
+    );
+    let size_check = quote_spanned! {ident.span()=>
+        const _: () = ::core::assert!(#krate::__private::size_of::<#ident>() != 0, #zero_size);
+    };
     quote! {
+        #size_check
         #[automatically_derived]
         // SAFETY: the struct is #[repr(C)] (checked by the derive) and every size and offset
         // below comes from the compiler, so the dtype describes the real layout.
