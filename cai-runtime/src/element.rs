@@ -240,19 +240,23 @@ mod tests {
         }
     }
 
+    /// The descr of a struct of `size` bytes with these fields.
+    fn descr_of(size: usize, fields: Vec<FieldDType>) -> Descr {
+        let fields = Box::leak(fields.into_boxed_slice());
+        DType::Struct(StructDType { size, fields }).descr()
+    }
+
     #[test]
     fn padding_numpy_would_misname_is_named() {
         // `struct T(u16, f64, u8)`: NumPy would read the first gap as a second 'f1'.
-        let tuple = [
-            field("f0", 0, &<u16 as Element>::DTYPE),
-            field("f1", 8, &<f64 as Element>::DTYPE),
-            field("f2", 16, &<u8 as Element>::DTYPE),
-        ];
-        let d = DType::Struct(StructDType {
-            size: 24,
-            fields: Box::leak(Box::new(tuple)),
-        })
-        .descr();
+        let d = descr_of(
+            24,
+            vec![
+                field("f0", 0, &<u16 as Element>::DTYPE),
+                field("f1", 8, &<f64 as Element>::DTYPE),
+                field("f2", 16, &<u8 as Element>::DTYPE),
+            ],
+        );
         #[cfg(target_endian = "little")]
         assert_eq!(
             d.to_string(),
@@ -260,15 +264,13 @@ mod tests {
         );
         assert_eq!(d.name_error(), None);
         // A field already named `_pad1` pushes the padding's name on.
-        let named = [
-            field("f1", 0, &<u8 as Element>::DTYPE),
-            field("_pad1", 4, &<u8 as Element>::DTYPE),
-        ];
-        let d = DType::Struct(StructDType {
-            size: 5,
-            fields: Box::leak(Box::new(named)),
-        })
-        .descr();
+        let d = descr_of(
+            5,
+            vec![
+                field("f1", 0, &<u8 as Element>::DTYPE),
+                field("_pad1", 4, &<u8 as Element>::DTYPE),
+            ],
+        );
         assert_eq!(
             d.to_string(),
             "[('f1', '|u1'), ('_pad1_', '|V3'), ('_pad1', '|u1')]"
@@ -298,8 +300,7 @@ mod tests {
                 })
                 .collect();
             let size = at + gaps[5];
-            let d = DType::Struct(StructDType { size, fields: Box::leak(fields.into_boxed_slice()) })
-                .descr();
+            let d = descr_of(size, fields);
             proptest::prop_assert_eq!(d.name_error(), None, "{}", d);
             proptest::prop_assert_eq!(d.itemsize(), Some(size));
             let kept: Vec<&str> = d.0.iter()
