@@ -4,7 +4,7 @@
 
 use pyo3::prelude::*;
 
-use super::parse::{Problem, Severity, parse, parse_exposed, show};
+use super::parse::{Problem, Severity, parse_exposed, show};
 use super::rules::{self, Rule};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::typestr::{ByteOrder, Kind};
@@ -169,10 +169,7 @@ fn check_dict<S: Space>(
     exporter: Option<&Bound<'_, PyAny>>,
     out: &mut Vec<Violation>,
 ) {
-    let parsed = match exporter {
-        Some(exporter) => parse_exposed::<S>(dict, exporter),
-        None => parse::<S>(dict),
-    };
+    let parsed = parse_exposed::<S>(dict, exporter);
     let mut problems = parsed.problems;
     if let Some(d) = &parsed.descriptor {
         problems.extend(hazards(dict, d));

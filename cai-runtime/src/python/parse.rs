@@ -530,10 +530,13 @@ pub fn parse<S: Space>(desc: &Bound<'_, PyAny>) -> Parsed<S> {
     parse_at::<S>(desc, None, 0)
 }
 
-/// Parses the descriptor dict `exporter` exposes (or its owner's): a host descriptor whose
-/// `data` is absent or `None` shares `exporter`'s buffer, as NumPy reads it.
-pub fn parse_exposed<S: Space>(desc: &Bound<'_, PyAny>, exporter: &Bound<'_, PyAny>) -> Parsed<S> {
-    parse_at::<S>(desc, Some(exporter), 0)
+/// Parses the descriptor dict `exporter` exposes (or its owner's), if any: a host descriptor
+/// whose `data` is absent or `None` shares `exporter`'s buffer, as NumPy reads it.
+pub fn parse_exposed<S: Space>(
+    desc: &Bound<'_, PyAny>,
+    exporter: Option<&Bound<'_, PyAny>>,
+) -> Parsed<S> {
+    parse_at::<S>(desc, exporter, 0)
 }
 
 fn parse_at<S: Space>(

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 
 use super::buffer::HeldBuffer;
 use super::fast;
-use super::parse::{interface_of, parse, parse_exposed};
+use super::parse::{interface_of, parse_exposed};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::element::Element;
 use crate::layout::Layout;
@@ -102,11 +102,7 @@ impl<S: Space> ForeignArray<S> {
     ) -> PyResult<Self> {
         let (descriptor, layout, buffers) = match fast::import::<S>(desc) {
             Some((descriptor, layout)) => (descriptor, layout, Vec::new()),
-            None => match owner {
-                Some(owner) => parse_exposed::<S>(desc, owner),
-                None => parse::<S>(desc),
-            }
-            .into_result()?,
+            None => parse_exposed::<S>(desc, owner).into_result()?,
         };
         let mut a = ForeignArray {
             descriptor,
