@@ -75,6 +75,21 @@ def test_mask_problems_name_the_path():
     assert "interop-mask" in rules(found, "warning")
 
 
+def test_mask_layout_hazards_name_the_mask():
+    class Mask:
+        def __init__(self, **changes):
+            d = {"shape": (2, 3), "typestr": "|b1", "data": (0x2000, False), "version": 3, "strides": None}
+            self.__cuda_array_interface__ = {**d, **changes}
+
+    inner = Mask(typestr="|V2", descr=[("a", "|u1"), ("a", "|u1")])
+    found = cai.check_descriptor(good(mask=Mask(typestr="<u2", strides=(6, 3), mask=inner)))
+    assert rules(found, "error") == []
+    warned = {(v.key, v.rule) for v in found if v.severity == "warning"}
+    assert ("mask.strides", "interop-strides-itemsize") in warned
+    assert ("mask.mask.descr", "interop-descr-names") in warned
+    assert not any(k in {"strides", "descr"} for k, _ in warned)
+
+
 @pytest.mark.parametrize(
     "changes, rule",
     [

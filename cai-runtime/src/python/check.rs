@@ -82,6 +82,29 @@ fn warning(key: &str, rule: Rule, message: String) -> Problem {
     }
 }
 
+/// The hazards of one array's item layout: strides that split items, and `descr` names NumPy
+/// cannot read back. `prefix` names the mask level (`""` for the array itself).
+fn layout_hazards<S: Space>(prefix: &str, d: &ArrayDescriptor<S>, out: &mut Vec<Problem>) {
+    let itemsize = d.typestr.itemsize() as isize;
+    if let Some(s) = &d.strides
+        && itemsize > 0
+        && s.iter().any(|&x| x % itemsize != 0)
+    {
+        out.push(warning(
+            &format!("{prefix}strides"),
+            rules::STRIDES_ITEMSIZE,
+            format!("strides {s:?} are not all multiples of the item size {itemsize}"),
+        ));
+    }
+    if let Some(e) = d.descr.as_ref().and_then(|descr| descr.name_error()) {
+        out.push(warning(
+            &format!("{prefix}descr"),
+            rules::DESCR_NAMES,
+            e.to_string(),
+        ));
+    }
+}
+
 /// Interoperability hazards of a descriptor that parsed.
 fn hazards<S: Space>(dict: &Bound<'_, PyAny>, d: &ArrayDescriptor<S>) -> Vec<Problem> {
     let mut out = Vec::new();
@@ -96,19 +119,14 @@ fn hazards<S: Space>(dict: &Bound<'_, PyAny>, d: &ArrayDescriptor<S>) -> Vec<Pro
             "the strides key is absent; send None for C-contiguous arrays".into(),
         ));
     }
-    let itemsize = d.typestr.itemsize() as isize;
-    if let Some(s) = &d.strides
-        && itemsize > 0
-        && s.iter().any(|&x| x % itemsize != 0)
-    {
-        out.push(warning(
-            "strides",
-            rules::STRIDES_ITEMSIZE,
-            format!("strides {s:?} are not all multiples of the item size {itemsize}"),
-        ));
-    }
-    if let Some(e) = d.descr.as_ref().and_then(|descr| descr.name_error()) {
-        out.push(warning("descr", rules::DESCR_NAMES, e.to_string()));
+    // The layout hazards hold for the array and for each mask (`mask.strides`,
+    // `mask.mask.descr`, ...).
+    let mut prefix = String::new();
+    let mut level = Some(d);
+    while let Some(d) = level {
+        layout_hazards(&prefix, d, &mut out);
+        prefix.push_str("mask.");
+        level = d.mask.as_deref();
     }
     if S::DEVICE {
         if d.data.readonly {
