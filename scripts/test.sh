@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of the project: pyflakes, formatting, clippy, the API docs' links, the Rust
-# unit/integration/property/UI tests, a build without default features, the abi3 wheel of
-# the `cai` Python package, stubtest of its type stubs, the pytest suites (NumPy oracle,
-# package, fuzzing, checker; in .venv), and the demo.
+# unit/integration/property/UI tests, those needing neither Python nor CUDA again under Miri,
+# a build without default features, the abi3 wheel of the `cai` Python package, stubtest of
+# its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and
+# the demo.
 # Needs no GPU and no CUDA toolkit: the `cuda` feature is compiled against a stub libcuda, its
 # tests run once against the stub (device tests say they were skipped) and once against the
 # emulated driver (tests/cuda-emu). This is the command README.md names and .ci/run calls.
@@ -29,6 +30,8 @@ echo "== cargo build (cai-runtime without default features)"
 cargo build -p cai-runtime --no-default-features
 echo "== cargo test"
 cargo test --workspace --all-features
+echo "== miri (the unsafe code the pure-logic and derive tests reach)"
+scripts/miri.sh
 echo "== abi3 wheel of the cai package"
 rm -rf dist
 .venv/bin/maturin build --release -m cai-py/Cargo.toml -o dist

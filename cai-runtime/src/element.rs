@@ -242,8 +242,16 @@ mod tests {
 
     /// The descr of a struct of `size` bytes with these fields.
     fn descr_of(size: usize, fields: Vec<FieldDType>) -> Descr {
-        let fields = Box::leak(fields.into_boxed_slice());
-        DType::Struct(StructDType { size, fields }).descr()
+        // `StructDType` wants `'static` fields (a derive's are in a static): lend it the
+        // leaked slice, then take the slice back so that tests leak nothing (Miri checks).
+        let raw = Box::into_raw(fields.into_boxed_slice());
+        // SAFETY: `raw` is a live, unaliased allocation until it is freed below.
+        let fields: &'static [FieldDType] = unsafe { &*raw };
+        let descr = DType::Struct(StructDType { size, fields }).descr();
+        // SAFETY: `raw` came from `Box::into_raw`, and no borrow of it outlives this line: the
+        // descr owns its names and formats, and `fields` is not used again.
+        drop(unsafe { Box::from_raw(raw) });
+        descr
     }
 
     #[test]

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs the tests that need neither Python nor CUDA under Miri, which checks the unsafe code
+# they reach for undefined behaviour (out-of-bounds or misaligned access, use after free,
+# reads of uninitialized bytes, aliasing violations) and for leaks: the runtime's unit and
+# property tests (descriptors, layouts, the storages' own allocations, fills and copies) and
+# the derive tests (the generated unsafe impls and layout checks).
+#
+# Needs a nightly toolchain with Miri: `rustup toolchain install nightly --profile minimal
+# --component miri,rust-src` (.ci/run does this). Without one it says it was skipped and exits
+# 0, unless CAI_REQUIRE_MIRI=1. Property tests run PROPTEST_CASES cases each (16 by default:
+# Miri is about 1000 times slower than a native run, and the native suite runs the full counts).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! cargo +nightly miri --version >/dev/null 2>&1; then
+    echo "== miri: skipped, no nightly toolchain with Miri here" \
+        "(rustup toolchain install nightly --profile minimal --component miri,rust-src)"
+    [ -z "${CAI_REQUIRE_MIRI:-}" ] || exit 1
+    exit 0
+fi
+# Isolation off, so that the tests see PROPTEST_CASES (Miri hides the environment otherwise).
+# Permissive provenance: a storage hands out its items' addresses as integers (the `data`
+# value Python gets), and the tests that write through them turn them back into pointers.
+export MIRIFLAGS=${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-permissive-provenance}
+export PROPTEST_CASES=${PROPTEST_CASES:-16}
+cargo +nightly miri test -q -p cai-runtime --lib --tests
+cargo +nightly miri test -q -p cai-suite --test derive --test gt_derive
