@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by scripts/test.sh and scripts/gpu-bundle.sh: where to link libcuda from.
 # With a CUDA installation (or CUDA_LIBRARY_PATH set), cust_raw's build script finds it. Without
 # one (CI), build the stub from scripts/cuda-stub.sh and link and run against it: tests that

@@ -11,7 +11,7 @@
 # --emulator; scripts/test.sh runs the suite that way): the tests run, the benchmarks and
 # compute-sanitizer do not, since there is no GPU to time or check.
 set -uo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 2
 status=0
 steps=" ${CAI_GPU_SUITE_STEPS:-rust pytest sanitizer bench} "
 for s in $steps; do
@@ -26,11 +26,29 @@ done
 want() { [[ $steps == *" $1 "* ]]; }
 # Output goes out as it is made (a run cut short still shows how far it got), and every step
 # has a time limit, so that one hung step cannot keep the others and the summary from running.
+# The whole suite also keeps within CAI_GPU_SUITE_BUDGET seconds (default 570; 0: no budget):
+# a step gets at most what is left of it, and one that finds nothing left is not run (and the
+# suite does not pass), so that the summary line is printed before a caller's own limit (the
+# device tool stops a command after 600 s) cuts the run off.
 export PYTHONUNBUFFERED=1
-limit() { # SECONDS COMMAND...: exit status 124 when the limit ran out
+budget=${CAI_GPU_SUITE_BUDGET:-570}
+if ! [[ $budget =~ ^[0-9]+$ ]]; then
+    echo "CAI_GPU_SUITE_BUDGET: '$budget' is not a number of seconds"
+    exit 2
+fi
+limit() { # SECONDS COMMAND...: exit status 124 when the limit ran out, 125 when not run
     local s=$1
     shift
-    timeout --kill-after=10 "$s" "$@"
+    if [ "$budget" -gt 0 ]; then
+        # 20 s kept back: `timeout` may take 5 s more to kill, and the summary must follow.
+        local left=$((budget - SECONDS - 20))
+        if [ $left -le 0 ]; then
+            echo "!! not run, the suite's time budget of ${budget}s is spent (CAI_GPU_SUITE_STEPS runs the rest in another call): $*"
+            return 125
+        fi
+        [ $left -lt "$s" ] && s=$left
+    fi
+    timeout --kill-after=5 "$s" "$@"
     local rc=$?
     [ $rc = 124 ] && echo "!! timed out after ${s}s: $*"
     return $rc
@@ -81,7 +99,10 @@ fi
 
 sanitizer=
 if want sanitizer; then
-    sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    sanitizer=$(command -v compute-sanitizer || true)
+    for c in /usr/local/cuda*/bin/compute-sanitizer; do
+        [ -z "$sanitizer" ] && [ -x "$c" ] && sanitizer=$c
+    done
 fi
 # Some machines have compute-sanitizer but it cannot run there (a sandboxed driver: "Device
 # not supported"). A small probe tells that apart from errors in our tests: exit status 99 is
@@ -95,6 +116,9 @@ if ! want sanitizer; then
     :
 elif [ -z "$sanitizer" ]; then
     echo "== compute-sanitizer not found: lifetime tests ran without it"
+elif [ "$probe_rc" = 125 ]; then
+    echo "== compute-sanitizer: not run (the time budget is spent)"
+    status=1
 elif [ "$probe_rc" = 99 ]; then
     echo "== compute-sanitizer (memcheck) found errors in a DeviceArray round trip"
     echo "$probe_log"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of the project: pyflakes, formatting, clippy, the API docs' links, the Rust
-# unit/integration/property/UI tests, those needing neither Python nor CUDA again under Miri,
-# a build without default features, the abi3 wheel of the `cai` Python package, stubtest of
-# its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and
+# Runs every test of the project: pyflakes, shellcheck, formatting, clippy, the API docs' links,
+# the Rust unit/integration/property/UI tests, those needing neither Python nor CUDA again under
+# Miri, a build without default features, the abi3 wheel of the `cai` Python package, stubtest
+# of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and
 # the demo.
 # Needs no GPU and no CUDA toolkit: the `cuda` feature is compiled against a stub libcuda, its
 # tests run once against the stub (device tests say they were skipped) and once against the
@@ -20,6 +20,8 @@ source scripts/cuda-env.sh
 
 echo "== pyflakes (the GPU suite and benchmarks too, which only a GPU machine runs)"
 .venv/bin/python -m pyflakes cai-py/python tests benches examples scripts
+echo "== shellcheck (the scripts, the GPU suite's run.sh and .ci/run)"
+.venv/bin/shellcheck scripts/*.sh .ci/run
 echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"
@@ -43,6 +45,13 @@ echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, 
 scripts/cuda-stub.sh --emulator target/cuda-emu
 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMULATED=1 \
     PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
+echo "== GPU bundle: a spent time budget runs no more steps, says so, and fails the suite"
+if budget_log=$(CAI_GPU_SUITE_BUDGET=1 CAI_GPU_SUITE_STEPS=pytest PATH="$PWD/.venv/bin:$PATH" \
+    bash gpu-bundle/run.sh 2>&1) || ! grep -q "time budget of 1s is spent" <<<"$budget_log"; then
+    echo "$budget_log"
+    echo "run.sh passed, or did not say why it ran no step, with its time budget spent"
+    exit 1
+fi
 echo "== stubtest: the type stubs (cai-py/python/cai/*.pyi) match the host and the CUDA build"
 stubtest() { MYPYPATH=cai-py/python .venv/bin/python -m mypy.stubtest cai --allowlist cai-py/stubtest/allowlist.txt "$@"; }
 stubtest --allowlist cai-py/stubtest/host-build.txt
