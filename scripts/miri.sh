@@ -8,7 +8,7 @@
 # Needs a nightly toolchain with Miri: `rustup toolchain install nightly --profile minimal
 # --component miri,rust-src` (.ci/run does this). Without one it says it was skipped and exits
 # 0, unless CAI_REQUIRE_MIRI=1. Property tests run PROPTEST_CASES cases each (16 by default:
-# Miri is about 1000 times slower than a native run, and the native suite runs the full counts).
+# Miri interprets every step, and the native run of the suite runs the full counts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

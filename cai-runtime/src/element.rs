@@ -242,8 +242,9 @@ mod tests {
 
     /// The descr of a struct of `size` bytes with these fields.
     fn descr_of(size: usize, fields: Vec<FieldDType>) -> Descr {
-        // `StructDType` wants `'static` fields (a derive's are in a static): lend it the
-        // leaked slice, then take the slice back so that tests leak nothing (Miri checks).
+        // `StructDType` wants `'static` fields (a derive's are in a static): lend it the slice
+        // as `'static` for this call only, then free it, so that tests leak nothing (Miri
+        // checks).
         let raw = Box::into_raw(fields.into_boxed_slice());
         // SAFETY: `raw` is a live, unaliased allocation until it is freed below.
         let fields: &'static [FieldDType] = unsafe { &*raw };
