@@ -36,52 +36,72 @@ pub unsafe fn call(
     kwnames: *mut ffi::PyObject,
     f: impl for<'py> FnOnce(Python<'py>, Args<'py>) -> PyResult<Py<PyAny>>,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython calls a module function with the thread attached to the interpreter, and
-    // `py` does not outlive this call.
-    let py = unsafe { Python::assume_attached() };
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        // SAFETY: the convention's contract: `kwnames` is NULL or a tuple of the keyword names
-        // (`str`), and `args` holds `nargs` positional values followed by one value per name,
-        // all valid for the call; each is taken as a new reference. `args` may be NULL when
-        // there are no values at all, so no slice is made then.
-        let arguments = unsafe {
-            let names = Bound::from_borrowed_ptr_or_opt(py, kwnames)
-                .map(|n| n.cast_into_unchecked::<PyTuple>());
-            let nargs = usize::try_from(nargs).unwrap_or(0);
-            let total = nargs + names.as_ref().map_or(0, |n| n.len());
-            let values: &[*mut ffi::PyObject] = if total == 0 || args.is_null() {
-                &[]
-            } else {
-                std::slice::from_raw_parts(args, total)
-            };
-            let (positional, keyword_values) = values.split_at(nargs.min(values.len()));
-            Args {
-                positional: positional
-                    .iter()
-                    .map(|&p| Bound::from_borrowed_ptr(py, p))
-                    .collect(),
-                keywords: names
-                    .iter()
-                    .flat_map(|n| n.iter())
-                    .zip(
-                        keyword_values
-                            .iter()
-                            .map(|&p| Bound::from_borrowed_ptr(py, p)),
-                    )
-                    .collect(),
+        // CPython calls a module function with the thread attached, but PyO3 does not know it
+        // until told: with its own count left at zero (as `assume_attached` leaves it), every
+        // `Py` dropped in `f` (a cached dtype's clone, say) would be queued for a later decref
+        // instead of released now. `attach` finds the thread attached (PyGILState_Ensure only
+        // counts then) and raises PyO3's count for the call.
+        Python::attach(|py| {
+            // SAFETY: this function's contract: the arguments are CPython's for this call.
+            let arguments = unsafe { arguments(py, args, nargs, kwnames) };
+            match f(py, arguments) {
+                Ok(value) => value.into_ptr(),
+                Err(e) => {
+                    e.restore(py);
+                    std::ptr::null_mut()
+                }
             }
-        };
-        f(py, arguments)
+        })
     }));
-    let result = match outcome {
-        Ok(result) => result,
-        Err(payload) => Err(panic_error(payload)),
-    };
-    match result {
-        Ok(value) => value.into_ptr(),
-        Err(e) => {
-            e.restore(py);
-            std::ptr::null_mut()
+    outcome.unwrap_or_else(|payload| {
+        // SAFETY: CPython calls a module function with the thread attached, and `py` does not
+        // outlive this call.
+        let py = unsafe { Python::assume_attached() };
+        panic_error(payload).restore(py);
+        std::ptr::null_mut()
+    })
+}
+
+/// The arguments of a fast call, borrowed for its duration.
+///
+/// # Safety
+///
+/// The convention's contract: `kwnames` is NULL or a tuple of the keyword names (`str`), and
+/// `args` holds `nargs` positional values followed by one value per name, all valid for the
+/// call. `args` may be NULL when there are no values at all, so no slice is made then.
+unsafe fn arguments<'py>(
+    py: Python<'py>,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> Args<'py> {
+    // SAFETY: as this function's contract says; each value is taken as a new reference.
+    unsafe {
+        let names = Bound::from_borrowed_ptr_or_opt(py, kwnames)
+            .map(|n| n.cast_into_unchecked::<PyTuple>());
+        let nargs = usize::try_from(nargs).unwrap_or(0);
+        let total = nargs + names.as_ref().map_or(0, |n| n.len());
+        let values: &[*mut ffi::PyObject] = if total == 0 || args.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(args, total)
+        };
+        let (positional, keyword_values) = values.split_at(nargs.min(values.len()));
+        Args {
+            positional: positional
+                .iter()
+                .map(|&p| Bound::from_borrowed_ptr(py, p))
+                .collect(),
+            keywords: names
+                .iter()
+                .flat_map(|n| n.iter())
+                .zip(
+                    keyword_values
+                        .iter()
+                        .map(|&p| Bound::from_borrowed_ptr(py, p)),
+                )
+                .collect(),
         }
     }
 }

@@ -4,6 +4,8 @@ requests failing clearly. Property tests with hypothesis over dtypes, 1 to 4 dim
 layouts, alignments and aligned indices."""
 
 import copy
+import gc
+import sys
 import types
 import weakref
 
@@ -259,6 +261,27 @@ def test_dtypes_asked_again_resolve_the_same():
         assert cai.empty((1,), dtype=f"V{n + 1}").dtype == np.dtype(f"V{n + 1}")
     for spelling in spellings:
         assert cai.zeros((2,), dtype=spelling).dtype == np.dtype(spelling), spelling
+
+
+@pytest.mark.parametrize("name", ["empty", "zeros", "ones", "full"])
+def test_creators_release_their_references_when_they_return(name):
+    # A creator's temporary references (to the dtype, the fill value) are released before it
+    # returns, not queued for later: N storages kept alive hold the dtype N times, not 2N.
+    f = getattr(cai, name)
+    args = ((4,), 3) if name == "full" else ((4,),)
+    # A dtype object of this test's own (NumPy shares `np.dtype("i2")` with everyone), and
+    # no garbage collection while counting (it could free other holders of it).
+    d = np.dtype([("a", "<i2")])
+    f(*args, dtype=d)  # whatever the first call remembers is remembered before counting
+    gc.disable()
+    try:
+        before = sys.getrefcount(d)
+        kept = [f(*args, dtype=d) for _ in range(1000)]
+        assert sys.getrefcount(d) - before == len(kept)
+        del kept
+        assert sys.getrefcount(d) == before
+    finally:
+        gc.enable()
 
 
 def test_bad_shape_and_dtype():
