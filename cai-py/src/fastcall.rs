@@ -39,9 +39,10 @@ pub unsafe fn call(
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         // CPython calls a module function with the thread attached, but PyO3 does not know it
         // until told: with its own count left at zero (as `assume_attached` leaves it), every
-        // `Py` dropped in `f` (a cached dtype's clone, say) would be queued for a later decref
-        // instead of released now. `attach` finds the thread attached (PyGILState_Ensure only
-        // counts then) and raises PyO3's count for the call.
+        // `Py` dropped in `f` (the view a `_like` creator reads its template through, say)
+        // would be queued for a later decref instead of released now, keeping the template
+        // alive until some later call into PyO3 code. `attach` finds the thread attached
+        // (PyGILState_Ensure only counts then) and raises PyO3's count for the call.
         Python::attach(|py| {
             // SAFETY: this function's contract: the arguments are CPython's for this call.
             let arguments = unsafe { arguments(py, args, nargs, kwnames) };

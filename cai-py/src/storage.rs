@@ -64,9 +64,10 @@ fn cupy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
 }
 
 /// A resolved dtype: the element type and the NumPy dtype object.
-struct Dtype {
+/// The NumPy object is held as a `Bound`: a reference of the current call.
+struct Dtype<'py> {
     element: ElementType,
-    numpy: Py<PyAny>,
+    numpy: Bound<'py, PyAny>,
 }
 
 /// What a remembered dtype was resolved from.
@@ -84,18 +85,18 @@ enum DtypeKey {
 static DTYPES: Mutex<VecDeque<(DtypeKey, ElementType, Py<PyAny>)>> = Mutex::new(VecDeque::new());
 const DTYPES_SIZE: usize = 32;
 
-fn known_dtype(py: Python<'_>, found: impl Fn(&DtypeKey) -> bool) -> Option<Dtype> {
+fn known_dtype<'py>(py: Python<'py>, found: impl Fn(&DtypeKey) -> bool) -> Option<Dtype<'py>> {
     let memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
     memo.iter()
         .find(|(key, _, _)| found(key))
         .map(|(_, element, numpy)| Dtype {
             element: element.clone(),
-            numpy: numpy.clone_ref(py),
+            numpy: numpy.bind(py).clone(),
         })
 }
 
 fn remember_dtype(py: Python<'_>, key: DtypeKey, d: &Dtype) {
-    let entry = (key, d.element.clone(), d.numpy.clone_ref(py));
+    let entry = (key, d.element.clone(), d.numpy.clone().unbind());
     let forgotten = {
         let mut memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
         memo.push_back(entry);
@@ -108,7 +109,7 @@ fn remember_dtype(py: Python<'_>, key: DtypeKey, d: &Dtype) {
 /// Whether `numpy.dtype(v)` is the same dtype whenever it is asked of this object: an exact
 /// `str`, a NumPy scalar type or a Python number type, or a plain (field-less) `numpy.dtype`
 /// (a structured one's field names can be reassigned).
-fn dtype_is_fixed(py: Python<'_>, v: &Bound<'_, PyAny>, resolved: &Dtype) -> PyResult<bool> {
+fn dtype_is_fixed(py: Python<'_>, v: &Bound<'_, PyAny>, resolved: &Dtype<'_>) -> PyResult<bool> {
     if v.is_exact_instance_of::<PyString>() {
         return Ok(true);
     }
@@ -128,17 +129,17 @@ fn dtype_is_fixed(py: Python<'_>, v: &Bound<'_, PyAny>, resolved: &Dtype) -> PyR
 }
 
 /// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
-fn dtype_of(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Dtype> {
+fn dtype_of<'py>(py: Python<'py>, value: Option<&Bound<'py, PyAny>>) -> PyResult<Dtype<'py>> {
     let Some(v) = value else {
         // The default, float64, resolved once.
         static F64: PyOnceLock<(ElementType, Py<PyAny>)> = PyOnceLock::new();
         let (element, numpy) = F64.get_or_try_init(py, || {
             let f64 = TypeStr::new(ByteOrder::HOST, Kind::Float, 8);
-            dtype_from_typestr(py, &f64, None).map(|d| (d.element, d.numpy))
+            dtype_from_typestr(py, &f64, None).map(|d| (d.element, d.numpy.unbind()))
         })?;
         return Ok(Dtype {
             element: element.clone(),
-            numpy: numpy.clone_ref(py),
+            numpy: numpy.bind(py).clone(),
         });
     };
     if let Some(d) = known_dtype(py, |k| matches!(k, DtypeKey::Object(o) if o.is(v))) {
@@ -152,7 +153,7 @@ fn dtype_of(py: Python<'_>, value: Option<&Bound<'_, PyAny>>) -> PyResult<Dtype>
 }
 
 /// `numpy.dtype(v)` and the element type it describes.
-fn resolve_dtype(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Dtype> {
+fn resolve_dtype<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Dtype<'py>> {
     let dt = numpy(py)?.getattr("dtype")?.call1((v,))?;
     let typestr: String = dt.getattr("str")?.extract()?;
     let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
@@ -162,18 +163,15 @@ fn resolve_dtype(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<Dtype> {
         Some(parse_descr(&dt.getattr("descr")?)?)
     };
     let element = ElementType::new(typestr, descr).map_err(err)?;
-    Ok(Dtype {
-        element,
-        numpy: dt.unbind(),
-    })
+    Ok(Dtype { element, numpy: dt })
 }
 
 /// A dtype from a foreign descriptor's typestr / descr.
-fn dtype_from_typestr(
-    py: Python<'_>,
+fn dtype_from_typestr<'py>(
+    py: Python<'py>,
     typestr: &TypeStr,
     descr: Option<&cai_runtime::Descr>,
-) -> PyResult<Dtype> {
+) -> PyResult<Dtype<'py>> {
     match descr.filter(|d| !d.is_simple()) {
         None => {
             let key = |k: &DtypeKey| matches!(k, DtypeKey::TypeStr(t) if t == typestr);
@@ -637,7 +635,7 @@ impl PyStorage {
             py,
             PyStorage {
                 inner,
-                dtype: dtype.numpy.clone_ref(py),
+                dtype: dtype.numpy.clone().unbind(),
             },
         )
     }
@@ -669,10 +667,10 @@ impl PyStorage {
         cpy::to_dict(py, &d)
     }
 
-    fn dtype(&self, py: Python<'_>) -> Dtype {
+    fn dtype<'py>(&self, py: Python<'py>) -> Dtype<'py> {
         Dtype {
             element: self.inner.element().clone(),
-            numpy: self.dtype.clone_ref(py),
+            numpy: self.dtype.bind(py).clone(),
         }
     }
 
@@ -1185,7 +1183,7 @@ fn create(
 fn item_bytes(py: Python<'_>, dtype: &Dtype, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let a = numpy(py)?
         .getattr("asarray")?
-        .call1((value, dtype.numpy.bind(py)))?;
+        .call1((value, &dtype.numpy))?;
     if a.getattr("ndim")?.extract::<usize>()? != 0 {
         return Err(PyValueError::new_err(format!(
             "fill_value = {} is not a scalar",
@@ -1198,7 +1196,7 @@ fn item_bytes(py: Python<'_>, dtype: &Dtype, value: &Bound<'_, PyAny>) -> PyResu
 fn one(py: Python<'_>, dtype: &Dtype) -> PyResult<Vec<u8>> {
     numpy(py)?
         .getattr("ones")?
-        .call1(((), dtype.numpy.bind(py)))?
+        .call1(((), &dtype.numpy))?
         .call_method0("tobytes")?
         .extract()
 }
@@ -1354,10 +1352,10 @@ const CREATOR_ENTRIES: [fastcall::Entry; 8] = [
 
 /// Shape, dtype and "data" parameters of a `*_like` template: a storage, or any object with
 /// one of the interfaces.
-fn template(
-    py: Python<'_>,
-    data: &Bound<'_, PyAny>,
-) -> PyResult<(Vec<usize>, Dtype, StorageParams)> {
+fn template<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<(Vec<usize>, Dtype<'py>, StorageParams)> {
     if let Ok(s) = data.cast::<PyStorage>() {
         let s = s.borrow();
         return Ok((s.inner.shape().to_vec(), s.dtype(py), s.inner.data_params()));

@@ -265,23 +265,30 @@ def test_dtypes_asked_again_resolve_the_same():
 
 @pytest.mark.parametrize("name", ["empty", "zeros", "ones", "full"])
 def test_creators_release_their_references_when_they_return(name):
-    # A creator's temporary references (to the dtype, the fill value) are released before it
-    # returns, not queued for later: N storages kept alive hold the dtype N times, not 2N.
-    f = getattr(cai, name)
-    args = ((4,), 3) if name == "full" else ((4,),)
-    # A dtype object of this test's own (NumPy shares `np.dtype("i2")` with everyone), and
-    # no garbage collection while counting (it could free other holders of it).
+    # A creator's temporary references (to the dtype, to a `_like` template and the views it
+    # read it through) are released before it returns, not queued for later: N storages kept
+    # alive hold their dtype N times, not 2N, and a NumPy template not at all (its memory goes
+    # when the caller drops it, not at some later call into the extension).
+    fill = (3,) if name == "full" else ()
+    # Objects of this test's own (NumPy shares `np.dtype("i2")` with everyone), and no garbage
+    # collection while counting (it could free other holders of them).
     d = np.dtype([("a", "<i2")])
-    f(*args, dtype=d)  # whatever the first call remembers is remembered before counting
-    gc.disable()
-    try:
-        before = sys.getrefcount(d)
-        kept = [f(*args, dtype=d) for _ in range(1000)]
-        assert sys.getrefcount(d) - before == len(kept)
-        del kept
-        assert sys.getrefcount(d) == before
-    finally:
-        gc.enable()
+    template = np.zeros((4, 5))
+    calls = [
+        (d, lambda: getattr(cai, name)((4,), *fill, dtype=d), 1),
+        (template, lambda: getattr(cai, name + "_like")(template, *fill), 0),
+    ]
+    for watched, call, held in calls:
+        call()  # whatever the first call remembers is remembered before counting
+        gc.disable()
+        try:
+            before = sys.getrefcount(watched)
+            kept = [call() for _ in range(1000)]
+            assert sys.getrefcount(watched) - before == held * len(kept)
+            del kept
+            assert sys.getrefcount(watched) == before
+        finally:
+            gc.enable()
 
 
 def test_bad_shape_and_dtype():
