@@ -95,7 +95,7 @@ fn known_dtype<'py>(py: Python<'py>, found: impl Fn(&DtypeKey) -> bool) -> Optio
         })
 }
 
-fn remember_dtype(py: Python<'_>, key: DtypeKey, d: &Dtype) {
+fn remember_dtype(key: DtypeKey, d: &Dtype<'_>) {
     let entry = (key, d.element.clone(), d.numpy.clone().unbind());
     let forgotten = {
         let mut memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
@@ -147,7 +147,7 @@ fn dtype_of<'py>(py: Python<'py>, value: Option<&Bound<'py, PyAny>>) -> PyResult
     }
     let d = resolve_dtype(py, v)?;
     if dtype_is_fixed(py, v, &d)? {
-        remember_dtype(py, DtypeKey::Object(v.clone().unbind()), &d);
+        remember_dtype(DtypeKey::Object(v.clone().unbind()), &d);
     }
     Ok(d)
 }
@@ -179,7 +179,7 @@ fn dtype_from_typestr<'py>(
                 return Ok(d);
             }
             let d = resolve_dtype(py, PyString::new(py, &typestr.to_string()).as_any())?;
-            remember_dtype(py, DtypeKey::TypeStr(*typestr), &d);
+            remember_dtype(DtypeKey::TypeStr(*typestr), &d);
             Ok(d)
         }
         Some(d) => {
