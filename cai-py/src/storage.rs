@@ -13,7 +13,7 @@ use cai_runtime::storage::gt::GtDataDescriptor;
 use cai_runtime::storage::{
     Buffers, DeviceBufferHandle, Dim, ElementType, GtDevice, HostBuffer, IndexItem, Init, Managed,
     PerDim, Preset, Selected, Side, Storage, StorageDevice, StorageError, StorageParams, SyncState,
-    SyncStatus, parse_dims,
+    SyncStatus, check_alignment, parse_dims,
 };
 use cai_runtime::sync::ImportOptions;
 use cai_runtime::typestr::{ByteOrder, Kind};
@@ -1502,7 +1502,17 @@ fn wrap(
         ..Default::default()
     };
     let resolved = p.clone().resolve(&shape, &data_params).map_err(err)?;
-    // Explicit parameters must agree with the buffers.
+    // Explicit parameters must agree with the buffers: first where the storage lives (as
+    // `storage(copy=True)` and the creators place it), then the layout and the alignment.
+    if resolved.device == StorageDevice::Gpu && gpu.is_none() {
+        let source = match (p.device, resolved.defaults) {
+            (None, Some(preset)) => format!("defaults = \"{}\" (a GPU preset)", preset.name()),
+            _ => "device = \"gpu\"".to_string(),
+        };
+        return Err(PyValueError::new_err(format!(
+            "{source}, but the data to wrap has no device buffer: pass device memory as device_data, or device=None to keep the storage in host memory"
+        )));
+    }
     if resolved.layout != stride_order(layout.strides()) && !layout.is_empty() {
         return Err(PyValueError::new_err(format!(
             "layout = {:?} does not match the buffer's strides {:?} (their order is {:?})",
@@ -1511,6 +1521,13 @@ fn wrap(
             stride_order(layout.strides())
         )));
     }
+    check_alignment(
+        &shape,
+        dtype.element.itemsize(),
+        resolved.alignment_size,
+        &resolved.aligned_index,
+    )
+    .map_err(err)?;
     let extent = layout.extent();
     let (lo, len) = extent.map_or((0, 0), |e| (e.lo, e.len()));
     let origin = usize::try_from(-lo).unwrap_or(0);
@@ -1529,9 +1546,6 @@ fn wrap(
                 resolved.alignment_size, resolved.aligned_index
             )));
         }
-    }
-    if p.device == Some(StorageDevice::Gpu) && gpu.is_none() {
-        return Err(err(StorageError::NoSuchBuffer("device")));
     }
     let host_side = match host {
         Some(h) => {

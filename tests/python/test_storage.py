@@ -5,6 +5,7 @@ layouts, alignments and aligned indices."""
 
 import copy
 import gc
+import re
 import sys
 import types
 import weakref
@@ -446,6 +447,32 @@ def test_as_storage_reads_strides_and_checks_explicit_parameters():
     a = next(base[i:] for i in (0, 1) if base[i:].__array_interface__["data"][0] % 64)
     with pytest.raises(ValueError, match="not aligned"):
         cai.as_storage(a, alignment_size=64)
+    # Host memory only, but the parameters place the storage on the GPU, explicitly or through
+    # the preset (as storage(copy=True) and the creators would): refused, naming which. The
+    # buffer is aligned for the preset, so only the device can be what is wrong.
+    aligned = np.asarray(cai.zeros((8,), alignment_size=32))
+    for kwargs, source in [
+        ({"device": "gpu"}, 'device = "gpu"'),
+        ({"defaults": "gtcuda"}, 'defaults = "gtcuda" (a GPU preset)'),
+    ]:
+        for wrap in (cai.as_storage, lambda data, **kw: cai.storage(data, copy=False, **kw)):
+            with pytest.raises(ValueError, match=re.escape(source + ", but the data to wrap has no device buffer")):
+                wrap(aligned, **kwargs)
+    assert cai.as_storage(aligned, defaults="gtcuda", device=None).device is None
+    # The alignment parameters are checked as for a new storage, for wrapped memory too (an
+    # alignment of 0 divided by zero; the others were accepted as given).
+    for kwargs, message in [
+        ({"alignment_size": 0}, "alignment_size = 0: use 1 for no alignment"),
+        ({"alignment_size": 3}, "alignment_size = 3 is not a multiple of the item size 8"),
+        ({"aligned_index": (1,)}, "aligned_index has 1 entries but the storage has 2 dimensions"),
+        ({"aligned_index": (5, 0)}, "aligned_index = [5, 0] is outside the shape [4, 4] (dimension 0)"),
+    ]:
+        for wrapped in (np.zeros((4, 4)), np.zeros((4, 4), order="F")):
+            for call in (lambda: cai.as_storage(wrapped, **kwargs), lambda: cai.storage(wrapped, copy=False, **kwargs)):
+                with pytest.raises(ValueError, match=re.escape(message)):
+                    call()
+    with pytest.raises(ValueError, match=re.escape("alignment_size = 0")):
+        cai.as_storage(np.zeros((0, 4)), alignment_size=0)  # no item to align, still refused
     ro = np.zeros(3)
     ro.flags.writeable = False
     wr = cai.as_storage(ro)

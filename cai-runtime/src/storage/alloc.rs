@@ -51,6 +51,45 @@ pub fn check_layout(layout: &[usize], ndim: usize) -> Result<(), StorageError> {
     }
 }
 
+/// Whether `alignment` and `aligned_index` can hold for a storage of `shape` with items of
+/// `itemsize` bytes: one index per dimension, each at most the dimension's size, and an
+/// alignment that is not zero and is a multiple or a divisor of the item size (so that aligned
+/// items recur every `alignment` bytes). A new storage's plan checks this, and so does wrapping
+/// memory that already exists.
+pub fn check_alignment(
+    shape: &[usize],
+    itemsize: usize,
+    alignment: usize,
+    aligned_index: &[usize],
+) -> Result<(), StorageError> {
+    let ndim = shape.len();
+    if aligned_index.len() != ndim {
+        return Err(StorageError::Length {
+            param: "aligned_index",
+            got: aligned_index.len(),
+            ndim,
+        });
+    }
+    if let Some(axis) = (0..ndim).find(|&d| aligned_index[d] > shape[d]) {
+        return Err(StorageError::AlignedIndex {
+            index: aligned_index.to_vec(),
+            shape: shape.to_vec(),
+            axis,
+        });
+    }
+    if alignment == 0 {
+        return Err(StorageError::ZeroAlignment);
+    }
+    if itemsize == 0 || (!alignment.is_multiple_of(itemsize) && !itemsize.is_multiple_of(alignment))
+    {
+        return Err(StorageError::Alignment {
+            alignment,
+            itemsize,
+        });
+    }
+    Ok(())
+}
+
 impl AllocationPlan {
     /// Plans a buffer for `shape` items of `itemsize` bytes with stride order `layout` (a
     /// permutation; the largest entry has the smallest stride), such that the item at
@@ -64,31 +103,7 @@ impl AllocationPlan {
     ) -> Result<Self, StorageError> {
         let ndim = shape.len();
         check_layout(layout, ndim)?;
-        if aligned_index.len() != ndim {
-            return Err(StorageError::Length {
-                param: "aligned_index",
-                got: aligned_index.len(),
-                ndim,
-            });
-        }
-        if let Some(axis) = (0..ndim).find(|&d| aligned_index[d] > shape[d]) {
-            return Err(StorageError::AlignedIndex {
-                index: aligned_index.to_vec(),
-                shape: shape.to_vec(),
-                axis,
-            });
-        }
-        if alignment == 0 {
-            return Err(StorageError::ZeroAlignment);
-        }
-        if itemsize == 0
-            || (!alignment.is_multiple_of(itemsize) && !itemsize.is_multiple_of(alignment))
-        {
-            return Err(StorageError::Alignment {
-                alignment,
-                itemsize,
-            });
-        }
+        check_alignment(shape, itemsize, alignment, aligned_index)?;
         let overflow = || StorageError::Overflow {
             shape: shape.to_vec(),
             itemsize,

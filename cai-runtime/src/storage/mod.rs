@@ -13,7 +13,7 @@ pub mod params;
 pub mod sync_state;
 pub mod view;
 
-pub use alloc::AllocationPlan;
+pub use alloc::{AllocationPlan, check_alignment};
 pub use array::{Buffers, DeviceBufferHandle, ElementType, Init, Selected, Side, Storage};
 pub use buffer::HostBuffer;
 pub use dims::{Dim, PerDim, parse_dims};
