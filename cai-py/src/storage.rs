@@ -19,8 +19,8 @@ use cai_runtime::sync::ImportOptions;
 use cai_runtime::typestr::{ByteOrder, Kind};
 use cai_runtime::{DescriptorError, TypeStr};
 use pyo3::exceptions::{
-    PyAttributeError, PyException, PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError,
-    PyValueError,
+    PyAttributeError, PyException, PyIndexError, PyMemoryError, PyOverflowError, PyRuntimeError,
+    PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -704,14 +704,22 @@ fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
             let part = |name: &str| -> PyResult<Option<isize>> {
                 let v = s.getattr(name)?;
                 if v.is_none() {
-                    Ok(None)
-                } else {
-                    v.extract::<isize>().map(Some).map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "slice indices must be integers or None, not {}",
-                            repr(&v)
-                        ))
-                    })
+                    return Ok(None);
+                }
+                if !is_int(&v) {
+                    return Err(PyTypeError::new_err(format!(
+                        "slice indices must be integers or None, not {}",
+                        repr(&v)
+                    )));
+                }
+                match v.extract::<isize>() {
+                    Ok(n) => Ok(Some(n)),
+                    // Beyond the index range: Python clamps it (`slice.indices`), and so
+                    // does NumPy; the slice then starts, stops or steps past every item.
+                    Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => {
+                        Ok(Some(if v.lt(0)? { isize::MIN } else { isize::MAX }))
+                    }
+                    Err(e) => Err(e),
                 }
             };
             return Ok(Some(IndexItem::Slice {
@@ -725,7 +733,15 @@ fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
         }
         if is_int(k) {
             // PyO3 reads ints through `__index__`, so NumPy integers work too.
-            return Ok(Some(IndexItem::Int(k.extract()?)));
+            return match k.extract() {
+                Ok(i) => Ok(Some(IndexItem::Int(i))),
+                Err(e) if e.is_instance_of::<PyOverflowError>(k.py()) => {
+                    Err(PyIndexError::new_err(format!(
+                        "index {k} is out of bounds: no axis is that long"
+                    )))
+                }
+                Err(e) => Err(e),
+            };
         }
         Ok(None)
     };

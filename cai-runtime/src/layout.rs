@@ -445,8 +445,14 @@ impl Layout {
         }
         let len = self.shape[axis] as isize;
         let (start, count) = adjust_slice(len, start, stop, step);
-        // NumPy (mapping.c) points an empty slice at the first item with step 1.
-        let (start, step) = if count == 0 { (0, 1) } else { (start, step) };
+        // NumPy (mapping.c) points an empty slice at the first item with step 1. The step of a
+        // slice of one item moves nowhere: it is 1 too, so that a huge step (`[::2**62]`)
+        // cannot overflow the stride.
+        let (start, step) = match count {
+            0 => (0, 1),
+            1 => (start, 1),
+            _ => (start, step),
+        };
         let overflow = || LayoutError::ExtentOverflow {
             shape: self.shape.to_vec(),
             strides: self.strides.to_vec(),
@@ -508,18 +514,16 @@ fn adjust_slice(
             stop.map_or(-1, |s| clamp(s, -1, len - 1)),
         )
     };
-    let count = if step > 0 {
-        if stop > start {
-            (stop - start - 1) / step + 1
-        } else {
-            0
-        }
-    } else if start > stop {
-        (start - stop - 1) / (-step) + 1
+    // `start` and `stop` are clamped to [-1, len], so their difference cannot overflow; the
+    // step is divided as unsigned, so that `isize::MIN` needs no negation.
+    let count = if step > 0 && stop > start {
+        (stop - start - 1) as usize / step.unsigned_abs() + 1
+    } else if step < 0 && start > stop {
+        (start - stop - 1) as usize / step.unsigned_abs() + 1
     } else {
         0
     };
-    (start, count as usize)
+    (start, count)
 }
 
 #[cfg(test)]
@@ -600,5 +604,35 @@ mod tests {
         assert_eq!(adjust_slice(10, Some(100), Some(-100), -3), (9, 4));
         assert_eq!(adjust_slice(10, Some(5), Some(2), 1), (5, 0));
         assert_eq!(adjust_slice(0, None, None, -1), (-1, 0));
+        // Bounds and steps at the ends of the index range (Python clamps larger ints there).
+        assert_eq!(adjust_slice(10, None, None, isize::MIN), (9, 1));
+        assert_eq!(adjust_slice(10, None, None, isize::MAX), (0, 1));
+        assert_eq!(
+            adjust_slice(10, Some(isize::MIN), Some(isize::MAX), 3),
+            (0, 4)
+        );
+        assert_eq!(
+            adjust_slice(10, Some(isize::MAX), Some(isize::MIN), -4),
+            (9, 3)
+        );
+    }
+
+    #[test]
+    fn a_huge_step_selecting_one_item_keeps_the_stride() {
+        // `a[::2**62]` and `a[::-2**63]` select one item; the step times the stride would not
+        // fit in isize, but a dimension of one item moves nowhere.
+        let l = Layout::c_contiguous(&[3, 4], 8).unwrap();
+        for (step, first) in [
+            (isize::MAX, 0),
+            (1 << 62, 0),
+            (isize::MIN, 2),
+            (-(1 << 62), 2),
+        ] {
+            let (v, offset) = l.slice(0, None, None, step).unwrap();
+            assert_eq!(
+                (v.shape(), v.strides(), offset),
+                (&[1, 4][..], &[32, 8][..], first * 32)
+            );
+        }
     }
 }

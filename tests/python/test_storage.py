@@ -342,6 +342,16 @@ def test_out_of_range_and_bad_indices_raise():
         s[..., ...]
     with pytest.raises(ValueError, match="slice step cannot be zero"):
         s[::0]
+    # Indices beyond the index range are out of bounds, naming the value; slice bounds and
+    # steps there are clamped, as Python and NumPy do.
+    with pytest.raises(IndexError, match="index 18446744073709551616 is out of bounds"):
+        s[2**64]
+    with pytest.raises(IndexError, match=r"index -1267650600228229401496703205376 is out of bounds"):
+        s[0, -2**100] = 1.0
+    a = np.arange(12.0).reshape(3, 4)
+    s[...] = a
+    for key in [np.s_[: 2**64], np.s_[-2**70 :], np.s_[:: 2**70], np.s_[:: -2**63], np.s_[:: -2**63 + 1], np.s_[1, :: 2**62]]:
+        assert s[key].shape == a[key].shape and (np.asarray(s[key]) == a[key]).all(), key
     with pytest.raises(IndexError):
         s[3, 0] = 1.0
     with pytest.raises(IndexError):
@@ -595,12 +605,14 @@ def test_property_slices_match_numpy(params, data):
                   aligned_index=aligned_index)
     a = np.asarray(s)
     a[...] = np.arange(a.size).reshape(shape).astype(dtype)
+    huge = st.sampled_from([2**62, 2**63 - 1, 2**63, 2**70, -2**62, -2**63, -2**63 - 1, -2**70])
     key = tuple(
         data.draw(st.one_of(
             st.integers(-n, n - 1),
-            st.builds(slice, st.none() | st.integers(-n - 2, n + 2),
-                      st.none() | st.integers(-n - 2, n + 2),
-                      st.none() | st.integers(-3, 3).filter(bool)),
+            # bounds and steps beyond the index range too: Python clamps them
+            st.builds(slice, st.none() | st.integers(-n - 2, n + 2) | huge,
+                      st.none() | st.integers(-n - 2, n + 2) | huge,
+                      st.none() | st.integers(-3, 3).filter(bool) | huge.filter(bool)),
         ))
         for n in shape[: data.draw(st.integers(0, len(shape)))]
     )
