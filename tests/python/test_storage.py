@@ -673,3 +673,55 @@ def test_creators_bind_arguments_as_python_does(name, n_positional, keywords):
         assert (s.to_numpy() == 5).all()
     elif name.startswith(("zeros", "ones")):
         assert (s.to_numpy() == (name.startswith("ones"))).all()
+
+
+# Bad input never panics: any parameters, for new and for wrapped memory, and any basic index,
+# give a storage or a typed error with a message (a Rust panic would surface as
+# pyo3_runtime.PanicException, a BaseException that these `except`s do not catch). Integers
+# around the ends of every range, and values of the wrong type, are drawn often.
+_EDGE_INTS = st.sampled_from([0, 1, 2, 3, 7, 8, 64, -1, 2**31, 2**62, 2**63 - 1, 2**63, 2**64, 2**100, -2**63, -2**64])
+_ANY = st.one_of(_EDGE_INTS, st.sampled_from([None, 1.5, "x", b"x", (), "IJK", True, np.int64(3), object()]))
+_PER_DIM = st.one_of(
+    _ANY,
+    st.lists(st.one_of(st.integers(0, 6), _EDGE_INTS, st.tuples(st.integers(0, 3), st.integers(0, 3))), max_size=5).map(tuple),
+)
+_PARAMS = st.fixed_dictionaries({}, optional={
+    "alignment_size": _ANY, "aligned_index": _PER_DIM, "halo": _PER_DIM, "layout": _PER_DIM,
+    "dims": st.one_of(_ANY, st.sampled_from(["IJ", "IJK", "KJI", "I0", "00", ["I", "J"], ["I", 3]])),
+    "defaults": st.sampled_from([None, "C", "F", "gtx86", "gtcuda", "x", 3]),
+    "device": st.sampled_from([None, "gpu", "cpu", 0]),
+    "managed": st.sampled_from([None, "gt4py", "cuda", "x", False]),
+})
+_TYPED = (TypeError, ValueError, IndexError, OverflowError, MemoryError, cai.GTNoSuchBufferError)
+
+
+def _typed_or_storage(f):
+    try:
+        out = f()
+    except RuntimeError as e:  # only a device request on a machine without one
+        assert "CUDA" in str(e), e
+    except _TYPED as e:
+        assert str(e), type(e)
+    else:
+        assert isinstance(out, cai.Storage)
+        return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    shape=st.one_of(st.lists(st.integers(0, 5), max_size=4).map(tuple), _PER_DIM),
+    params=_PARAMS,
+    wrapped=st.sampled_from([(4, 6), (0, 3), (5,), ()]),
+    keys=st.lists(st.one_of(_EDGE_INTS, st.builds(slice, _EDGE_INTS | st.none(), _EDGE_INTS | st.none(), _EDGE_INTS | st.none())), max_size=3),
+)
+def test_bad_parameters_and_indices_give_typed_errors_never_a_panic(shape, params, wrapped, keys):
+    made = [_typed_or_storage(lambda: cai.zeros(shape, **params))]
+    host = np.arange(int(np.prod(wrapped)), dtype=np.float64).reshape(wrapped)
+    made.append(_typed_or_storage(lambda: cai.as_storage(host, **params)))
+    made.append(_typed_or_storage(lambda: cai.storage(host, copy=True, **params)))
+    for s in [s for s in made if s is not None]:
+        for key in (tuple(keys), *keys):
+            try:
+                s[key]
+            except _TYPED as e:
+                assert str(e), type(e)
