@@ -279,7 +279,7 @@ mod device_array {
             };
             let dtype = super::super::dtype_for(&obj.descriptor().typestr.to_string())?;
             let shape = obj.layout().shape().to_vec();
-            let bytes = obj.to_bytes_in(order);
+            let bytes = obj.to_bytes_in(order)?;
             cuda::ensure_context(0).map_err(driver)?;
             let buf = DeviceBuffer::from_slice(&bytes)
                 .map_err(|e| driver(format!("cuMemAlloc/cuMemcpyHtoD failed: {e}")))?;
@@ -334,8 +334,7 @@ mod device_array {
             self.streams.order_pending().map_err(driver)?;
             let layout = self.layout()?;
             let ptr = self.buf.as_device_ptr().as_raw() + self.offset as u64;
-            let bytes = cuda::gather_to_host(ptr, &layout, self.streams.exported().stream())
-                .map_err(driver)?;
+            let bytes = cuda::gather_to_host(ptr, &layout, self.streams.exported().stream())?;
             Ok(PyBytes::new(py, &bytes))
         }
 

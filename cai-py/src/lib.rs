@@ -7,8 +7,8 @@ use cai_runtime::python::{
 use cai_runtime::storage::GtDevice;
 use cai_runtime::storage::gt::HookError;
 use cai_runtime::{
-    ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Device, Element,
-    Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
+    AllocError, ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
+    Device, Element, Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
 };
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;
@@ -28,6 +28,16 @@ fn order_is_f(order: &str) -> PyResult<bool> {
             "order must be 'C' or 'F', not {other:?}"
         ))),
     }
+}
+
+/// `n` zeros, or MemoryError naming the bytes: `vec![0; n]` aborts the process when the
+/// allocation fails.
+fn zeros<T: Clone + Default>(n: usize) -> PyResult<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n)
+        .map_err(|_| AllocError(n.saturating_mul(std::mem::size_of::<T>())))?;
+    v.resize(n, T::default());
+    Ok(v)
 }
 
 fn checked_len(rows: usize, cols: usize) -> PyResult<usize> {
@@ -79,7 +89,7 @@ impl Grid {
     fn new(rows: usize, cols: usize, order: &str) -> PyResult<Self> {
         let fortran = order_is_f(order)?;
         Ok(Grid {
-            values: vec![0.0; checked_len(rows, cols)?],
+            values: zeros(checked_len(rows, cols)?)?,
             rows,
             cols,
             fortran,
@@ -294,7 +304,7 @@ impl Buffer {
             )));
         }
         let b = Buffer {
-            storage: vec![0; nbytes.div_ceil(8)],
+            storage: zeros(nbytes.div_ceil(8))?,
             nbytes,
             dtype: dtype_for(typestr)?,
             shape,
@@ -541,9 +551,10 @@ where
 
 #[pymethods]
 impl HostArrayView {
-    /// The items' bytes in C order (a copy), read through the imported descriptor.
-    fn tobytes<'py>(slf: &Bound<'py, Self>) -> Bound<'py, PyBytes> {
-        PyBytes::new(slf.py(), &host_of(slf).to_bytes())
+    /// The items' bytes in C order (a copy), read through the imported descriptor;
+    /// MemoryError when they do not fit in memory.
+    fn tobytes<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
+        Ok(PyBytes::new(slf.py(), &host_of(slf).to_bytes()?))
     }
 
     /// Item `index`, read through a typed view (integer, float and complex types).
@@ -774,7 +785,7 @@ impl Field {
                 PyValueError::new_err(format!("shape ({ni}, {nj}, {nk}) is too large"))
             })?;
         Ok(Field {
-            values: vec![0.0; n],
+            values: zeros(n)?,
             ni,
             nj,
             nk,

@@ -200,3 +200,20 @@ fn driver_error_hint(code: u32) -> &'static str {
         _ => "",
     }
 }
+
+/// Host memory of this many bytes could not be allocated (or the size exceeds `isize::MAX`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot allocate {0} bytes of host memory")]
+pub struct AllocError(pub usize);
+
+/// Copying device memory into a new host vector failed: the driver refused the copy, or the
+/// host vector could not be allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CopyToHostError {
+    /// A driver call failed.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// The host vector could not be allocated.
+    #[error(transparent)]
+    HostAlloc(#[from] AllocError),
+}

@@ -64,7 +64,7 @@ pub use descriptor::{
     HostArrayDescriptor, NoStream, Space,
 };
 pub use element::{DType, Element, FieldDType, StructDType};
-pub use error::{DescriptorError, DriverError};
+pub use error::{AllocError, CopyToHostError, DescriptorError, DriverError};
 pub use interface::{
     ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
 };

@@ -97,6 +97,18 @@ def test_a_freed_pointer_is_refused():
         cai.from_cuda_array_interface(desc)
 
 
+def test_copies_too_big_for_host_memory_are_memory_errors():
+    # A broadcast view repeats one item 2**59 times: its 2**62 bytes fit no host. Gathering
+    # them, from our own view or an imported one, is a MemoryError naming the bytes.
+    a = cai.DeviceArray(np.zeros(1, dtype=np.float64))
+    v = a.view((2**59,), (0,))
+    message = f"cannot allocate {2**62} bytes of host memory"
+    with pytest.raises(MemoryError, match=message):
+        v.to_bytes()
+    with pytest.raises(MemoryError, match=message):
+        cai.as_cuda_array(v).copy_to_host()
+
+
 @pytest.mark.parametrize("make", ["device_array", "storage"])
 def test_memory_dropped_on_a_thread_without_a_context_is_freed(make):
     if make == "device_array":

@@ -479,3 +479,21 @@ def test_import_fast_path_declines_what_it_does_not_read():
         assert cai._native._import_paths(d, True) == (None, None), d
         with pytest.raises(ValueError):
             cai.from_cuda_array_interface(d)
+
+
+def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
+    # A broadcast view repeats one item: its bytes (here 2**62, more than any address space)
+    # far exceed the memory it lives in. Copying them, and making example objects of sizes
+    # that fit isize but no machine, is a MemoryError naming the bytes, not an abort.
+    huge = np.broadcast_to(np.zeros(1), (2**59,))
+    view = cai.as_host_array(huge)
+    assert view.shape == (2**59,) and view.strides == (0,)
+    with pytest.raises(MemoryError, match=f"cannot allocate {2**62} bytes of host memory"):
+        view.tobytes()
+    for make, nbytes in [
+        (lambda: cai.Grid(2**30, 2**29), 2**62),
+        (lambda: cai.Field(2**20, 2**20, 2**19), 2**62),
+        (lambda: cai.Buffer(2**62 - 8, "<f8", (1,)), 2**62 - 8),
+    ]:
+        with pytest.raises(MemoryError, match=f"cannot allocate {nbytes} bytes of host memory"):
+            make()

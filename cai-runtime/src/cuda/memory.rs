@@ -6,9 +6,10 @@ use cust::memory::{DeviceBox, DeviceBuffer, DeviceCopy, DeviceSlice, UnifiedBuff
 use super::ffi;
 use super::stream::raw_handle;
 use crate::element::Element;
-use crate::error::DriverError;
+use crate::error::{CopyToHostError, DriverError};
 use crate::layout::Layout;
 use crate::memory::DeviceMemory;
+use crate::storage::buffer::byte_vec;
 use crate::stream::Stream;
 
 /// A DeviceBuffer owns, and a DeviceSlice describes, `len()` items at `as_device_ptr()` (null
@@ -56,17 +57,18 @@ unsafe impl<T: Element + DeviceCopy> DeviceMemory for UnifiedBuffer<T> {
 }
 
 /// Copies `len` bytes at device address `src` to a new host vector, enqueued on `stream`,
-/// which is then synchronized. The caller's context must be current.
-pub fn copy_to_host(src: u64, len: usize, stream: Stream) -> Result<Vec<u8>, DriverError> {
+/// which is then synchronized. The caller's context must be current. A vector that cannot be
+/// allocated is an error, not an abort: a device can hold more than the host.
+pub fn copy_to_host(src: u64, len: usize, stream: Stream) -> Result<Vec<u8>, CopyToHostError> {
     super::init()?;
-    let mut out = vec![0u8; len];
+    let mut out = byte_vec(len)?;
     if len == 0 {
         return Ok(out);
     }
     let s = raw_handle(stream);
-    // SAFETY: `out` is valid for `len` bytes of writes and outlives the copy, which is complete
-    // once the stream is synchronized below (on error the stream is synchronized too, so no
-    // copy can still be writing into `out` when it is freed).
+    // SAFETY: `out` has room for `len` bytes of writes and outlives the copy, which is
+    // complete once the stream is synchronized below (on error the stream is synchronized too,
+    // so no copy can still be writing into `out` when it is freed).
     let copied = ffi::check("cuMemcpyDtoHAsync", unsafe {
         ffi::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), src, len, s)
     });
@@ -74,12 +76,20 @@ pub fn copy_to_host(src: u64, len: usize, stream: Stream) -> Result<Vec<u8>, Dri
     let synced = ffi::check("cuStreamSynchronize", unsafe {
         ffi::cuStreamSynchronize(s)
     });
-    copied.and(synced).map(|()| out)
+    copied.and(synced)?;
+    // SAFETY: the capacity is `len` (reserved above), and the completed copy wrote all `len`
+    // bytes.
+    unsafe { out.set_len(len) };
+    Ok(out)
 }
 
 /// The items of an array at device address `ptr` with `layout`, in C order: the bytes the
 /// array spans are copied on `stream` (then synchronized) and gathered on the host.
-pub fn gather_to_host(ptr: u64, layout: &Layout, stream: Stream) -> Result<Vec<u8>, DriverError> {
+pub fn gather_to_host(
+    ptr: u64,
+    layout: &Layout,
+    stream: Stream,
+) -> Result<Vec<u8>, CopyToHostError> {
     let Some(extent) = layout.extent() else {
         return Ok(Vec::new());
     };
@@ -89,7 +99,7 @@ pub fn gather_to_host(ptr: u64, layout: &Layout, stream: Stream) -> Result<Vec<u
         stream,
     )?;
     let itemsize = layout.itemsize();
-    let mut out = Vec::with_capacity(layout.nbytes());
+    let mut out = byte_vec(layout.nbytes())?;
     for off in layout.item_offsets() {
         // Item offsets lie inside the extent, so this range is inside `span`.
         let at = (off - extent.lo) as usize;

@@ -10,7 +10,7 @@
 use std::ptr::NonNull;
 
 use super::{ensure_context, ffi, memory};
-use crate::error::DriverError;
+use crate::error::{CopyToHostError, DriverError};
 use crate::storage::{
     Buffers, DeviceBufferHandle, ElementType, HostBuffer, Init, Managed, Mirror, Side, Storage,
     StorageDevice, StorageError, SyncState, SyncStatus, params::ResolvedParams,
@@ -38,6 +38,13 @@ fn driver(e: DriverError) -> StorageError {
         StorageError::NoGpu(e.to_string())
     } else {
         StorageError::Transfer(e.to_string())
+    }
+}
+
+fn copy_error(e: CopyToHostError) -> StorageError {
+    match e {
+        CopyToHostError::Driver(e) => driver(e),
+        CopyToHostError::HostAlloc(e) => e.into(),
     }
 }
 
@@ -238,7 +245,7 @@ impl Mirror for Copier<'_> {
         };
         ensure_context(0).map_err(driver)?;
         let bytes = memory::copy_to_host(d.buffer.ptr, self.0.span, Stream::LegacyDefault)
-            .map_err(driver)?;
+            .map_err(copy_error)?;
         // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed;
         // `bytes` is a distinct allocation of the same length.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.buffer.ptr(), bytes.len()) };
@@ -300,7 +307,7 @@ pub fn copy(s: &Storage) -> Result<Storage, StorageError> {
             .ok_or(StorageError::NoSuchBuffer("device"))?;
         let h = staging.buffers().host.as_ref().expect("staged on the host");
         let bytes = memory::copy_to_host(d.buffer.ptr, s.buffers().span, Stream::LegacyDefault)
-            .map_err(driver)?;
+            .map_err(copy_error)?;
         // SAFETY: the staging buffer holds `span` bytes; `bytes` is distinct and as long.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.buffer.ptr(), bytes.len()) };
         s.on_buffers(staging.buffers().clone())

@@ -11,8 +11,10 @@ use super::fast;
 use super::parse::{interface_of, parse_exposed};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::element::Element;
+use crate::error::AllocError;
 use crate::layout::Layout;
 use crate::pointer::PointerAttributes;
+use crate::storage::buffer::byte_vec;
 use crate::stream::Stream;
 use crate::sync::{ImportOptions, NoSyncReason, SyncPlan};
 
@@ -391,15 +393,16 @@ impl<T: Plain> TypedMut<'_, T, Host> {
 }
 
 impl ForeignArray<Host> {
-    /// The items' bytes in C order (a copy), whatever the strides.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    /// The items' bytes in C order (a copy), whatever the strides; `AllocError` when the copy
+    /// does not fit in memory (a broadcast view's items can far exceed the memory they are in).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, AllocError> {
         self.to_bytes_in(crate::layout::Order::C)
     }
 
-    /// The items' bytes in C or F order (a copy), whatever the strides.
-    pub fn to_bytes_in(&self, order: crate::layout::Order) -> Vec<u8> {
+    /// The items' bytes in C or F order (a copy), whatever the strides; see [`Self::to_bytes`].
+    pub fn to_bytes_in(&self, order: crate::layout::Order) -> Result<Vec<u8>, AllocError> {
         let itemsize = self.layout.itemsize();
-        let mut out = Vec::with_capacity(self.layout.nbytes());
+        let mut out = byte_vec(self.layout.nbytes())?;
         // F order of an array is C order of its transpose.
         let transposed;
         let layout = match order {
@@ -415,7 +418,25 @@ impl ForeignArray<Host> {
             // kept-alive owner holds; bytes have no invalid values.
             out.extend_from_slice(unsafe { std::slice::from_raw_parts(p, itemsize) });
         }
-        out
+        Ok(out)
+    }
+}
+
+impl From<AllocError> for PyErr {
+    /// `MemoryError`, as NumPy raises when an array cannot be allocated.
+    fn from(e: AllocError) -> PyErr {
+        pyo3::exceptions::PyMemoryError::new_err(e.to_string())
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl From<crate::error::CopyToHostError> for PyErr {
+    /// `RuntimeError` for the driver's failure, `MemoryError` for the host's.
+    fn from(e: crate::error::CopyToHostError) -> PyErr {
+        match e {
+            crate::error::CopyToHostError::Driver(e) => driver_error(e),
+            crate::error::CopyToHostError::HostAlloc(e) => e.into(),
+        }
     }
 }
 
@@ -453,8 +474,11 @@ impl ForeignArray<Device> {
     pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
         let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
         crate::cuda::ensure_context(ordinal).map_err(driver_error)?;
-        crate::cuda::gather_to_host(self.ptr(), &self.layout, self.options.consumer)
-            .map_err(driver_error)
+        Ok(crate::cuda::gather_to_host(
+            self.ptr(),
+            &self.layout,
+            self.options.consumer,
+        )?)
     }
 }
 
