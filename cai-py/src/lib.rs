@@ -31,13 +31,13 @@ fn order_is_f(order: &str) -> PyResult<bool> {
 }
 
 /// `n` zeros, or MemoryError naming the bytes: `vec![0; n]` aborts the process when the
-/// allocation fails.
-fn zeros<T: Clone + Default>(n: usize) -> PyResult<Vec<T>> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(n)
-        .map_err(|_| AllocError(n.saturating_mul(std::mem::size_of::<T>())))?;
-    v.resize(n, T::default());
-    Ok(v)
+/// allocation fails. Zeroed by the allocator (`calloc`), so a large vector stays fresh pages
+/// until written, as `vec!` and `numpy.zeros` leave it.
+fn zeros<T: bytemuck::Zeroable>(n: usize) -> PyResult<Vec<T>> {
+    match bytemuck::allocation::try_zeroed_slice_box(n) {
+        Ok(b) => Ok(b.into_vec()),
+        Err(()) => Err(AllocError(n.saturating_mul(std::mem::size_of::<T>())).into()),
+    }
 }
 
 fn checked_len(rows: usize, cols: usize) -> PyResult<usize> {
