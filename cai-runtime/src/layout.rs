@@ -445,19 +445,20 @@ impl Layout {
         }
         let len = self.shape[axis] as isize;
         let (start, count) = adjust_slice(len, start, stop, step);
-        // NumPy (mapping.c) points an empty slice at the first item with step 1. The step of a
-        // slice of one item moves nowhere: it is 1 too, so that a huge step (`[::2**62]`)
-        // cannot overflow the stride.
-        let (start, step) = match count {
-            0 => (0, 1),
-            1 => (start, 1),
-            _ => (start, step),
-        };
+        // NumPy (mapping.c) points an empty slice at the first item with step 1.
+        let (start, step) = if count == 0 { (0, 1) } else { (start, step) };
         let overflow = || LayoutError::ExtentOverflow {
             shape: self.shape.to_vec(),
             strides: self.strides.to_vec(),
         };
-        let stride = self.strides[axis].checked_mul(step).ok_or_else(overflow)?;
+        // The stride times the step, as NumPy gives it. A slice of one item never moves by
+        // its stride, so where a huge step (`[::2**62]`) overflows the product, which NumPy
+        // would wrap, it keeps the dimension's stride.
+        let stride = match self.strides[axis].checked_mul(step) {
+            Some(stride) => stride,
+            None if count == 1 => self.strides[axis],
+            None => return Err(overflow()),
+        };
         // Cannot overflow: `start` indexes an existing item, inside the checked extent.
         let offset = start * self.strides[axis];
         let mut out = self.clone();
