@@ -143,6 +143,13 @@ def test_a_dead_stream_handle_is_a_value_error_naming_the_stream():
         cai.from_cuda_array_interface(desc, owner=a, mode="synchronize")
     with pytest.raises(ValueError, match=rf"consumer's stream 2457 after the producer's `stream` = {a.stream}"):
         cai.from_cuda_array_interface(a.__cuda_array_interface__, owner=a, stream=0x999)
+    # With sync=False the import uses no stream; the copy is the first to, and names it.
+    v = cai.from_cuda_array_interface(a.__cuda_array_interface__, owner=a, sync=False, stream=0x999)
+    with pytest.raises(
+        ValueError,
+        match=r"cannot copy on the consumer's stream 2457: cuMemcpyDtoHAsync failed: CUDA_ERROR_INVALID_HANDLE",
+    ):
+        v.copy_to_host()
 
 
 def test_pointer_attributes_of_device_and_managed_memory():

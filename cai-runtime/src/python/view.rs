@@ -458,6 +458,13 @@ fn sync_error(plan: SyncPlan, e: crate::error::DriverError) -> PyErr {
         }
         SyncPlan::Nothing(_) => "cannot synchronize".to_owned(),
     };
+    stream_error(what, e)
+}
+
+/// `what` failed with `e`: ValueError when the driver did not know a stream handle
+/// (`CUDA_ERROR_INVALID_HANDLE`), which is then a bad value; RuntimeError otherwise.
+#[cfg(feature = "cuda")]
+fn stream_error(what: String, e: crate::error::DriverError) -> PyErr {
     if e.is_invalid_handle() {
         PyValueError::new_err(format!(
             "{what}: {e}; a stream must be 1, 2 or the handle of a live CUDA stream of this process"
@@ -474,11 +481,15 @@ impl ForeignArray<Device> {
     pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
         let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
         crate::cuda::ensure_context(ordinal).map_err(driver_error)?;
-        Ok(crate::cuda::gather_to_host(
-            self.ptr(),
-            &self.layout,
-            self.options.consumer,
-        )?)
+        let consumer = self.options.consumer;
+        crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer).map_err(|e| match e {
+            // With `sync=False` nothing has used the consumer's stream before the copy.
+            crate::error::CopyToHostError::Driver(e) => stream_error(
+                format!("cannot copy on the consumer's stream {consumer}"),
+                e,
+            ),
+            e => e.into(),
+        })
     }
 }
 
