@@ -97,6 +97,15 @@ def test_a_freed_pointer_is_refused():
         cai.from_cuda_array_interface(desc)
 
 
+def test_empty_device_arrays_fill_and_copy_nothing():
+    # Their address is null: a fill or copy of no bytes must not reach the driver with it.
+    a = cai.DeviceArray(np.zeros(0, dtype=np.float32))
+    a.fill(1)
+    a.fill(1, on_side_stream=True)
+    a.synchronize()
+    assert a.to_bytes() == b"" and cai.as_cuda_array(a).copy_to_host() == b""
+
+
 def test_copies_too_big_for_host_memory_are_memory_errors():
     # A broadcast view repeats one item 2**59 times: its 2**62 bytes fit no host. Gathering
     # them, from our own view or an imported one, is a MemoryError naming the bytes.

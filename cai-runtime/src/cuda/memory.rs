@@ -126,7 +126,8 @@ pub fn copy_from_host(dst: u64, data: &[u8], stream: Stream) -> Result<(), Drive
     copied.and(synced)
 }
 
-/// Enqueues setting `len` bytes at `dst` to `value` on `stream`, without waiting.
+/// Enqueues setting `len` bytes at `dst` to `value` on `stream`, without waiting. Nothing to
+/// set (`len` 0, as for an empty array, whose address may be null) is no call at all.
 ///
 /// # Safety
 /// `dst .. dst + len` must be device memory the caller may write, alive until the work
@@ -138,6 +139,9 @@ pub unsafe fn memset_async(
     stream: Stream,
 ) -> Result<(), DriverError> {
     super::init()?;
+    if len == 0 {
+        return Ok(());
+    }
     // SAFETY: the caller's contract.
     ffi::check("cuMemsetD8Async", unsafe {
         ffi::cuMemsetD8Async(dst, value, len, raw_handle(stream))
