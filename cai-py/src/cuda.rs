@@ -17,18 +17,13 @@ use pyo3::types::{PyBytes, PyDict};
 /// host), `check_pointer` (ask the driver about `data`; default True).
 pub fn import_options(
     sync: bool,
-    stream: Option<u64>,
+    stream: Option<&Bound<'_, PyAny>>,
     mode: &str,
     check_pointer: bool,
 ) -> PyResult<ImportOptions> {
-    let consumer = match stream {
+    let consumer = match stream.filter(|v| !v.is_none()) {
         None => Stream::LegacyDefault,
-        Some(v) => Stream::from_raw(v).map_err(|e| {
-            PyValueError::new_err(format!(
-                "consumer {}",
-                e.to_string().trim_start_matches('`')
-            ))
-        })?,
+        Some(v) => cai_runtime::python::stream_argument(v)?,
     };
     let mode = match mode {
         "enqueue" => SyncMode::Enqueue,

@@ -174,16 +174,16 @@ impl DeviceMatrix {
         rows: usize,
         cols: usize,
         order: &str,
-        stream: Option<u64>,
+        stream: Option<&Bound<'_, PyAny>>,
         readonly: bool,
         owner: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         let fortran = order_is_f(order)?;
         let len = checked_len(rows, cols)?;
         let stream = stream
-            .map(Stream::from_raw)
-            .transpose()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            .filter(|v| !v.is_none())
+            .map(cai_runtime::python::stream_argument)
+            .transpose()?;
         if ptr == 0 && len != 0 {
             return Err(PyValueError::new_err(format!(
                 "ptr is 0 but shape ({rows}, {cols}) has items"
@@ -631,7 +631,7 @@ fn from_cuda_array_interface(
     desc: &Bound<'_, PyAny>,
     owner: Option<&Bound<'_, PyAny>>,
     sync: bool,
-    stream: Option<u64>,
+    stream: Option<&Bound<'_, PyAny>>,
     mode: &str,
     check_pointer: bool,
 ) -> PyResult<Py<CudaArrayView>> {
@@ -649,7 +649,7 @@ fn from_cuda_array_interface(
 fn as_cuda_array(
     obj: &Bound<'_, PyAny>,
     sync: bool,
-    stream: Option<u64>,
+    stream: Option<&Bound<'_, PyAny>>,
     mode: &str,
     check_pointer: bool,
 ) -> PyResult<Py<CudaArrayView>> {

@@ -71,6 +71,8 @@ def test_device_matrix_descriptor():
     assert cai.DeviceMatrix(0x1000, 2, 2, stream=1).__cuda_array_interface__["stream"] == 1
     with pytest.raises(ValueError, match="stream` = 0 is disallowed"):
         cai.DeviceMatrix(0x1000, 2, 2, stream=0)
+    with pytest.raises(ValueError, match=r"^stream: -1 is out of range"):
+        cai.DeviceMatrix(0x1000, 2, 2, stream=-1)
     with pytest.raises(ValueError, match="order must be"):
         cai.DeviceMatrix(0x1000, 2, 2, order="K")
 

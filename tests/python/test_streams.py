@@ -50,13 +50,20 @@ def test_import_plans(stream, kwargs, plan):
     assert w.sync_plan == plan
 
 
-def test_bad_import_options_are_value_errors():
-    with pytest.raises(ValueError, match=r"consumer stream` = 0 is disallowed"):
+def test_bad_import_options_are_typed_errors_naming_the_option():
+    # The consumer's stream is read as a descriptor's `stream` entry is, and named.
+    with pytest.raises(ValueError, match=r"^stream: `stream` = 0 is disallowed"):
         cai.as_cuda_array(matrix(5), stream=0)
+    for value in (-1, 2**64):
+        with pytest.raises(ValueError, match=rf"^stream: {value} is out of range: expected None or a stream handle"):
+            cai.as_cuda_array(matrix(5), stream=value)
+        with pytest.raises(ValueError, match=rf"^stream: {value} is out of range"):
+            cai.from_cuda_array_interface(matrix(5).__cuda_array_interface__, stream=value)
+    with pytest.raises(TypeError, match=r"^stream: 'x' is .*\(type str\)"):
+        cai.as_cuda_array(matrix(5), stream="x")
+    assert cai.as_cuda_array(matrix(5), stream=None).consumer_stream == 1
     with pytest.raises(ValueError, match=r'mode = "later" is not a synchronization mode'):
         cai.as_cuda_array(matrix(5), mode="later")
-    with pytest.raises(OverflowError):
-        cai.as_cuda_array(matrix(5), stream=-1)
 
 
 def test_without_cuda_driver_work_says_so():

@@ -796,6 +796,13 @@ fn host_data(
     Ok((data, Some(buffer)))
 }
 
+/// A stream given as an argument (the import functions' consumer `stream`), read as a
+/// descriptor's `stream` entry is: an int from 1 to 2**64 - 1; the error names `stream` and
+/// the value (0 and negative numbers are ValueErrors, other types TypeErrors).
+pub fn stream_argument(v: &Bound<'_, PyAny>) -> PyResult<Stream> {
+    stream_entry(v).map_err(|p| p.to_pyerr())
+}
+
 fn stream_entry(v: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
     let raw = int_in::<u64>(
         "stream",
