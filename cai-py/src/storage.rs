@@ -588,9 +588,13 @@ impl PySyncState {
 
     /// A state, for `as_storage(..., sync_state=...)`: which of the wrapped buffers is newest.
     #[new]
-    #[pyo3(signature = (state = 0))]
-    fn new(state: u8) -> PyResult<Self> {
-        Ok(PySyncState(SyncState::new(status_of(state)?)))
+    #[pyo3(signature = (state = None), text_signature = "(state=0)")]
+    fn new(state: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let status = match state {
+            None => SyncStatus::Clean,
+            Some(v) => status_of(v)?,
+        };
+        Ok(PySyncState(SyncState::new(status)))
     }
 
     /// SYNC_CLEAN, SYNC_HOST_DIRTY or SYNC_DEVICE_DIRTY.
@@ -608,14 +612,20 @@ impl PySyncState {
     }
 }
 
-fn status_of(state: u8) -> PyResult<SyncStatus> {
-    match state {
-        0 => Ok(SyncStatus::Clean),
-        1 => Ok(SyncStatus::HostDirty),
-        2 => Ok(SyncStatus::DeviceDirty),
-        n => Err(PyValueError::new_err(format!(
-            "state = {n}: use SyncState.SYNC_CLEAN (0), SYNC_HOST_DIRTY (1) or SYNC_DEVICE_DIRTY (2)"
-        ))),
+/// The state an int names; any other value, of any size or type, is an error naming it.
+fn status_of(state: &Bound<'_, PyAny>) -> PyResult<SyncStatus> {
+    const USE: &str = "use SyncState.SYNC_CLEAN (0), SYNC_HOST_DIRTY (1) or SYNC_DEVICE_DIRTY (2)";
+    if !is_int(state) {
+        return Err(PyTypeError::new_err(format!(
+            "state = {}: {USE}",
+            repr(state)
+        )));
+    }
+    match state.extract::<i64>() {
+        Ok(0) => Ok(SyncStatus::Clean),
+        Ok(1) => Ok(SyncStatus::HostDirty),
+        Ok(2) => Ok(SyncStatus::DeviceDirty),
+        _ => Err(PyValueError::new_err(format!("state = {state}: {USE}"))),
     }
 }
 

@@ -540,6 +540,13 @@ def test_sync_state_class():
     assert (cai.SyncState.SYNC_CLEAN, cai.SyncState.SYNC_DEVICE_DIRTY) == (0, 2)
     with pytest.raises(ValueError, match="state = 7"):
         cai.SyncState(7)
+    # Any int out of range is a ValueError naming it (-1 and 256 were unnamed OverflowErrors).
+    for bad in (-1, 256, 2**70):
+        with pytest.raises(ValueError, match=rf"^state = {bad}: use SyncState.SYNC_CLEAN"):
+            cai.SyncState(bad)
+    with pytest.raises(TypeError, match=r"^state = 1.0: use"):
+        cai.SyncState(1.0)
+    assert cai.SyncState().state == 0
 
 
 # ---------------------------------------------------------------- properties (hypothesis)

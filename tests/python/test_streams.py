@@ -74,6 +74,11 @@ def test_without_cuda_driver_work_says_so():
         v.copy_to_host()
     with pytest.raises(RuntimeError, match="no CUDA support"):
         cai.pointer_attributes(PTR)
+    # A value that is no address is refused first, named, as in a descriptor's `data`.
+    with pytest.raises(ValueError, match=r"^ptr: -1 is out of range: expected an address"):
+        cai.pointer_attributes(-1)
+    with pytest.raises(TypeError, match=r"^ptr: 'x' is not an int \(type str\)"):
+        cai.pointer_attributes("x")
     assert not hasattr(cai, "DeviceArray")
 
 

@@ -796,6 +796,13 @@ fn host_data(
     Ok((data, Some(buffer)))
 }
 
+/// An address given as an argument named `key`: an int from 0 to 2**64 - 1, read as a
+/// descriptor's data pointer is; the error names `key` and the value.
+pub fn address_argument(key: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+    int_in::<u64>(key, v, rules::DATA, "an address between 0 and 2**64 - 1")
+        .map_err(|p| p.to_pyerr())
+}
+
 /// A stream given as an argument (the import functions' consumer `stream`), read as a
 /// descriptor's `stream` entry is: an int from 1 to 2**64 - 1; the error names `stream` and
 /// the value (0 and negative numbers are ValueErrors, other types TypeErrors).
