@@ -60,27 +60,43 @@ unsafe impl<T: Element + DeviceCopy> DeviceMemory for UnifiedBuffer<T> {
 /// which is then synchronized. The caller's context must be current. A vector that cannot be
 /// allocated is an error, not an abort: a device can hold more than the host.
 pub fn copy_to_host(src: u64, len: usize, stream: Stream) -> Result<Vec<u8>, CopyToHostError> {
-    super::init()?;
     let mut out = byte_vec(len)?;
+    // SAFETY: `out` has room for `len` bytes (reserved above) and nothing else uses it.
+    unsafe { copy_to_host_into(out.as_mut_ptr(), src, len, stream)? };
+    // SAFETY: the capacity is `len`, and the completed copy wrote all `len` bytes.
+    unsafe { out.set_len(len) };
+    Ok(out)
+}
+
+/// Copies `len` bytes at device address `src` into host memory at `dst`, enqueued on
+/// `stream`, which is then synchronized: the bytes are there when this returns. The caller's
+/// context must be current. No copy of no bytes reaches the driver.
+///
+/// # Safety
+/// `dst` must be valid for `len` bytes of writes, and not read or written by anything else
+/// until this returns; `stream` must be a live stream.
+pub unsafe fn copy_to_host_into(
+    dst: *mut u8,
+    src: u64,
+    len: usize,
+    stream: Stream,
+) -> Result<(), DriverError> {
+    super::init()?;
     if len == 0 {
-        return Ok(out);
+        return Ok(());
     }
     let s = raw_handle(stream);
-    // SAFETY: `out` has room for `len` bytes of writes and outlives the copy, which is
-    // complete once the stream is synchronized below (on error the stream is synchronized too,
-    // so no copy can still be writing into `out` when it is freed).
+    // SAFETY: `dst` is valid for `len` bytes of writes until this returns (the caller's
+    // contract), and the copy is complete once the stream is synchronized below (on error the
+    // stream is synchronized too, so no copy can still be writing into `dst` afterwards).
     let copied = ffi::check("cuMemcpyDtoHAsync", unsafe {
-        ffi::cuMemcpyDtoHAsync_v2(out.as_mut_ptr().cast(), src, len, s)
+        ffi::cuMemcpyDtoHAsync_v2(dst.cast(), src, len, s)
     });
     // SAFETY: the stream is alive (caller's contract).
     let synced = ffi::check("cuStreamSynchronize", unsafe {
         ffi::cuStreamSynchronize(s)
     });
-    copied.and(synced)?;
-    // SAFETY: the capacity is `len` (reserved above), and the completed copy wrote all `len`
-    // bytes.
-    unsafe { out.set_len(len) };
-    Ok(out)
+    copied.and(synced)
 }
 
 /// The items of an array at device address `ptr` with `layout`, in C order: the bytes the

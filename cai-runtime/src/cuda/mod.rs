@@ -22,7 +22,7 @@ pub mod sync;
 use std::sync::{Mutex, OnceLock};
 
 pub use crate::error::DriverError;
-pub use memory::{copy_from_host, copy_to_host, gather_to_host, memset_async};
+pub use memory::{copy_from_host, copy_to_host, copy_to_host_into, gather_to_host, memset_async};
 pub use pointer::{ImportCheckError, check_device_pointer, pointer_attributes};
 pub use stream::{ExportStream, PendingStreams, order_after};
 pub use sync::{execute, synchronize_import};

@@ -10,7 +10,7 @@
 use std::ptr::NonNull;
 
 use super::{ensure_context, ffi, memory};
-use crate::error::{CopyToHostError, DriverError};
+use crate::error::DriverError;
 use crate::storage::{
     Buffers, DeviceBufferHandle, ElementType, HostBuffer, Init, Managed, Mirror, Side, Storage,
     StorageDevice, StorageError, SyncState, SyncStatus, params::ResolvedParams,
@@ -38,13 +38,6 @@ fn driver(e: DriverError) -> StorageError {
         StorageError::NoGpu(e.to_string())
     } else {
         StorageError::Transfer(e.to_string())
-    }
-}
-
-fn copy_error(e: CopyToHostError) -> StorageError {
-    match e {
-        CopyToHostError::Driver(e) => driver(e),
-        CopyToHostError::HostAlloc(e) => e.into(),
     }
 }
 
@@ -244,12 +237,20 @@ impl Mirror for Copier<'_> {
             return Ok(());
         };
         ensure_context(0).map_err(driver)?;
-        let bytes = memory::copy_to_host(d.buffer.ptr, self.0.span, Stream::LegacyDefault)
-            .map_err(copy_error)?;
-        // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed;
-        // `bytes` is a distinct allocation of the same length.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.buffer.ptr(), bytes.len()) };
-        Ok(())
+        // Straight into the host buffer: no staging vector, no second pass over the bytes.
+        // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed.
+        // Only `SyncState` calls this, holding its lock across the copy, so no other mirror
+        // copy touches the buffer meanwhile; the bytes are plain bytes, so a concurrent reader
+        // of the host side (as with NumPy arrays sharing memory) sees old or new values.
+        unsafe {
+            memory::copy_to_host_into(
+                h.buffer.ptr(),
+                d.buffer.ptr,
+                self.0.span,
+                Stream::LegacyDefault,
+            )
+        }
+        .map_err(driver)
     }
 }
 
@@ -306,10 +307,16 @@ pub fn copy(s: &Storage) -> Result<Storage, StorageError> {
             .as_ref()
             .ok_or(StorageError::NoSuchBuffer("device"))?;
         let h = staging.buffers().host.as_ref().expect("staged on the host");
-        let bytes = memory::copy_to_host(d.buffer.ptr, s.buffers().span, Stream::LegacyDefault)
-            .map_err(copy_error)?;
-        // SAFETY: the staging buffer holds `span` bytes; `bytes` is distinct and as long.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), h.buffer.ptr(), bytes.len()) };
+        // SAFETY: the staging buffer holds `span` bytes, is new, and is used by nothing else.
+        unsafe {
+            memory::copy_to_host_into(
+                h.buffer.ptr(),
+                d.buffer.ptr,
+                s.buffers().span,
+                Stream::LegacyDefault,
+            )
+        }
+        .map_err(driver)?;
         s.on_buffers(staging.buffers().clone())
     };
     if out.has_host() {
