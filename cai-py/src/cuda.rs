@@ -185,6 +185,8 @@ mod device_array {
     use pyo3::prelude::*;
     use pyo3::types::PyBytes;
 
+    use crate::args::arg;
+
     fn driver(e: impl std::fmt::Display) -> PyErr {
         PyRuntimeError::new_err(e.to_string())
     }
@@ -305,9 +307,9 @@ mod device_array {
         #[pyo3(signature = (shape, strides = None, offset = 0))]
         fn view(
             &self,
-            shape: Vec<usize>,
-            strides: Option<Vec<isize>>,
-            offset: usize,
+            #[pyo3(from_py_with = arg::shape)] shape: Vec<usize>,
+            #[pyo3(from_py_with = arg::strides)] strides: Option<Vec<isize>>,
+            #[pyo3(from_py_with = arg::offset)] offset: usize,
         ) -> PyResult<Self> {
             let v = DeviceArray {
                 buf: self.buf.clone(),
@@ -334,19 +336,25 @@ mod device_array {
             Ok(PyBytes::new(py, &bytes))
         }
 
-        /// Enqueues setting every byte of the whole buffer to `value` (after `rounds - 1`
-        /// fills with `value + 1`, to make the work long), on the exported stream or on the
-        /// side stream, and returns at once. Work on the side stream is recorded as pending.
+        /// Enqueues setting every byte of the whole buffer to `value` (0 to 255; after
+        /// `rounds - 1` fills with `value + 1`, to make the work long; `rounds` from 1 to
+        /// 65536), on the exported stream or on the side stream, and returns at once. Work on
+        /// the side stream is recorded as pending.
         #[pyo3(signature = (value, *, on_side_stream = false, rounds = 1))]
-        fn fill(&self, value: u8, on_side_stream: bool, rounds: usize) -> PyResult<()> {
+        fn fill(
+            &self,
+            #[pyo3(from_py_with = arg::value)] value: u8,
+            on_side_stream: bool,
+            #[pyo3(from_py_with = arg::rounds)] rounds: usize,
+        ) -> PyResult<()> {
             let stream = if on_side_stream {
                 Self::stream_value(&self.side)
             } else {
                 self.streams.exported().stream()
             };
             let ptr = self.buf.as_device_ptr().as_raw();
-            for i in 0..rounds.max(1) {
-                let v = if i + 1 < rounds.max(1) {
+            for i in 0..rounds {
+                let v = if i + 1 < rounds {
                     value.wrapping_add(1)
                 } else {
                     value

@@ -16,9 +16,12 @@ use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
+mod args;
 mod cuda;
 mod fastcall;
 mod storage;
+
+use args::arg;
 
 fn order_is_f(order: &str) -> PyResult<bool> {
     match order {
@@ -86,7 +89,11 @@ impl Grid {
     /// A rows x cols matrix of zeros in C (row-major) or F (column-major) order.
     #[new]
     #[pyo3(signature = (rows, cols, order = "C"))]
-    fn new(rows: usize, cols: usize, order: &str) -> PyResult<Self> {
+    fn new(
+        #[pyo3(from_py_with = arg::rows)] rows: usize,
+        #[pyo3(from_py_with = arg::cols)] cols: usize,
+        order: &str,
+    ) -> PyResult<Self> {
         let fortran = order_is_f(order)?;
         Ok(Grid {
             values: zeros(checked_len(rows, cols)?)?,
@@ -97,12 +104,21 @@ impl Grid {
     }
 
     /// Item (i, j), read by Rust.
-    fn get(&self, i: usize, j: usize) -> PyResult<f64> {
+    fn get(
+        &self,
+        #[pyo3(from_py_with = arg::i)] i: usize,
+        #[pyo3(from_py_with = arg::j)] j: usize,
+    ) -> PyResult<f64> {
         Ok(self.values[self.index(i, j)?])
     }
 
     /// Sets item (i, j) from Rust.
-    fn set(&mut self, i: usize, j: usize, value: f64) -> PyResult<()> {
+    fn set(
+        &mut self,
+        #[pyo3(from_py_with = arg::i)] i: usize,
+        #[pyo3(from_py_with = arg::j)] j: usize,
+        value: f64,
+    ) -> PyResult<()> {
         let k = self.index(i, j)?;
         self.values[k] = value;
         Ok(())
@@ -132,7 +148,7 @@ pub struct Counts {
 
 /// `Counts` holding 0, 1, ..., n - 1 (exported read-only).
 #[pyfunction]
-fn counts(n: u32) -> Counts {
+fn counts(#[pyo3(from_py_with = arg::n)] n: u32) -> Counts {
     Counts {
         values: (0..n).collect(),
     }
@@ -170,9 +186,9 @@ impl DeviceMatrix {
     #[new]
     #[pyo3(signature = (ptr, rows, cols, *, order = "C", stream = None, readonly = false, owner = None))]
     fn new(
-        ptr: u64,
-        rows: usize,
-        cols: usize,
+        #[pyo3(from_py_with = arg::ptr)] ptr: u64,
+        #[pyo3(from_py_with = arg::rows)] rows: usize,
+        #[pyo3(from_py_with = arg::cols)] cols: usize,
         order: &str,
         stream: Option<&Bound<'_, PyAny>>,
         readonly: bool,
@@ -292,11 +308,11 @@ impl Buffer {
     #[new]
     #[pyo3(signature = (nbytes, typestr, shape, strides = None, offset = 0))]
     fn new(
-        nbytes: usize,
+        #[pyo3(from_py_with = arg::nbytes)] nbytes: usize,
         typestr: &str,
-        shape: Vec<usize>,
-        strides: Option<Vec<isize>>,
-        offset: usize,
+        #[pyo3(from_py_with = arg::shape)] shape: Vec<usize>,
+        #[pyo3(from_py_with = arg::strides)] strides: Option<Vec<isize>>,
+        #[pyo3(from_py_with = arg::offset)] offset: usize,
     ) -> PyResult<Self> {
         if nbytes > isize::MAX as usize / 2 {
             return Err(PyValueError::new_err(format!(
@@ -558,7 +574,10 @@ impl HostArrayView {
     }
 
     /// Item `index`, read through a typed view (integer, float and complex types).
-    fn get<'py>(slf: &Bound<'py, Self>, index: Vec<usize>) -> PyResult<Bound<'py, PyAny>> {
+    fn get<'py>(
+        slf: &Bound<'py, Self>,
+        #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (py, a) = (slf.py(), host_of(slf));
         let t = a.descriptor().typestr;
         macro_rules! try_types {
@@ -589,7 +608,11 @@ impl HostArrayView {
 
     /// Writes item `index` through a mutable typed view (float64, float32 and integer items);
     /// read-only data is refused with ValueError.
-    fn set(slf: &Bound<'_, Self>, index: Vec<usize>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set(
+        slf: &Bound<'_, Self>,
+        #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let a = host_of(slf);
         // A mutable view needs an owned import: import the same descriptor again, with the
         // same owner kept alive.
@@ -776,7 +799,12 @@ impl Field {
     /// An ni x nj x nk field of zeros with `halo` ((start, end) per dimension; default none).
     #[new]
     #[pyo3(signature = (ni, nj, nk, halo = None))]
-    fn new(ni: usize, nj: usize, nk: usize, halo: Option<Vec<(usize, usize)>>) -> PyResult<Self> {
+    fn new(
+        #[pyo3(from_py_with = arg::ni)] ni: usize,
+        #[pyo3(from_py_with = arg::nj)] nj: usize,
+        #[pyo3(from_py_with = arg::nk)] nk: usize,
+        #[pyo3(from_py_with = arg::halo)] halo: Option<Vec<(usize, usize)>>,
+    ) -> PyResult<Self> {
         let n = ni
             .checked_mul(nj)
             .and_then(|n| n.checked_mul(nk))

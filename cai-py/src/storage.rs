@@ -4,6 +4,7 @@
 //! the arguments, applies GDP-3's lookup order, and forwards element writes to NumPy (host) or
 //! CuPy (device), as GDP-3 does.
 
+use crate::args::{self, is_int, repr, size, sizes};
 use crate::fastcall::{self, Args};
 use cai_runtime::descriptor::{ArrayDescriptor, Space};
 use cai_runtime::python::parse::parse_descr;
@@ -24,7 +25,7 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyEllipsis, PyList, PySlice, PyString, PyTuple};
+use pyo3::types::{PyDict, PyEllipsis, PySlice, PyString, PyTuple};
 use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::sync::Mutex;
@@ -192,85 +193,6 @@ fn dtype_from_typestr<'py>(
     }
 }
 
-fn nonneg(key: &str, v: &Bound<'_, PyAny>) -> PyResult<usize> {
-    // i64 first: the abi3 build has no fast path for wider ints.
-    if let Ok(n) = v.extract::<i64>() {
-        return usize::try_from(n)
-            .map_err(|_| PyValueError::new_err(format!("{key}: {n} must be a non-negative int")));
-    }
-    let n: i128 = v
-        .extract()
-        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not an int", repr(v))))?;
-    usize::try_from(n)
-        .map_err(|_| PyValueError::new_err(format!("{key}: {n} must be a non-negative int")))
-}
-
-/// An int or an object with `__index__` (NumPy integers), not a bool-like sequence.
-fn is_int(v: &Bound<'_, PyAny>) -> bool {
-    if v.is_instance_of::<pyo3::types::PyInt>() {
-        return true;
-    }
-    if v.is_instance_of::<PyTuple>() || v.is_instance_of::<PyList>() {
-        return false;
-    }
-    let py = v.py();
-    v.hasattr(pyo3::intern!(py, "__index__")).unwrap_or(false)
-        && !v.hasattr(pyo3::intern!(py, "__len__")).unwrap_or(true)
-}
-
-fn repr(v: &Bound<'_, PyAny>) -> String {
-    v.repr()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|_| "<unprintable>".into())
-}
-
-/// `f` applied to each item of a sequence argument. Tuples and lists are read directly: the
-/// iterator protocol would also ask for a length hint, a Python call (a quarter of a small
-/// `zeros` call's time).
-fn each_item<'py, T, C: FromIterator<T>>(
-    v: &Bound<'py, PyAny>,
-    bad: impl FnOnce() -> PyErr,
-    mut f: impl FnMut(&Bound<'py, PyAny>) -> PyResult<T>,
-) -> PyResult<C> {
-    if let Ok(t) = v.cast::<PyTuple>() {
-        return t.iter().map(|i| f(&i)).collect();
-    }
-    if let Ok(l) = v.cast::<PyList>() {
-        return l.iter().map(|i| f(&i)).collect();
-    }
-    v.try_iter().map_err(|_| bad())?.map(|i| f(&i?)).collect()
-}
-
-fn ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
-    let bad = || PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)));
-    if v.is_instance_of::<PyString>() {
-        return Err(bad());
-    }
-    if is_int(v) {
-        return Ok(PerDim::from_elem(nonneg(key, v)?, 1));
-    }
-    each_item(v, bad, |i| nonneg(key, i))
-}
-
-fn halo_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
-    let bad = || {
-        PyTypeError::new_err(format!(
-            "halo = {}: expected one int (symmetric) or (start, end) pair per dimension",
-            repr(v)
-        ))
-    };
-    each_item(v, bad, |i| {
-        if is_int(i) {
-            let n = nonneg("halo", i)?;
-            return Ok((n, n));
-        }
-        match each_item::<_, PerDim<_>>(i, bad, |x| Ok(x.clone()))?.as_slice() {
-            [a, b] => Ok((nonneg("halo", a)?, nonneg("halo", b)?)),
-            _ => Err(bad()),
-        }
-    })
-}
-
 /// `dims`: a str of one-letter dims (`"IJK"`) or a sequence of names.
 fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
     if let Ok(s) = v.extract::<String>() {
@@ -389,8 +311,8 @@ fn set_param(p: &mut StorageParams, kw: Keyword, v: &Bound<'_, PyAny>) -> PyResu
     let given = !v.is_none();
     let name = kw.name();
     match kw {
-        Keyword::AlignedIndex if given => p.aligned_index = Some(ints(name, v)?),
-        Keyword::AlignmentSize if given => p.alignment_size = Some(nonneg(name, v)?),
+        Keyword::AlignedIndex if given => p.aligned_index = Some(sizes(name, v)?),
+        Keyword::AlignmentSize if given => p.alignment_size = Some(size(name, v)?),
         Keyword::Defaults => {
             p.defaults = opt_str(name, v)?
                 .map(|s| Preset::parse(&s))
@@ -401,8 +323,8 @@ fn set_param(p: &mut StorageParams, kw: Keyword, v: &Bound<'_, PyAny>) -> PyResu
             p.device = Some(StorageDevice::parse(opt_str(name, v)?.as_deref()).map_err(err)?);
         }
         Keyword::Dims if given => p.dims = Some(dims_arg(v)?),
-        Keyword::Halo if given => p.halo = Some(halo_arg(v)?),
-        Keyword::Layout if given => p.layout = Some(ints(name, v)?),
+        Keyword::Halo if given => p.halo = Some(args::halo(v)?),
+        Keyword::Layout if given => p.layout = Some(sizes(name, v)?),
         Keyword::Managed => {
             p.managed = Some(Managed::parse(opt_str(name, v)?.as_deref()).map_err(err)?);
         }
@@ -505,7 +427,7 @@ fn read_call<'py, const R: usize, const O: usize>(
 }
 
 fn shape_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
-    ints("shape", v)
+    sizes("shape", v)
 }
 
 #[cfg(feature = "cuda")]
@@ -967,8 +889,8 @@ impl PyStorage {
         let axes: Option<PerDim<usize>> = match axes.len() {
             0 => None,
             1 if axes.get_item(0)?.is_none() => None,
-            1 if axes.get_item(0)?.try_iter().is_ok() => Some(ints("axes", &axes.get_item(0)?)?),
-            _ => Some(ints("axes", axes.as_any())?),
+            1 if axes.get_item(0)?.try_iter().is_ok() => Some(sizes("axes", &axes.get_item(0)?)?),
+            _ => Some(sizes("axes", axes.as_any())?),
         };
         let t = self.inner.transpose(axes.as_deref()).map_err(index_error)?;
         self.view(py, t)
@@ -1038,7 +960,7 @@ impl PyStorage {
     /// Sets the halo (ints or (start, end) pairs); the aligned point does not move.
     #[setter]
     fn set_halo(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let halo = halo_arg(value)?;
+        let halo = args::halo(value)?;
         self.inner.set_halo(halo).map_err(err)
     }
 

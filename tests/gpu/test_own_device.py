@@ -56,6 +56,25 @@ def test_strided_and_offset_views():
         a.view((7, 10))
 
 
+def test_int_arguments_out_of_range_name_the_argument_and_the_value():
+    a = cai.DeviceArray(np.zeros(8, dtype=np.uint8))
+    for call, message in [
+        (lambda: a.view((-1,)), "shape: -1 must be a non-negative int"),
+        (lambda: a.view((2,), strides=(2**63,)), f"strides: {2**63} is too large"),
+        (lambda: a.view((2,), offset=-3), "offset: -3 must be a non-negative int"),
+        (lambda: a.fill(256), "value: 256 is too large \\(at most 255\\)"),
+        (lambda: a.fill(-1), "value: -1 must be a non-negative int"),
+        # A count that would queue memsets for hours is refused, and so is a count of zero.
+        (lambda: a.fill(1, rounds=2**40), f"rounds: {2**40} is too large \\(at most 65536\\)"),
+        (lambda: a.fill(1, rounds=0), "rounds: 0 must be at least 1"),
+    ]:
+        with pytest.raises(ValueError, match=f"^{message}"):
+            call()
+    a.fill(3, rounds=np.int64(2))
+    assert a.to_bytes() == bytes([3] * 8)
+    assert a.view(np.int8(4), strides=None, offset=np.uint8(2)).to_bytes() == bytes([3] * 4)
+
+
 def test_side_stream_work_is_ordered_before_the_exported_stream():
     a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))
     consumer = cai.DeviceArray(np.zeros(1, dtype=np.uint8))  # another stream to read on

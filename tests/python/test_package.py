@@ -499,3 +499,48 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
     ]:
         with pytest.raises(MemoryError, match=f"cannot allocate {nbytes} bytes of host memory"):
             make()
+
+
+@pytest.mark.parametrize(
+    "make, exc, message",
+    [
+        (lambda: cai.Grid(-1, 3), ValueError, "rows: -1 must be a non-negative int"),
+        (lambda: cai.Grid(2, 2**64), ValueError, f"cols: {2**64} is too large \\(at most {2**64 - 1}\\)"),
+        (lambda: cai.Grid(2, 2**200), ValueError, f"cols: {2**200} is too large"),
+        (lambda: cai.Grid("2", 3), TypeError, "rows: '2' is not an int"),
+        (lambda: cai.Grid(2, 3).get(-1, 0), ValueError, "i: -1 must be a non-negative int"),
+        (lambda: cai.Grid(2, 3).set(0, 2**70, 1.0), ValueError, f"j: {2**70} is too large"),
+        (lambda: cai.DeviceMatrix(-5, 2, 2), ValueError, "ptr: -5 is out of range"),
+        (lambda: cai.DeviceMatrix(16, 2, -2), ValueError, "cols: -2 must be a non-negative int"),
+        (lambda: cai.Buffer(-1, "<f8", (1,)), ValueError, "nbytes: -1 must be a non-negative int"),
+        (lambda: cai.Buffer(8, "<f8", (1, -1)), ValueError, "shape: -1 must be a non-negative int"),
+        (lambda: cai.Buffer(8, "<f8", "1"), TypeError, "shape = '1': expected a sequence of ints"),
+        (lambda: cai.Buffer(8, "<f8", (1,), (2**63,)), ValueError, f"strides: {2**63} is too large"),
+        (
+            lambda: cai.Buffer(8, "<f8", (1,), (-(2**63) - 1,)),
+            ValueError,
+            f"strides: {-(2**63) - 1} must be at least {-(2**63)}",
+        ),
+        (lambda: cai.Buffer(8, "<f8", (1,), None, -1), ValueError, "offset: -1 must be a non-negative int"),
+        (lambda: cai.Field(1, -2, 3), ValueError, "nj: -2 must be a non-negative int"),
+        (lambda: cai.Field(1, 2, 3, [(0, -1)] * 3), ValueError, "halo: -1 must be a non-negative int"),
+        (lambda: cai.counts(2**32), ValueError, f"n: {2**32} is too large \\(at most {2**32 - 1}\\)"),
+        (lambda: cai.as_host_array(np.zeros((2, 2))).get((0, -1)), ValueError, "index: -1 must be"),
+        (lambda: cai.as_host_array(np.zeros((2, 2))).set((2**64, 0), 1.0), ValueError, "index: 1844"),
+        (lambda: cai.zeros((2**200,)), ValueError, f"shape: {2**200} is too large"),
+        (lambda: cai.zeros((3,), halo=((0, 1.5),)), TypeError, "halo: 1.5 is not an int"),
+    ],
+)
+def test_int_arguments_out_of_range_name_the_argument_and_the_value(make, exc, message):
+    # PyO3 alone raises OverflowError("can't convert negative int to unsigned") for these,
+    # naming neither; and ints beyond 2**127 were TypeErrors ("is not an int").
+    with pytest.raises(exc, match=f"^{message}"):
+        make()
+
+
+def test_int_arguments_take_numpy_integers_and_defaults():
+    assert cai.Grid(np.int64(2), np.uint8(3)).shape == (2, 3)
+    assert cai.Buffer(16, "<f8", np.int32(1), None, np.uint16(8)).__array_interface__["shape"] == (1,)
+    assert list(np.asarray(cai.counts(np.int16(3)))) == [0, 1, 2]
+    f = cai.Field(3, 3, 3, [1, (0, 1), 0])  # a halo entry may be one int, as for storages
+    assert f.__gt_data_interface__[None]["halo"] == ((1, 1), (0, 1), (0, 0))

@@ -1,0 +1,201 @@
+//! Python arguments read into Rust numbers, with errors that name the argument and the value:
+//! a TypeError for what is not an int (or a sequence of them), a ValueError for an int out of
+//! range, never PyO3's bare OverflowError ("can't convert negative int to unsigned"), which
+//! names neither. Ints are read through `__index__`, so NumPy integers are ints too.
+
+use cai_runtime::storage::PerDim;
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyList, PyString, PyTuple};
+
+/// `repr(v)`, or a placeholder when `repr` itself raises.
+pub fn repr(v: &Bound<'_, PyAny>) -> String {
+    v.repr()
+        .map(|r| r.to_string())
+        .unwrap_or_else(|_| "<unprintable>".into())
+}
+
+/// An int or an object with `__index__` (NumPy integers), not a bool-like sequence.
+pub fn is_int(v: &Bound<'_, PyAny>) -> bool {
+    if v.is_instance_of::<PyInt>() {
+        return true;
+    }
+    if v.is_instance_of::<PyTuple>() || v.is_instance_of::<PyList>() {
+        return false;
+    }
+    let py = v.py();
+    v.hasattr(pyo3::intern!(py, "__index__")).unwrap_or(false)
+        && !v.hasattr(pyo3::intern!(py, "__len__")).unwrap_or(true)
+}
+
+/// `v` as an int from `lo` to `hi`, the argument being `key`.
+pub fn int_in<T: TryFrom<i128>>(
+    key: &str,
+    v: &Bound<'_, PyAny>,
+    lo: i128,
+    hi: i128,
+) -> PyResult<T> {
+    // i64 first: the abi3 build has no fast path for wider ints.
+    let n = match v.extract::<i64>() {
+        Ok(n) => Some(i128::from(n)),
+        Err(_) if !is_int(v) => {
+            return Err(PyTypeError::new_err(format!(
+                "{key}: {} is not an int",
+                repr(v)
+            )));
+        }
+        Err(_) => match v.extract::<i128>() {
+            Ok(n) => Some(n),
+            // Beyond i128 is beyond every range here, on the side of its sign.
+            Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => None,
+            // `__index__` itself raised: its error says more than ours would.
+            Err(e) => return Err(e),
+        },
+    };
+    let below = match n {
+        Some(n) if (lo..=hi).contains(&n) => {
+            return T::try_from(n).map_err(|_| {
+                PyValueError::new_err(format!("{key}: {n} does not fit (a bug in its range)"))
+            });
+        }
+        Some(n) => n < lo,
+        None => v.lt(0)?,
+    };
+    let value = n.map_or_else(|| repr(v), |n| n.to_string());
+    Err(PyValueError::new_err(if below && lo == 0 {
+        format!("{key}: {value} must be a non-negative int")
+    } else if below {
+        format!("{key}: {value} must be at least {lo}")
+    } else {
+        format!("{key}: {value} is too large (at most {hi})")
+    }))
+}
+
+/// A size or count: an int from 0 to 2**64 - 1.
+pub fn size(key: &str, v: &Bound<'_, PyAny>) -> PyResult<usize> {
+    int_in(key, v, 0, usize::MAX as i128)
+}
+
+/// A byte stride or other signed offset: an int from -2**63 to 2**63 - 1.
+pub fn signed(key: &str, v: &Bound<'_, PyAny>) -> PyResult<isize> {
+    int_in(key, v, isize::MIN as i128, isize::MAX as i128)
+}
+
+/// `f` applied to each item of a sequence argument. Tuples and lists are read directly: the
+/// iterator protocol would also ask for a length hint, a Python call (a quarter of a small
+/// `zeros` call's time).
+pub fn each_item<'py, T, C: FromIterator<T>>(
+    v: &Bound<'py, PyAny>,
+    bad: impl FnOnce() -> PyErr,
+    mut f: impl FnMut(&Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<C> {
+    if let Ok(t) = v.cast::<PyTuple>() {
+        return t.iter().map(|i| f(&i)).collect();
+    }
+    if let Ok(l) = v.cast::<PyList>() {
+        return l.iter().map(|i| f(&i)).collect();
+    }
+    v.try_iter().map_err(|_| bad())?.map(|i| f(&i?)).collect()
+}
+
+/// A sequence of ints read by `item` (one int alone is a sequence of one, as NumPy reads a
+/// shape), the argument being `key`.
+pub fn int_sequence<T>(
+    key: &str,
+    v: &Bound<'_, PyAny>,
+    item: impl Fn(&str, &Bound<'_, PyAny>) -> PyResult<T>,
+) -> PyResult<PerDim<T>> {
+    let bad = || PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)));
+    if v.is_instance_of::<PyString>() {
+        return Err(bad());
+    }
+    if is_int(v) {
+        return Ok(std::iter::once(item(key, v)?).collect());
+    }
+    each_item(v, bad, |i| item(key, i))
+}
+
+/// A sequence of sizes (a shape, an index, a layout).
+pub fn sizes(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
+    int_sequence(key, v, size)
+}
+
+/// A sequence of signed ints (byte strides).
+pub fn signed_ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<isize>> {
+    int_sequence(key, v, signed)
+}
+
+/// `halo`: one int (symmetric) or one (start, end) pair per dimension.
+pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "halo = {}: expected one int (symmetric) or (start, end) pair per dimension",
+            repr(v)
+        ))
+    };
+    each_item(v, bad, |i| {
+        if is_int(i) {
+            let n = size("halo", i)?;
+            return Ok((n, n));
+        }
+        match each_item::<_, PerDim<_>>(i, bad, |x| Ok(x.clone()))?.as_slice() {
+            [a, b] => Ok((size("halo", a)?, size("halo", b)?)),
+            _ => Err(bad()),
+        }
+    })
+}
+
+/// The most fills one `DeviceArray.fill` call enqueues: enough to keep a stream busy for a
+/// test, few enough that a mistyped count cannot queue work for hours.
+#[cfg(feature = "cuda")]
+pub const MAX_ROUNDS: usize = 1 << 16;
+
+/// `size`s and friends under one argument's name, for `#[pyo3(from_py_with = arg::rows)]`:
+/// PyO3 gives such a reader the value only, so each carries the name it reports.
+macro_rules! named_readers {
+    ($($(#[$attr:meta])* $name:ident: $ty:ty = $read:expr;)*) => {$(
+        #[doc = concat!("The argument `", stringify!($name), "`.")]
+        $(#[$attr])*
+        pub fn $name(v: &Bound<'_, PyAny>) -> PyResult<$ty> {
+            $read(stringify!($name), v)
+        }
+    )*};
+}
+
+/// The example classes' integer arguments.
+pub mod arg {
+    use super::*;
+
+    /// None, or what `read` makes of `v`.
+    fn optional<T>(
+        v: &Bound<'_, PyAny>,
+        read: impl FnOnce(&Bound<'_, PyAny>) -> PyResult<PerDim<T>>,
+    ) -> PyResult<Option<Vec<T>>> {
+        if v.is_none() {
+            return Ok(None);
+        }
+        read(v).map(|r| Some(r.into_vec()))
+    }
+
+    named_readers! {
+        rows: usize = size;
+        cols: usize = size;
+        i: usize = size;
+        j: usize = size;
+        ni: usize = size;
+        nj: usize = size;
+        nk: usize = size;
+        nbytes: usize = size;
+        offset: usize = size;
+        n: u32 = |k, v| int_in(k, v, 0, u32::MAX.into());
+        #[cfg(feature = "cuda")]
+        value: u8 = |k, v| int_in(k, v, 0, u8::MAX.into());
+        #[cfg(feature = "cuda")]
+        rounds: usize = |k, v| int_in(k, v, 1, MAX_ROUNDS as i128);
+        ptr: u64 = cai_runtime::python::address_argument;
+        shape: Vec<usize> = |k, v| sizes(k, v).map(PerDim::into_vec);
+        index: Vec<usize> = |k, v| sizes(k, v).map(PerDim::into_vec);
+        strides: Option<Vec<isize>> = |k, v| optional(v, |v| signed_ints(k, v));
+        halo: Option<Vec<(usize, usize)>> = |_, v| optional(v, super::halo);
+    }
+}
