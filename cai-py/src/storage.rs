@@ -853,6 +853,13 @@ impl PyStorage {
         Ok(())
     }
 
+    /// The truth value as NumPy (CuPy, for a device storage) gives it: the item's for a
+    /// storage of one item, a ValueError for any other size. Without this, Python would ask
+    /// `__len__`, and a storage holding a single 0.0 would be true.
+    fn __bool__(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Self::to_ndarray(slf)?.is_truthy()
+    }
+
     fn __len__(&self) -> PyResult<usize> {
         self.inner
             .shape()

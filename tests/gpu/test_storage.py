@@ -22,6 +22,10 @@ def test_cupy_reads_device_storage_zero_copy(cp):
     c = s.copy()
     assert c.__cuda_array_interface__["data"][0] != x.data.ptr
     assert float(cp.asarray(c)[1, 2]) == 5.0
+    # The truth value is CuPy's: one item's own, ambiguous for more.
+    assert bool(s[1:2, 2:3]) and not cai.zeros((1,), device="gpu", managed=None)
+    with pytest.raises(ValueError, match="ambiguous"):
+        bool(s)
 
 
 def test_gt4py_mirror_copies_when_the_other_side_changed(cp):

@@ -330,6 +330,22 @@ def test_basic_indexing_views_and_items():
     assert s[np.int64(1), np.int32(2), 3] == a[1, 2, 3]
 
 
+@pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,), (0,), (2, 0)])
+@pytest.mark.parametrize("value", [0.0, 2.5])
+def test_truth_value_is_numpys(shape, value):
+    # A storage of one item is as true as its item (Python's fallback, len(), made one 0.0
+    # true); any other size is ambiguous, as for NumPy.
+    s, a = cai.full(shape, value), np.full(shape, value)
+    try:
+        expected = bool(a)
+    except ValueError as e:
+        with pytest.raises(ValueError, match=re.escape(str(e))):
+            bool(s)
+    else:
+        assert bool(s) is expected
+    assert bool(cai.full((1,), True, dtype=bool)) and not cai.zeros((1,), dtype=np.int8)
+
+
 def test_out_of_range_and_bad_indices_raise():
     s = cai.zeros((3, 4))
     with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
