@@ -1134,11 +1134,32 @@ fn create(
     }
 }
 
-/// One item of `dtype` holding `value`, as bytes (NumPy converts).
+/// One item of `dtype` holding `value`, as bytes (NumPy converts). NumPy's conversion errors
+/// keep their type (OverflowError, ValueError, TypeError, as `numpy.full` raises them) and
+/// gain the argument's name and value, which NumPy's messages leave out.
 fn item_bytes(py: Python<'_>, dtype: &Dtype, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let a = numpy(py)?
         .getattr("asarray")?
-        .call1((value, &dtype.numpy))?;
+        .call1((value, &dtype.numpy))
+        .map_err(|e| {
+            let msg = format!(
+                "fill_value = {}: cannot be stored as {}: {}",
+                repr(value),
+                dtype.numpy,
+                e.value(py)
+            );
+            let named = if e.is_instance_of::<PyOverflowError>(py) {
+                PyOverflowError::new_err(msg)
+            } else if e.is_instance_of::<PyValueError>(py) {
+                PyValueError::new_err(msg)
+            } else if e.is_instance_of::<PyTypeError>(py) {
+                PyTypeError::new_err(msg)
+            } else {
+                return e;
+            };
+            named.set_cause(py, Some(e));
+            named
+        })?;
     if a.getattr("ndim")?.extract::<usize>()? != 0 {
         return Err(PyValueError::new_err(format!(
             "fill_value = {} is not a scalar",

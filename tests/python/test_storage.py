@@ -53,6 +53,20 @@ def test_full_converts_like_numpy():
         cai.full((2,), [1, 2])
 
 
+@pytest.mark.parametrize(
+    "value, dtype, exc",
+    [(300, "u1", OverflowError), (2**200, "i1", OverflowError), ("abc", "f8", ValueError), (object(), "f4", TypeError)],
+)
+def test_fill_values_numpy_cannot_convert_keep_numpys_error_and_name_the_value(value, dtype, exc):
+    # NumPy's own message names neither the argument nor (for 2**200) the value.
+    with pytest.raises(exc) as numpy_error:
+        np.asarray(value, dtype=dtype)
+    for call in [lambda: cai.full((2,), value, dtype=dtype), lambda: cai.full_like(cai.zeros((2,), dtype=dtype), value)]:
+        with pytest.raises(exc, match=re.escape(f"fill_value = {value!r}: cannot be stored as {np.dtype(dtype)}: ")) as e:
+            call()
+        assert str(e.value).endswith(str(numpy_error.value)) and type(e.value.__cause__) is exc
+
+
 def test_numpy_shares_host_memory_both_ways():
     s = cai.zeros((3, 4), halo=(1, 1))
     a = np.asarray(s)
