@@ -29,12 +29,7 @@ pub fn is_int(v: &Bound<'_, PyAny>) -> bool {
 }
 
 /// `v` as an int from `lo` to `hi`, the argument being `key`.
-pub fn int_in<T: TryFrom<i128>>(
-    key: &str,
-    v: &Bound<'_, PyAny>,
-    lo: i128,
-    hi: i128,
-) -> PyResult<T> {
+fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128) -> PyResult<T> {
     // i64 first: the abi3 build has no fast path for wider ints.
     let n = match v.extract::<i64>() {
         Ok(n) => Some(i128::from(n)),
@@ -77,14 +72,14 @@ pub fn size(key: &str, v: &Bound<'_, PyAny>) -> PyResult<usize> {
 }
 
 /// A byte stride or other signed offset: an int from -2**63 to 2**63 - 1.
-pub fn signed(key: &str, v: &Bound<'_, PyAny>) -> PyResult<isize> {
+fn signed(key: &str, v: &Bound<'_, PyAny>) -> PyResult<isize> {
     int_in(key, v, isize::MIN as i128, isize::MAX as i128)
 }
 
 /// `f` applied to each item of a sequence argument. Tuples and lists are read directly: the
 /// iterator protocol would also ask for a length hint, a Python call (a quarter of a small
 /// `zeros` call's time).
-pub fn each_item<'py, T, C: FromIterator<T>>(
+fn each_item<'py, T, C: FromIterator<T>>(
     v: &Bound<'py, PyAny>,
     bad: impl FnOnce() -> PyErr,
     mut f: impl FnMut(&Bound<'py, PyAny>) -> PyResult<T>,
@@ -100,7 +95,7 @@ pub fn each_item<'py, T, C: FromIterator<T>>(
 
 /// A sequence of ints read by `item` (one int alone is a sequence of one, as NumPy reads a
 /// shape), the argument being `key`.
-pub fn int_sequence<T>(
+fn int_sequence<T>(
     key: &str,
     v: &Bound<'_, PyAny>,
     item: impl Fn(&str, &Bound<'_, PyAny>) -> PyResult<T>,
@@ -121,7 +116,7 @@ pub fn sizes(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<usize>> {
 }
 
 /// A sequence of signed ints (byte strides).
-pub fn signed_ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<isize>> {
+fn signed_ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<isize>> {
     int_sequence(key, v, signed)
 }
 
@@ -148,7 +143,7 @@ pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
 /// The most fills one `DeviceArray.fill` call enqueues: enough to keep a stream busy for a
 /// test, few enough that a mistyped count cannot queue work for hours.
 #[cfg(feature = "cuda")]
-pub const MAX_ROUNDS: usize = 1 << 16;
+const MAX_ROUNDS: usize = 1 << 16;
 
 /// `size`s and friends under one argument's name, for `#[pyo3(from_py_with = arg::rows)]`:
 /// PyO3 gives such a reader the value only, so each carries the name it reports.
