@@ -6,13 +6,18 @@ process (never asserted: timings vary by machine).
   with every page touched once (a write of the whole array), which is what a computation
   pays.
 
+  `numpy.asarray(storage)` (NumPy reads `__array_struct__`) against NumPy reading an
+  `__array_interface__` dict that is already built (what the dict protocol costs NumPy alone).
+
 Run: .venv/bin/python benches/storage_bench.py
 """
+
+import types
 
 import numpy as np
 
 import cai
-from python_bench import best  # benches/ is on sys.path when run as a script
+from python_bench import best, ns  # benches/ is on sys.path when run as a script
 
 
 def fmt(seconds):
@@ -56,6 +61,15 @@ def main():
         print("target met at no size measured")
     else:
         print(f"target met from {met_from} bytes up ({met_from / 1024:.0f} KiB)")
+
+    print()
+    print("numpy.asarray(storage): the C struct against NumPy reading a ready dict")
+    for shape in [(8, 8, 8), (4, 5, 6, 7)]:
+        s = cai.zeros(shape, alignment_size=64, halo=(1,) * len(shape))
+        ready = types.SimpleNamespace(__array_interface__=s.__array_interface__)
+        ours = best("np.asarray(s)", 200_000, np=np, s=s)
+        dict_ = best("np.asarray(ready)", 200_000, np=np, ready=ready)
+        print(f"{str(shape):>18} {ns(ours)} {ns(dict_)} {ours / dict_:6.2f}x")
 
 
 if __name__ == "__main__":

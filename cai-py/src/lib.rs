@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 mod args;
+mod array_struct;
 mod cuda;
 mod fastcall;
 mod storage;

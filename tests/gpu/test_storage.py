@@ -11,6 +11,7 @@ import cai
 def test_cupy_reads_device_storage_zero_copy(cp):
     s = cai.full((4, 6), 2.0, device="gpu", managed=None, alignment_size=64, halo=(1, 0))
     assert s.device == "gpu" and s.managed is None and not hasattr(s, "__array_interface__")
+    assert not hasattr(s, "__array_struct__")  # NumPy goes on to __array__ (CuPy)
     x = cp.asarray(s)
     assert x.data.ptr == s.__cuda_array_interface__["data"][0]
     assert float(x.sum()) == 48.0

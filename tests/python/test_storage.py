@@ -4,6 +4,7 @@ requests failing clearly. Property tests with hypothesis over dtypes, 1 to 4 dim
 layouts, alignments and aligned indices."""
 
 import copy
+import ctypes
 import gc
 import re
 import sys
@@ -427,6 +428,123 @@ def test_setitem_from_storages_and_arrays():
     assert s.to_numpy()[0].tolist() == [0, 1, 2]
     s[1:, 1:] = 9
     assert s[2, 2] == 9
+
+
+# ---------------------------------------------------------------- NumPy's C-struct interface
+
+
+class PyArrayInterface(ctypes.Structure):
+    """`PyArrayInterface` of numpy/ndarraytypes.h, what `__array_struct__`'s capsule holds."""
+
+    _fields_ = [
+        ("two", ctypes.c_int),
+        ("nd", ctypes.c_int),
+        ("typekind", ctypes.c_char),
+        ("itemsize", ctypes.c_int),
+        ("flags", ctypes.c_int),
+        ("shape", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("strides", ctypes.POINTER(ctypes.c_ssize_t)),
+        ("data", ctypes.c_void_p),
+        ("descr", ctypes.c_void_p),
+    ]
+
+
+def array_struct(s):
+    capsule = s.__array_struct__
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return capsule, PyArrayInterface.from_address(get(capsule, None))
+
+
+def through_the_dict(s):
+    """NumPy's array of `s` as `__array_interface__` alone gives it."""
+    return np.asarray(types.SimpleNamespace(__array_interface__=s.__array_interface__))
+
+
+STRUCT_DTYPES = ["f8", "f2", "c16", "?", "u1", ">i4", "<M8[ns]", "m8[s]", "V5", "S3", "U2",
+                 np.dtype({"names": ["a", "b"], "formats": ["<i4", ">f8"], "offsets": [0, 8], "itemsize": 24})]
+
+
+@pytest.mark.parametrize("dtype", STRUCT_DTYPES, ids=str)
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: cai.zeros((3, 4), dtype=d),
+        lambda d: cai.zeros(
+            (3, 4, 2), dtype=d, layout=(2, 0, 1), alignment_size=4 * d.itemsize, halo=((1, 0), (0, 2), (1, 1))
+        ),
+        lambda d: cai.zeros((5, 6), dtype=d, halo=((1, 1), (1, 1)))[1:4, ::-2],
+        lambda d: cai.zeros((2, 3), dtype=d, defaults="F").transpose(),
+        lambda d: cai.zeros((4, 3), dtype=d).domain_view[2],
+        lambda d: cai.zeros((), dtype=d),
+        lambda d: cai.zeros((0, 3), dtype=d),
+        lambda d: cai.as_storage(np.zeros(4, dtype=d)[::-1]),
+    ],
+    ids=["C", "layout-halo-aligned", "sliced-reversed", "F-transposed", "row", "0-d", "empty", "wrapped"],
+)
+def test_numpy_reads_the_c_struct_as_it_reads_the_dict(make, dtype):
+    s = make(np.dtype(dtype))
+    a, ref = np.asarray(s), through_the_dict(s)
+    assert a.dtype == s.dtype and a.dtype.itemsize == ref.dtype.itemsize
+    # The dict spells a structured dtype's gaps as void fields ("f1", "f3"); the struct hands
+    # NumPy the storage's dtype itself.
+    assert a.dtype == ref.dtype or ref.dtype.names == ("a", "f1", "b", "f3")
+    assert (a.shape, a.strides, a.flags.writeable) == (s.shape, s.strides, True)
+    if a.size:  # (the dict gives an empty array no address, so NumPy allocates one)
+        assert (a.strides, a.ctypes.data) == (ref.strides, s.__array_interface__["data"][0])
+        a[(0,) * a.ndim] = np.ones((), dtype=a.dtype)  # the same memory: written here, seen there
+        fields = a.dtype.names or [...]  # (the items' bytes outside the fields are not copied)
+        assert [ref[f].tobytes() for f in fields] == [a[f].tobytes() for f in fields]
+        assert ref[(0,) * a.ndim].tobytes() != bytes(a.itemsize)
+
+
+def test_the_c_struct_describes_the_storage():
+    s = cai.zeros((4, 5), dtype=">i4", layout=(1, 0), halo=((1, 1), (0, 2)), alignment_size=64)
+    capsule, st_ = array_struct(s)
+    assert st_.two == 2 and st_.nd == 2 and st_.typekind == b"i" and st_.itemsize == 4
+    assert [st_.shape[i] for i in range(2)] == list(s.shape)
+    assert [st_.strides[i] for i in range(2)] == list(np.asarray(s).strides)
+    assert st_.data == s.__array_interface__["data"][0]
+    assert st_.descr == id(s.dtype)  # the dtype itself: units, byte order and fields come back whole
+    HAS_DESCR, WRITEABLE, NOTSWAPPED = 0x800, 0x400, 0x200
+    assert st_.flags & HAS_DESCR and st_.flags & WRITEABLE and not st_.flags & NOTSWAPPED  # big-endian
+    assert array_struct(cai.zeros((1,), dtype="<i4"))[1].flags & NOTSWAPPED
+    assert array_struct(cai.zeros((1,), dtype="u1"))[1].flags & NOTSWAPPED  # "|": no byte order
+
+
+def test_the_c_struct_of_read_only_memory_is_read_only():
+    ro = cai.as_storage(np.frombuffer(b"xyz", "u1"))
+    assert not array_struct(ro)[1].flags & 0x400
+    a = np.asarray(ro)
+    assert not a.flags.writeable and a.tobytes() == b"xyz"
+    with pytest.raises(ValueError, match="read-only"):
+        a[0] = 1
+
+
+def test_the_array_numpy_makes_from_the_c_struct_keeps_the_storage_alive():
+    s = cai.full((64,), 3.0)
+    w = weakref.ref(s)
+    a = np.asarray(s)
+    del s
+    gc.collect()
+    assert w() is not None and a.sum() == 192.0
+    del a
+    gc.collect()
+    assert w() is None
+
+
+def test_the_c_struct_capsule_gives_its_dtype_reference_back():
+    dt = np.dtype([("x", "<f4")])  # a dtype of this test's own: NumPy shares the plain ones
+    s = cai.zeros((2, 2), dtype=dt)
+    np.asarray(s)
+    gc.collect()
+    before = sys.getrefcount(dt)
+    for _ in range(1000):
+        np.asarray(s)
+        s.__array_struct__
+    gc.collect()
+    assert sys.getrefcount(dt) == before
+    assert s.dtype is dt
 
 
 # ---------------------------------------------------------------- wrapping and copying

@@ -2,7 +2,7 @@
 
 from typing import Any, Literal, Optional, Sequence, final
 
-from typing_extensions import disjoint_base
+from typing_extensions import CapsuleType, disjoint_base
 
 _Descriptor = dict[str, Any]
 
@@ -246,6 +246,8 @@ class Storage:
     """A GDP-3 storage: host, device, or mirrored buffers with layout, halo and alignment."""
     @property
     def __array_interface__(self) -> _Descriptor: ...
+    @property
+    def __array_struct__(self) -> CapsuleType: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
     @property
