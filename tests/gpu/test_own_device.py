@@ -195,6 +195,7 @@ def test_pointer_attributes_of_device_and_managed_memory():
 def test_device_only_storage():
     s = cai.full((4, 6), 2.0, device="gpu", managed=None, alignment_size=64, halo=(1, 0))
     assert s.device == "gpu" and s.managed is None and not hasattr(s, "__array_interface__")
+    assert not hasattr(s, "__array_struct__")
     assert (device_items(s, np.float64, (4, 6)) == 2.0).all()
     assert s.domain_view.__cuda_array_interface__["data"][0] % 64 == 0
     with pytest.raises(cai.GTNoSuchBufferError):
@@ -218,6 +219,7 @@ def test_gt4py_mirror_copies_when_the_other_side_changed():
     s.to_numpy()[0, 0] = -1.0  # host-only write: lost, the device side is the newer
     s.set_device_modified()
     assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    # (NumPy reads the host side through __array_struct__, which copies first as the dict does)
     assert (s.to_numpy() == 4.0).all() and s.sync_state.state == cai.SyncState.SYNC_CLEAN
     s[0, 1] = 8.0
     assert s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
