@@ -7,7 +7,10 @@ same process (never asserted: timings vary by machine).
   (b) import into a Rust view (`ForeignArray::<Host>::from_object`, timed in Rust) against
       `numpy.asarray(obj)` on an object exposing `__array_interface__` (target <= 0.5x); and,
       for reference, the same import called from Python (`cai.as_host_array(obj)`), which adds
-      the call and a Python object around the view.
+      the call and a Python object around the view;
+  (c) NumPy reading a derived class: `numpy.asarray(grid)`, which reads the generated
+      `__array_struct__`, against `numpy.asarray` of an object holding the same
+      `__array_interface__` dict, already built (what the dict costs NumPy alone).
 
 Run: .venv/bin/python benches/python_bench.py
 """
@@ -62,6 +65,13 @@ def main():
     imp = best("cai.as_host_array(obj)", n // 4, cai=cai, obj=obj)
     rust_only = min(cai._native._import_ns(obj, n // 4) for _ in range(7)) * 1e-9
     asarray = best("np.asarray(obj)", n // 4, np=np, obj=obj)
+    numpy_reads = best("np.asarray(g)", n, np=np, g=g)
+
+    class Ready:
+        __array_interface__ = g.__array_interface__
+        _keep = g
+
+    numpy_reads_dict = best("np.asarray(ready)", n, np=np, ready=Ready())
 
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, shape ({rows}, {cols}) float32")
     print("(a) property access")
@@ -77,6 +87,10 @@ def main():
     print(f"    numpy.asarray(obj)                     {ns(asarray)}")
     print(f"    ratio vs NumPy:   {rust_only / asarray:5.2f}x   (target <= 0.5x)")
     print(f"    from Python: cai.as_host_array(obj)    {ns(imp)}   ratio vs NumPy {imp / asarray:5.2f}x (adds the call and a Python view object)")
+    print("(c) NumPy reading a derived class")
+    print(f"    numpy.asarray(grid) (__array_struct__)  {ns(numpy_reads)}")
+    print(f"    numpy.asarray of its dict, ready        {ns(numpy_reads_dict)}")
+    print(f"    ratio: {numpy_reads / numpy_reads_dict:5.2f}x")
 
 
 if __name__ == "__main__":

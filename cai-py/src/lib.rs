@@ -17,7 +17,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
 mod args;
-mod array_struct;
 mod cuda;
 mod fastcall;
 mod storage;
@@ -227,9 +226,18 @@ impl DeviceMatrix {
     }
 }
 
+/// A structured element for `Buffer` (`"|V16"`): NumPy's
+/// `[("id", "<i4"), ("", "|V4"), ("value", "<f8")]`, padding included.
+#[repr(C)]
+#[derive(Clone, Copy, Element)]
+struct Record {
+    id: i32,
+    value: f64,
+}
+
 /// The elements `Buffer` can hold, looked up by type string.
 fn dtype_for(typestr: &str) -> PyResult<&'static DType> {
-    static TABLE: [&DType; 15] = [
+    static TABLE: [&DType; 16] = [
         &<bool as Element>::DTYPE,
         &<i8 as Element>::DTYPE,
         &<i16 as Element>::DTYPE,
@@ -245,6 +253,7 @@ fn dtype_for(typestr: &str) -> PyResult<&'static DType> {
         &<Complex<f32> as Element>::DTYPE,
         &<Complex<f64> as Element>::DTYPE,
         &<usize as Element>::DTYPE,
+        &<Record as Element>::DTYPE,
     ];
     let t = TypeStr::parse(typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
     TABLE

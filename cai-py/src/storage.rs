@@ -5,9 +5,9 @@
 //! CuPy (device), as GDP-3 does.
 
 use crate::args::{self, is_int, repr, size, sizes};
-use crate::array_struct::ArrayStruct;
 use crate::fastcall::{self, Args};
 use cai_runtime::descriptor::{ArrayDescriptor, Space};
+use cai_runtime::python::array_struct::ArrayStruct;
 use cai_runtime::python::parse::parse_descr;
 use cai_runtime::python::{self as cpy, GtData, HookKind};
 use cai_runtime::storage::array::{AllocInfo, stride_order};
@@ -733,7 +733,7 @@ impl PyStorage {
             data,
             readonly: self.inner.buffers().readonly,
             typestr: self.inner.element().typestr,
-            dtype: self.dtype.bind(py),
+            descr: self.dtype.bind(py),
         }
         .into_capsule()
     }

@@ -75,7 +75,8 @@ pub use stream::{AsStream, Stream, StreamError, StreamHandle};
 pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
 
 /// `#[cai_runtime::pymethods(cuda | host)]`: use in place of PyO3's `#[pymethods]` on a class's
-/// own block to add the `__cuda_array_interface__` / `__array_interface__` property to it.
+/// own block to add the `__cuda_array_interface__` / `__array_interface__` property to it
+/// (`host` adds NumPy's `__array_struct__` too).
 #[cfg(all(feature = "derive", feature = "python"))]
 pub use cai_derive::pymethods;
 /// The derives, re-exported so that users depend on this crate alone (as with serde).

@@ -27,7 +27,8 @@ impl From<Protocol> for Property {
     }
 }
 
-/// The getter method for one property.
+/// The getter methods for one property (`Host`: `__array_interface__` and NumPy's
+/// `__array_struct__`).
 pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
     let (name, body, doc) = match property {
@@ -51,11 +52,23 @@ pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
             };
         }
     };
-    quote! {
+    let dict_getter = quote! {
         #[doc = #doc]
         #[getter]
         fn #name<'py>(&self, py: #pyo3::Python<'py>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
             #body
+        }
+    };
+    if property != Property::Host {
+        return dict_getter;
+    }
+    // NumPy reads the C-struct form first (cai_runtime::python::array_struct).
+    quote! {
+        #dict_getter
+        #[doc = "NumPy's C-struct form of `__array_interface__` (a capsule), which NumPy reads first."]
+        #[getter]
+        fn __array_struct__<'py>(&self, py: #pyo3::Python<'py>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
+            #krate::python::array_struct(py, self)
         }
     }
 }
@@ -136,7 +149,9 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
     }
     for p in protocols {
         let g = getter(p, &krate);
-        block.items.push(syn::parse2(g)?);
+        // One property may need several methods (`host`: the dict and the C struct).
+        let methods: syn::ItemImpl = syn::parse2(quote!(impl __Getters { #g }))?;
+        block.items.extend(methods.items);
     }
     Ok(pymethods_block(quote!(#block), &krate))
 }

@@ -20,7 +20,7 @@ pub fn export_error(e: DescriptorError, attribute: &str) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(format!("cannot export {attribute}: {e}"))
 }
 
-fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py, PyList>> {
+pub(crate) fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for f in &d.0 {
         let name = match &f.title {

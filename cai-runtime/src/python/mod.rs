@@ -2,6 +2,8 @@
 //!
 //! - [`export`]: descriptors as the dicts that `__cuda_array_interface__` /
 //!   `__array_interface__` properties return; the bodies of the getters the derives generate.
+//! - [`array_struct`](mod@array_struct): NumPy's `__array_struct__` capsule, which NumPy reads
+//!   before the `__array_interface__` dict.
 //! - [`parse`](mod@parse): reading foreign descriptor dicts, collecting every problem with its exception
 //!   type and spec rule ([`rules`]).
 //! - [`view`]: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array` in
@@ -23,6 +25,7 @@ compile_error!(
     "cai-runtime's `python` feature needs PyO3's `abi3-py311` or later (the buffer protocol entered the stable ABI in Python 3.11), or a build for one Python version"
 );
 
+pub mod array_struct;
 mod buffer;
 pub mod check;
 pub mod export;
@@ -32,6 +35,7 @@ pub mod parse;
 pub mod rules;
 pub mod view;
 
+pub use array_struct::array_struct;
 pub use buffer::HeldBuffer;
 pub use check::{Violation, check, check_descriptor};
 pub use export::{array_interface, cuda_array_interface, to_dict};
