@@ -724,8 +724,10 @@ impl PyStorage {
     /// and faster (`array_struct.rs`); after copying newer device data, as the dict.
     #[getter]
     fn __array_struct__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let data =
-            (self.inner.host_ptr()).ok_or_else(|| PyAttributeError::new_err(NO_HOST_BUFFER))?;
+        let data = self
+            .inner
+            .host_ptr()
+            .ok_or_else(|| PyAttributeError::new_err(NO_HOST_BUFFER))?;
         mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
         ArrayStruct {
             shape: self.inner.shape(),

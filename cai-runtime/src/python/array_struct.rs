@@ -5,10 +5,10 @@
 //! `Grid` from 0.68 us to 0.41-0.44 us (`benches/python_bench.py`). The derives' `host`
 //! property comes with it ([`array_struct`]).
 //!
-//! The struct's `descr` (flag `ARR_HAS_DESCR`) is what NumPy gives `PyArray_DescrConverter`:
-//! the `numpy.dtype` itself where the exporter has one (storages), else the type string, or
-//! the `descr` list for a structured type. Datetime units, byte order and fields come back
-//! exactly. `typekind`, `itemsize` and `NOTSWAPPED` still describe a plain element for a
+//! The struct's `descr` (flag `ARR_HAS_DESCR`) is what NumPy gives `PyArray_DescrConverter`: a
+//! storage's own `numpy.dtype`; for a descriptor, the `numpy.dtype` of its type string (the
+//! string itself where NumPy cannot be imported), or its `descr` list for a structured type.
+//! Datetime units, byte order and fields come back exactly. `typekind`, `itemsize` and `NOTSWAPPED` still describe a plain element for a
 //! reader that ignores `descr`.
 //!
 //! NumPy copies shape and strides into the new array and keeps the exporting object (and, in
