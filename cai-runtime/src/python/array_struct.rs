@@ -1,8 +1,8 @@
 //! NumPy's `__array_struct__`: the array interface as a C struct in a capsule (NumPy's
 //! "array interface protocol", its C-struct access). NumPy looks for it before
 //! `__array_interface__` and reads it with no dict to build or parse: `numpy.asarray` of a host
-//! storage went from 0.70 us to 0.28 us (`benches/storage_bench.py`), of the derived example
-//! `Grid` from 0.68 us to 0.41-0.44 us (`benches/python_bench.py`). The derives' `host`
+//! storage went from 0.70 us to 0.24 us (`benches/storage_bench.py`), of the derived example
+//! `Grid` from 0.68 us to 0.41 us (`benches/python_bench.py`). The derives' `host`
 //! property comes with it ([`array_struct`]).
 //!
 //! The struct's `descr` (flag `ARR_HAS_DESCR`) is what NumPy gives `PyArray_DescrConverter`: a
