@@ -822,12 +822,16 @@ impl Field {
             .ok_or_else(|| {
                 PyValueError::new_err(format!("shape ({ni}, {nj}, {nk}) is too large"))
             })?;
+        let halo = halo.unwrap_or_else(|| vec![(0, 0); 3]);
+        // Refused here rather than at the first export, where it would name no argument.
+        cai_runtime::storage::check_halo(&halo, &[ni, nj, nk])
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(Field {
             values: zeros(n)?,
             ni,
             nj,
             nk,
-            halo: halo.unwrap_or_else(|| vec![(0, 0); 3]),
+            halo,
             calls: Default::default(),
         })
     }

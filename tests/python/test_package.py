@@ -577,6 +577,8 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
         (lambda: cai.Buffer(8, "<f8", (1,), None, -1), ValueError, "offset: -1 must be a non-negative int"),
         (lambda: cai.Field(1, -2, 3), ValueError, "nj: -2 must be a non-negative int"),
         (lambda: cai.Field(1, 2, 3, [(0, -1)] * 3), ValueError, "halo: -1 must be a non-negative int"),
+        (lambda: cai.Field(2, 2, 2, [(0, 0)]), ValueError, "halo has 1 entries but the storage has 3 dim"),
+        (lambda: cai.Field(2, 2, 2, [(0, 0), (1, 2), 0]), ValueError, r"halo = \(1, 2\) on dimension 1 needs 3"),
         (lambda: cai.counts(2**32), ValueError, f"n: {2**32} is too large \\(at most {2**32 - 1}\\)"),
         (lambda: cai.as_host_array(np.zeros((2, 2))).get((0, -1)), ValueError, "index: -1 must be"),
         (lambda: cai.as_host_array(np.zeros((2, 2))).set((2**64, 0), 1.0), ValueError, "index: 1844"),
