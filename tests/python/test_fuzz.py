@@ -1,6 +1,8 @@
 """Hypothesis fuzzing of foreign descriptors: at least 10,000 generated dicts per run, valid
 ones accepted, invalid ones rejected with the exception an independent model of the spec
-predicts, and nothing ever crashes the interpreter.
+predicts, and nothing ever crashes the interpreter. NumPy's integer scalars (where the spec
+asks for ints), ints as the read-only flag and lists as shape or strides are accepted, as NumPy
+or Numba read them, and reported by the checker as errors import tolerates.
 
 The model below restates the rules in Python (it shares no code with the Rust parser). Import
 raises the first problem in this order: missing required keys (KeyError), then each present key
@@ -12,6 +14,7 @@ violations of a well-typed descriptor (ValueError).
 import os
 from collections import Counter
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,11 +35,23 @@ class Masked:
         self.__cuda_array_interface__ = desc
 
 
+# NumPy's integer scalars are not ints, but NumPy reads them in shape and strides (through
+# __index__), and so does import: the checker reports them as tolerated errors.
 ints = st.one_of(
     st.integers(-3, 8),
     st.sampled_from([2**31, 2**62, 2**63 - 1, 2**63, 2**64 - 1, 2**64, -(2**63), -(2**70)]),
+    st.sampled_from([np.int8(-1), np.uint64(2**64 - 1), np.int64(-(2**63))]),
 )
-not_int = st.sampled_from([1.5, "3", None, True, False, [1], b"x"])
+not_int = st.sampled_from([1.5, "3", None, True, False, [1], b"x", np.float64(2.0), np.True_])
+
+
+def rarely(usual, unusual):
+    """usual 9 times in 10, else unusual."""
+    return st.integers(0, 9).flatmap(lambda n: unusual if n == 0 else usual)
+
+
+# The read-only flag: a bool, or an int NumPy reads as a truth value (tolerated).
+flags = rarely(st.booleans(), st.sampled_from([0, 1, 2, np.uint8(1)]))
 sequence = lambda elem: st.one_of(  # noqa: E731
     st.lists(elem, max_size=4).map(tuple),
     st.lists(elem, max_size=3),
@@ -58,12 +73,15 @@ def descriptors(draw):
         if value is not MISSING:
             d[key] = value
 
-    put("shape", draw(mostly(st.lists(st.integers(0, 5), max_size=4).map(tuple),
+    small = st.integers(0, 5)
+    shapes = rarely(st.lists(small, max_size=4).map(tuple), st.lists(st.one_of(small, small.map(np.int64)), max_size=4).map(tuple))
+    put("shape", draw(mostly(shapes,
                              st.one_of(sequence(st.one_of(ints, not_int)), not_int, st.lists(st.integers(0, 3), max_size=3)))))
     put("typestr", draw(mostly(st.sampled_from(list(VALID_TYPESTRS)), st.one_of(st.sampled_from(INVALID_TYPESTRS), not_int))))
-    valid_data = st.tuples(st.integers(0, 2**40), st.booleans())
+    pointers = st.integers(0, 2**40)
+    valid_data = st.tuples(rarely(pointers, pointers.map(np.uint64)), flags)
     invalid_data = st.one_of(
-        st.tuples(st.one_of(ints, not_int), st.one_of(st.booleans(), not_int)),
+        st.tuples(st.one_of(ints, not_int), st.one_of(flags, not_int)),
         st.tuples(st.integers(0, 9)),
         st.lists(st.integers(0, 9), min_size=2, max_size=2),
         not_int,
@@ -90,7 +108,21 @@ def descriptors(draw):
 
 
 def is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def loose_values(d):
+    """Whether d (imported) holds a value import tolerates though the spec asks for another
+    type: a NumPy integer, an int as the read-only flag, a list as shape or strides."""
+    if isinstance(d["shape"], list) or isinstance(d.get("strides"), list):
+        return True
+    values = [*d["shape"], *(d.get("strides") or ()), d.get("version"), d.get("stream")]
+    data = d["data"]
+    if isinstance(data, tuple):
+        values.append(data[0])
+        if not isinstance(data[1], bool):
+            return True
+    return any(isinstance(v, np.integer) for v in values)
 
 
 def check_ints(v, lo, hi):
@@ -100,7 +132,7 @@ def check_ints(v, lo, hi):
     for x in v:
         if not is_int(x):
             return TypeError
-        if not lo <= x <= hi:
+        if not lo <= int(x) <= hi:
             return ValueError
     return None
 
@@ -127,12 +159,12 @@ def expected_exception(device, d):
         problems.append(TypeError)
     elif not is_int(data[0]):
         problems.append(TypeError)
-    elif not 0 <= data[0] < 2**64:
+    elif not 0 <= int(data[0]) < 2**64:
         problems.append(ValueError)
-    elif not isinstance(data[1], bool):
+    elif not (isinstance(data[1], bool) or is_int(data[1])):
         problems.append(TypeError)
     version = d.get("version", 3)
-    problems.append(None if is_int(version) and 0 <= version < 2**32 else (ValueError if is_int(version) else TypeError))
+    problems.append(None if is_int(version) and 0 <= int(version) < 2**32 else (ValueError if is_int(version) else TypeError))
     strides = d.get("strides")
     problems.append(None if strides is None else check_ints(strides, -(2**63), ISIZE_MAX))
     descr = d.get("descr")
@@ -144,13 +176,15 @@ def expected_exception(device, d):
         problems.append(TypeError)
     stream = d.get("stream") if device else None
     if stream is not None:
-        problems.append(TypeError if not is_int(stream) else (ValueError if not 1 <= stream < 2**64 else None))
+        problems.append(TypeError if not is_int(stream) else (ValueError if not 1 <= int(stream) < 2**64 else None))
     first = next((p for p in problems if p is not None), None)
     if first is not None:
         return first
     # A well-typed descriptor: the rules (all ValueError).
     itemsize = VALID_TYPESTRS[ts]
-    shape = list(d["shape"])
+    shape = [int(n) for n in d["shape"]]
+    strides = None if strides is None else [int(s) for s in strides]
+    version = int(version)
     if not 0 <= version <= 3 if device else version != 3:
         return ValueError
     count = 0 if 0 in shape else 1
@@ -178,7 +212,7 @@ def expected_exception(device, d):
             hi = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0) + itemsize
         if count and (lo < 0 or hi > len(data)):
             return ValueError
-    elif count and data[0] == 0:
+    elif count and int(data[0]) == 0:
         return ValueError
     if descr is not None:
         sizes = {"<f4": 4, "|u1": 1, "|V3": 3, "<f8": 8}
@@ -218,7 +252,10 @@ def test_import_matches_the_model(case):
     # The checker finds no error in what import accepted, except what import tolerates.
     tolerated = {"data-zero-size", "stream-version"}
     errors = [v for v in cai.check_descriptor(d, "cuda" if device else "host") if v.severity == "error"]
-    assert all(v.rule in tolerated for v in errors), errors
+    loose = loose_values(d)
+    OUTCOMES["tolerated type"] += loose
+    assert all(v.rule in tolerated or (loose and not v.exception and "the spec asks for" in v.message) for v in errors), errors
+    assert not loose or any("the spec asks for" in v.message for v in errors), (d, errors)
 
 
 @settings(max_examples=max(EXAMPLES // 10, 100), deadline=None, suppress_health_check=list(HealthCheck))
@@ -246,4 +283,8 @@ def test_fuzzing_covered_every_outcome():
         import pytest
 
         pytest.skip("run together with test_import_matches_the_model")
-    assert all(OUTCOMES[k] >= EXAMPLES // 20 for k in ("valid", "KeyError", "TypeError", "ValueError", "fast path")), OUTCOMES
+    assert all(OUTCOMES[k] >= EXAMPLES // 20 for k in ("valid", "KeyError", "TypeError", "ValueError")), OUTCOMES
+    # The fast path takes only exact builtin values: valid descriptors holding NumPy integers
+    # (or lists, buffers, masks) go to the parser.
+    assert OUTCOMES["fast path"] >= EXAMPLES // 40, OUTCOMES
+    assert OUTCOMES["tolerated type"] >= EXAMPLES // 100, OUTCOMES

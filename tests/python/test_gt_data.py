@@ -30,7 +30,7 @@ def test_derived_class_exports_dims_halo_and_hooks():
     entry["touch"]()
     entry["release"]()
     assert f.calls == ["acquire:None", "touch:None", "release:None"]
-    assert "acquire hook of the None buffer of Field" in repr(entry["acquire"])
+    assert "acquire hook of the None buffer of cai.Field" in repr(entry["acquire"])
     # NumPy can use the entry directly: it is an __array_interface__
     a = np.asarray(Obj(__array_interface__=entry))
     a[0, 0, 0] = 2.0

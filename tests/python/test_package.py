@@ -385,7 +385,8 @@ REMOVE = object()
         ({"typestr": "<f3"}, TypeError, "'<f3'".replace("'", '"')),
         ({"data": [0x1000, False]}, TypeError, "2-tuple"),
         ({"data": (-8, False)}, ValueError, "-8"),
-        ({"data": (0x1000, 0)}, TypeError, "bool"),
+        ({"data": (0x1000, "no")}, TypeError, "bool"),
+        ({"data": (0x1000, np.True_)}, TypeError, "numpy.bool"),
         ({"data": (0, False)}, ValueError, "pointer is 0"),
         ({"version": "3"}, TypeError, "'3'"),
         ({"version": 4}, ValueError, "`version` = 4"),
@@ -403,6 +404,78 @@ def test_malformed_descriptors_raise_typed_errors(changes, exc, fragment):
     with pytest.raises(exc) as info:
         cai.from_cuda_array_interface(base_desc(**changes))
     assert fragment in str(info.value)
+
+
+class Exposing:
+    def __init__(self, **interfaces):
+        self.__dict__.update(interfaces)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"shape": (np.int64(3), np.uint8(4))},
+        {"shape": (np.int32(3), 4), "strides": (np.int64(16), np.intp(4))},
+        {"strides": (np.int64(-16), 4), "offset": np.uint16(32)},
+        {"version": np.int64(3)},
+        {"data": (1, 1)},
+    ],
+)
+def test_integers_numpy_reads_are_read_as_numpy_reads_them(changes):
+    # The spec asks for Python ints (and a bool flag); NumPy also reads its own integer scalars
+    # in shape, strides and offset (through __index__) and any int as the read-only flag, and
+    # so does import. The checker still reports them, as errors import tolerates.
+    host = np.arange(12, dtype=np.float32).reshape(3, 4)
+    desc = dict(host.__array_interface__, **changes)
+    if "offset" in changes:  # a buffer and an offset into it instead of a pointer
+        desc["data"] = host.data
+    elif "data" in changes:
+        desc["data"] = (host.ctypes.data, changes["data"][1])
+    reference = np.asarray(Exposing(__array_interface__=desc))
+    view = cai.as_host_array(Exposing(__array_interface__=desc))
+    assert view.shape == reference.shape and view.strides == reference.strides
+    assert view.tobytes() == reference.tobytes()
+    assert view.readonly == (not reference.flags.writeable)
+    tolerated = [v for v in cai.check_descriptor(desc, "host") if v.severity == "error"]
+    assert tolerated and all(v.exception == "" and "the spec asks for a Python" in v.message for v in tolerated)
+
+
+def test_lists_as_shape_and_strides_are_read_as_numba_reads_them():
+    desc = base_desc(shape=[2, 3], strides=[12, 4])
+    assert cai.from_cuda_array_interface(desc, check_pointer=False).shape == (2, 3)
+    found = [v for v in cai.check_descriptor(desc) if v.severity == "error"]
+    assert [(v.key, v.exception) for v in found] == [("shape", ""), ("strides", "")]
+    assert "is a list: the spec asks for a tuple" in found[0].message and "NumPy and CuPy refuse it" in found[0].message
+
+
+def test_device_descriptors_take_numpy_integers_as_cupy_does():
+    desc = base_desc(shape=(np.int64(2), 3), data=(np.uint64(0x1000), 0), stream=np.uint64(7))
+    view = cai.from_cuda_array_interface(desc, check_pointer=False)
+    assert (view.shape, view.ptr, view.readonly) == ((2, 3), 0x1000, False)
+    found = {v.key: v for v in cai.check_descriptor(desc) if v.severity == "error"}
+    assert sorted(found) == ["data[0]", "data[1]", "shape", "stream"]
+    assert "np.uint64(4096) is not an int (type numpy.uint64)" in found["data[0]"].message
+    assert "0 is not a bool (type int)" in found["data[1]"].message
+    assert all(v.exception == "" for v in found.values())
+    # What NumPy refuses stays refused: bools as sizes, floats, NumPy bools as the flag.
+    for bad, message in [
+        ({"shape": (2, np.True_)}, "np.True_ is not an int (type numpy.bool)"),
+        ({"shape": (2, True)}, "True is not an int (type bool)"),
+        ({"strides": (np.float64(12.0), 4)}, "is not an int (type numpy.float64)"),
+        ({"data": (0x1000, np.True_)}, "np.True_ has type numpy.bool: the read-only flag must be a bool"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            cai.from_cuda_array_interface(base_desc(**bad))
+
+
+def test_numpy_refuses_a_numpy_integer_as_its_pointer_and_the_checker_says_so():
+    host = np.zeros(3)
+    desc = dict(host.__array_interface__, data=(np.uint64(host.ctypes.data), False))
+    with pytest.raises(TypeError):
+        np.asarray(Exposing(__array_interface__=desc))
+    assert cai.as_host_array(Exposing(__array_interface__=desc)).shape == (3,)
+    (v,) = [v for v in cai.check_descriptor(desc, "host") if v.severity == "error"]
+    assert v.key == "data[0]" and "NumPy refuses it as __array_interface__'s pointer" in v.message
 
 
 def test_non_dicts_and_objects_without_the_interface():

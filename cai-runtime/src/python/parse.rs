@@ -143,37 +143,101 @@ pub(crate) fn show(v: &Bound<'_, PyAny>) -> String {
     }
 }
 
+/// The type's name for messages, with its module unless it is a builtin: `int`,
+/// `numpy.int64` (whose own name, `int64`, reads like a kind of `int`), `numpy.bool`.
 pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type()
-        .name()
+        .fully_qualified_name()
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".to_owned())
 }
 
-/// A Python int (not a bool) as i128, or why not.
-fn int(v: &Bound<'_, PyAny>) -> Result<i128, &'static str> {
-    // What every producer sends first: an exact `int` that fits 64 bits.
-    if let Some(n) = exact_int(v) {
-        return Ok(n.into());
-    }
-    if v.is_instance_of::<PyBool>() || !v.is_instance_of::<PyInt>() {
-        return Err("not an int");
-    }
-    // The common case first: i64 extraction is one C call; i128 is the slow path for the rest.
-    if let Ok(n) = v.extract::<i64>() {
-        return Ok(n.into());
-    }
-    v.extract::<i128>().map_err(|_| "an int too large")
+/// Whether `v` is an integer as NumPy reads one in `shape` and `strides`: an `int` (not a
+/// bool), or an object converting to one through `__index__` (NumPy's integer scalars).
+fn int_like(v: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `v` is a live object; PyIndex_Check only reads its type.
+    !v.is_instance_of::<PyBool>()
+        && (v.is_instance_of::<PyInt>() || unsafe { ffi::PyIndex_Check(v.as_ptr()) } != 0)
 }
 
+/// A Python int (not a bool) as i128, and whether it was read through `__index__` (an
+/// integer that is not an `int`, such as `numpy.int64`); or why it is not one.
+fn int(v: &Bound<'_, PyAny>) -> Result<(i128, bool), &'static str> {
+    // What every producer sends first: an exact `int` that fits 64 bits.
+    if let Some(n) = exact_int(v) {
+        return Ok((n.into(), false));
+    }
+    if !int_like(v) {
+        return Err("not an int");
+    }
+    let loose = !v.is_instance_of::<PyInt>();
+    let converted;
+    let v = if loose {
+        // SAFETY: `v` is a live object; PyNumber_Index returns a new reference to an `int`,
+        // or NULL with an exception set, which `from_owned_ptr_or_err` takes.
+        converted =
+            unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyNumber_Index(v.as_ptr())) }
+                .map_err(|_| "not an int (its __index__ failed)")?;
+        &converted
+    } else {
+        v
+    };
+    // The common case first: i64 extraction is one C call; i128 is the slow path for the rest.
+    if let Ok(n) = v.extract::<i64>() {
+        return Ok((n.into(), loose));
+    }
+    v.extract::<i128>()
+        .map(|n| (n, loose))
+        .map_err(|_| "an int too large")
+}
+
+/// The note for a value import reads although the spec asks for another type: an error of
+/// the spec that import tolerates, as NumPy does.
+fn tolerated(key: &str, rule: Rule, message: String) -> Problem {
+    Problem {
+        tolerated: true,
+        ..Problem::new(key, ExcKind::Type, rule, message)
+    }
+}
+
+/// Notes a `shape` or `strides` given as a list, which import reads as Numba does.
+fn note_list(key: &str, v: &Bound<'_, PyAny>, rule: Rule, notes: &mut Vec<Problem>) {
+    if v.is_instance_of::<PyList>() {
+        notes.push(tolerated(
+            key,
+            rule,
+            format!(
+                "{} is a list: the spec asks for a tuple; import reads it as Numba does, but NumPy and CuPy refuse it",
+                show(v)
+            ),
+        ));
+    }
+}
+
+/// An integer in `T`'s range; one read through `__index__` is noted in `notes`.
 fn int_in<T: TryFrom<i128>>(
     key: &str,
     v: &Bound<'_, PyAny>,
     rule: Rule,
     what: &str,
+    notes: &mut Vec<Problem>,
 ) -> Result<T, Problem> {
     match int(v) {
-        Ok(n) => T::try_from(n).map_err(|_| {
+        Ok((n, loose)) => T::try_from(n)
+            .inspect(|_| {
+                if loose {
+                    notes.push(tolerated(
+                        key,
+                        rule,
+                        format!(
+                            "{} is not an int (type {}): the spec asks for a Python int; import reads it through __index__, as NumPy reads shape and strides, but other consumers may refuse it",
+                            show(v),
+                            type_name(v)
+                        ),
+                    ));
+                }
+            })
+            .map_err(|_| {
             Problem::new(
                 key,
                 ExcKind::Value,
@@ -194,18 +258,27 @@ fn int_in<T: TryFrom<i128>>(
     }
 }
 
-/// A tuple (or list, which NumPy and Numba also take) of ints.
+/// A tuple (or list, which Numba takes: see [`note_list`]) of ints.
 fn int_sequence<T: TryFrom<i128>>(
     key: &str,
     v: &Bound<'_, PyAny>,
     rule: Rule,
     what: &str,
+    notes: &mut Vec<Problem>,
 ) -> Result<Vec<T>, Problem> {
-    let convert = |i: usize, item: &Bound<'_, PyAny>| {
-        int_in(key, item, rule, what).map_err(|mut p| {
+    let mut convert = |i: usize, item: &Bound<'_, PyAny>| {
+        let at = |mut p: Problem| {
             p.message = format!("{} has item {i} = {}", show(v), p.message);
             p
-        })
+        };
+        let noted = notes.len();
+        let n = int_in(key, item, rule, what, notes).map_err(at)?;
+        if notes.len() > noted
+            && let Some(note) = notes.pop()
+        {
+            notes.push(at(note));
+        }
+        Ok(n)
     };
     if let Ok(t) = v.cast::<PyTuple>() {
         let mut out = Vec::with_capacity(t.len());
@@ -334,10 +407,15 @@ pub(super) fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<Typ
 
 /// Reads a `descr` list (NumPy's `dtype.descr`), raising the import's exception.
 pub fn parse_descr(v: &Bound<'_, PyAny>) -> PyResult<Descr> {
-    descr("descr", v, 0).map_err(|p| p.to_pyerr())
+    descr("descr", v, 0, &mut Vec::new()).map_err(|p| p.to_pyerr())
 }
 
-fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem> {
+fn descr(
+    key: &str,
+    v: &Bound<'_, PyAny>,
+    depth: usize,
+    notes: &mut Vec<Problem>,
+) -> Result<Descr, Problem> {
     let rule = rules::DESCR;
     if depth > 16 {
         return Err(Problem::new(
@@ -396,16 +474,16 @@ fn descr(key: &str, v: &Bound<'_, PyAny>, depth: usize) -> Result<Descr, Problem
         };
         let fmt = t.get_item(1).map_err(|_| bad("has no format".into()))?;
         let format = if fmt.is_instance_of::<PyList>() {
-            DescrFormat::Nested(descr(&k, &fmt, depth + 1)?)
+            DescrFormat::Nested(descr(&k, &fmt, depth + 1, notes)?)
         } else {
             DescrFormat::Type(typestr(&k, &fmt, rule)?)
         };
         let shape = match t.get_item(2) {
             Ok(s) if t.len() == 3 => {
-                if s.is_instance_of::<PyInt>() && !s.is_instance_of::<PyBool>() {
-                    vec![int_in(&k, &s, rule, "a non-negative int")?]
+                if int_like(&s) {
+                    vec![int_in(&k, &s, rule, "a non-negative int", notes)?]
                 } else {
-                    int_sequence(&k, &s, rule, "non-negative ints")?
+                    int_sequence(&k, &s, rule, "non-negative ints", notes)?
                 }
             }
             _ => Vec::new(),
@@ -594,24 +672,38 @@ fn parse_at<S: Space>(
     let typestr_obj = typestr_v.clone();
 
     let shape = shape_v.and_then(|v| {
+        note_list("shape", &v, rules::SHAPE, &mut problems);
         ok(
-            int_sequence::<usize>("shape", &v, rules::SHAPE, "non-negative ints"),
+            int_sequence::<usize>(
+                "shape",
+                &v,
+                rules::SHAPE,
+                "non-negative ints",
+                &mut problems,
+            ),
             &mut problems,
         )
     });
     let typestr = typestr_v.and_then(|v| ok(typestr("typestr", &v, rules::TYPESTR), &mut problems));
     let mut own_buffer = None;
     let data = if device {
-        data_v.and_then(|v| ok(data_entry(&v), &mut problems))
+        data_v.and_then(|v| ok(data_entry(&v, &mut problems), &mut problems))
     } else {
-        ok(host_data(dict, data_v, exporter), &mut problems).map(|(data, buffer)| {
+        let read = host_data(dict, data_v, exporter, &mut problems);
+        ok(read, &mut problems).map(|(data, buffer)| {
             own_buffer = buffer;
             data
         })
     };
     let version = match version_v {
         Some(v) => ok(
-            int_in::<u32>("version", &v, rules::VERSION, "a non-negative int"),
+            int_in::<u32>(
+                "version",
+                &v,
+                rules::VERSION,
+                "a non-negative int",
+                &mut problems,
+            ),
             &mut problems,
         ),
         None => Some(S::DEFAULT_VERSION),
@@ -619,11 +711,17 @@ fn parse_at<S: Space>(
     let strides = match entries.take("strides") {
         None => Some(None),
         Some(v) if v.is_none() => Some(None),
-        Some(v) => ok(
-            int_sequence::<isize>("strides", &v, rules::STRIDES, "byte strides (ints)"),
-            &mut problems,
-        )
-        .map(Some),
+        Some(v) => {
+            note_list("strides", &v, rules::STRIDES, &mut problems);
+            let read = int_sequence::<isize>(
+                "strides",
+                &v,
+                rules::STRIDES,
+                "byte strides (ints)",
+                &mut problems,
+            );
+            ok(read, &mut problems).map(Some)
+        }
     };
     let descr = match entries.take("descr") {
         None => Some(None),
@@ -637,7 +735,7 @@ fn parse_at<S: Space>(
         {
             typestr.map(|t| Some(Descr::simple(t)))
         }
-        Some(v) => ok(descr("descr", &v, 0), &mut problems).map(Some),
+        Some(v) => ok(descr("descr", &v, 0, &mut problems), &mut problems).map(Some),
     };
     let mut mask_buffers = Vec::new();
     let mask = match entries.take("mask") {
@@ -652,7 +750,7 @@ fn parse_at<S: Space>(
         match entries.take("stream") {
             None => Some(None),
             Some(v) if v.is_none() => Some(None),
-            Some(v) => ok(stream_entry(&v), &mut problems).map(Some),
+            Some(v) => ok(stream_entry(&v, &mut problems), &mut problems).map(Some),
         }
     } else {
         Some(None)
@@ -702,7 +800,9 @@ fn ok<T>(r: Result<T, Problem>, problems: &mut Vec<Problem>) -> Option<T> {
     r.map_err(|p| problems.push(p)).ok()
 }
 
-fn data_entry(v: &Bound<'_, PyAny>) -> Result<Data, Problem> {
+/// A `(pointer, read-only flag)` tuple. A pointer read through `__index__` and a flag given as
+/// an int (which NumPy reads as a truth value) are noted in `notes`.
+fn data_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Data, Problem> {
     let rule = rules::DATA;
     let t = v
         .cast::<PyTuple>()
@@ -725,23 +825,51 @@ fn data_entry(v: &Bound<'_, PyAny>) -> Result<Data, Problem> {
             "cannot read the tuple's items",
         ));
     };
-    let ptr = int_in::<u64>("data[0]", &p, rule, "a pointer between 0 and 2**64 - 1")?;
-    if !ro.is_instance_of::<PyBool>() {
-        return Err(Problem::new(
+    let noted = notes.len();
+    let ptr = int_in::<u64>(
+        "data[0]",
+        &p,
+        rule,
+        "a pointer between 0 and 2**64 - 1",
+        notes,
+    )?;
+    if let Some(note) = notes.get_mut(noted) {
+        note.message
+            .push_str(" (NumPy refuses it as __array_interface__'s pointer)");
+    }
+    if ro.is_instance_of::<PyBool>() {
+        return Ok(Data {
+            ptr,
+            readonly: ro.is_truthy().unwrap_or(true),
+        });
+    }
+    if int_like(&ro)
+        && let Ok((flag, _)) = int(&ro)
+    {
+        notes.push(tolerated(
             "data[1]",
-            ExcKind::Type,
             rule,
             format!(
-                "{} has type {}: the read-only flag must be a bool",
+                "{} is not a bool (type {}): the spec asks for a Python bool; import reads it as a truth value, as NumPy does",
                 show(&ro),
                 type_name(&ro)
             ),
         ));
+        return Ok(Data {
+            ptr,
+            readonly: flag != 0,
+        });
     }
-    Ok(Data {
-        ptr,
-        readonly: ro.is_truthy().unwrap_or(true),
-    })
+    Err(Problem::new(
+        "data[1]",
+        ExcKind::Type,
+        rule,
+        format!(
+            "{} has type {}: the read-only flag must be a bool",
+            show(&ro),
+            type_name(&ro)
+        ),
+    ))
 }
 
 /// A host descriptor's `data`: the tuple, or else the buffer of `data` itself or, when it is
@@ -750,9 +878,10 @@ fn host_data(
     dict: &Bound<'_, PyDict>,
     v: Option<Bound<'_, PyAny>>,
     exporter: Option<&Bound<'_, PyAny>>,
+    notes: &mut Vec<Problem>,
 ) -> Result<(Data, Option<HeldBuffer>), Problem> {
     let buffer = match (v, exporter) {
-        (Some(v), _) if v.is_instance_of::<PyTuple>() => return Ok((data_entry(&v)?, None)),
+        (Some(v), _) if v.is_instance_of::<PyTuple>() => return Ok((data_entry(&v, notes)?, None)),
         (Some(v), _) if !v.is_none() => HeldBuffer::get(&v, "")?,
         (_, Some(exporter)) => HeldBuffer::get(
             exporter,
@@ -776,7 +905,13 @@ fn host_data(
     };
     let offset = match get(dict, intern!(dict.py(), "offset")) {
         Some(o) if !o.is_none() => {
-            let n: usize = int_in("offset", &o, rules::DATA_BUFFER, "a non-negative int")?;
+            let n: usize = int_in(
+                "offset",
+                &o,
+                rules::DATA_BUFFER,
+                "a non-negative int",
+                notes,
+            )?;
             if n > buffer.len() {
                 return Err(Problem::new(
                     "offset",
@@ -799,23 +934,30 @@ fn host_data(
 /// An address given as an argument named `key`: an int from 0 to 2**64 - 1, read as a
 /// descriptor's data pointer is; the error names `key` and the value.
 pub fn address_argument(key: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
-    int_in::<u64>(key, v, rules::DATA, "an address between 0 and 2**64 - 1")
-        .map_err(|p| p.to_pyerr())
+    int_in::<u64>(
+        key,
+        v,
+        rules::DATA,
+        "an address between 0 and 2**64 - 1",
+        &mut Vec::new(),
+    )
+    .map_err(|p| p.to_pyerr())
 }
 
 /// A stream given as an argument (the import functions' consumer `stream`), read as a
 /// descriptor's `stream` entry is: an int from 1 to 2**64 - 1; the error names `stream` and
 /// the value (0 and negative numbers are ValueErrors, other types TypeErrors).
 pub fn stream_argument(v: &Bound<'_, PyAny>) -> PyResult<Stream> {
-    stream_entry(v).map_err(|p| p.to_pyerr())
+    stream_entry(v, &mut Vec::new()).map_err(|p| p.to_pyerr())
 }
 
-fn stream_entry(v: &Bound<'_, PyAny>) -> Result<Stream, Problem> {
+fn stream_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Stream, Problem> {
     let raw = int_in::<u64>(
         "stream",
         v,
         rules::STREAM,
         "None or a stream handle between 1 and 2**64 - 1",
+        notes,
     )?;
     Stream::from_raw(raw)
         .map_err(|e| Problem::new("stream", ExcKind::Value, rules::STREAM, e.to_string()))
