@@ -825,7 +825,6 @@ fn data_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Data, Pr
             "cannot read the tuple's items",
         ));
     };
-    let noted = notes.len();
     let ptr = int_in::<u64>(
         "data[0]",
         &p,
@@ -833,19 +832,13 @@ fn data_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Data, Pr
         "a pointer between 0 and 2**64 - 1",
         notes,
     )?;
-    if let Some(note) = notes.get_mut(noted) {
-        note.message
-            .push_str(" (NumPy refuses it as __array_interface__'s pointer)");
-    }
     if ro.is_instance_of::<PyBool>() {
         return Ok(Data {
             ptr,
             readonly: ro.is_truthy().unwrap_or(true),
         });
     }
-    if int_like(&ro)
-        && let Ok((flag, _)) = int(&ro)
-    {
+    if let Ok((flag, _)) = int(&ro) {
         notes.push(tolerated(
             "data[1]",
             rule,
@@ -881,7 +874,16 @@ fn host_data(
     notes: &mut Vec<Problem>,
 ) -> Result<(Data, Option<HeldBuffer>), Problem> {
     let buffer = match (v, exporter) {
-        (Some(v), _) if v.is_instance_of::<PyTuple>() => return Ok((data_entry(&v, notes)?, None)),
+        (Some(v), _) if v.is_instance_of::<PyTuple>() => {
+            let noted = notes.len();
+            let data = data_entry(&v, notes)?;
+            // NumPy itself takes only an `int` as the pointer.
+            if let Some(note) = notes[noted..].iter_mut().find(|n| n.key == "data[0]") {
+                note.message
+                    .push_str(" (NumPy refuses it as __array_interface__'s pointer)");
+            }
+            return Ok((data, None));
+        }
         (Some(v), _) if !v.is_none() => HeldBuffer::get(&v, "")?,
         (_, Some(exporter)) => HeldBuffer::get(
             exporter,
