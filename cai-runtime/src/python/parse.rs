@@ -266,18 +266,16 @@ fn int_sequence<T: TryFrom<i128>>(
     what: &str,
     notes: &mut Vec<Problem>,
 ) -> Result<Vec<T>, Problem> {
+    // A problem or note about an item names the sequence and the item's index.
+    let at =
+        |i: usize, p: &mut Problem| p.message = format!("{} has item {i} = {}", show(v), p.message);
     let mut convert = |i: usize, item: &Bound<'_, PyAny>| {
-        let at = |mut p: Problem| {
-            p.message = format!("{} has item {i} = {}", show(v), p.message);
-            p
-        };
         let noted = notes.len();
-        let n = int_in(key, item, rule, what, notes).map_err(at)?;
-        if notes.len() > noted
-            && let Some(note) = notes.pop()
-        {
-            notes.push(at(note));
-        }
+        let n = int_in(key, item, rule, what, notes).map_err(|mut p| {
+            at(i, &mut p);
+            p
+        })?;
+        notes[noted..].iter_mut().for_each(|note| at(i, note));
         Ok(n)
     };
     if let Ok(t) = v.cast::<PyTuple>() {
