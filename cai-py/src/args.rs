@@ -1,12 +1,14 @@
 //! Python arguments read into Rust numbers, with errors that name the argument and the value:
 //! a TypeError for what is not an int (or a sequence of them), a ValueError for an int out of
 //! range, never PyO3's bare OverflowError ("can't convert negative int to unsigned"), which
-//! names neither. Ints are read through `__index__`, so NumPy integers are ints too.
+//! names neither. Ints are read through `__index__`, so NumPy integers are ints too; bools are
+//! not ints here, as NumPy refuses `numpy.zeros((True, 2))`: `layout=(True, False)` must not
+//! read as the permutation `(1, 0)`.
 
 use cai_runtime::storage::PerDim;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
 
 /// `repr(v)`, or a placeholder when `repr` itself raises.
 pub fn repr(v: &Bound<'_, PyAny>) -> String {
@@ -15,8 +17,11 @@ pub fn repr(v: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "<unprintable>".into())
 }
 
-/// An int or an object with `__index__` (NumPy integers), not a bool-like sequence.
+/// An int or an object with `__index__` (NumPy integers), not a bool and not a sequence.
 pub fn is_int(v: &Bound<'_, PyAny>) -> bool {
+    if v.is_instance_of::<PyBool>() {
+        return false;
+    }
     if v.is_instance_of::<PyInt>() {
         return true;
     }
@@ -28,8 +33,21 @@ pub fn is_int(v: &Bound<'_, PyAny>) -> bool {
         && !v.hasattr(pyo3::intern!(py, "__len__")).unwrap_or(true)
 }
 
+/// Whether `v` stands where one int would: an int, or a bool, which [`int_in`] then refuses by
+/// name rather than as "not a sequence".
+fn scalar(v: &Bound<'_, PyAny>) -> bool {
+    is_int(v) || v.is_instance_of::<PyBool>()
+}
+
 /// `v` as an int from `lo` to `hi`, the argument being `key`.
 fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128) -> PyResult<T> {
+    if v.is_instance_of::<PyBool>() {
+        // `extract::<i64>` would read it as 0 or 1.
+        return Err(PyTypeError::new_err(format!(
+            "{key}: {} is a bool, not an int",
+            repr(v)
+        )));
+    }
     // i64 first: the abi3 build has no fast path for wider ints.
     let n = match v.extract::<i64>() {
         Ok(n) => Some(i128::from(n)),
@@ -104,7 +122,7 @@ fn int_sequence<T>(
     if v.is_instance_of::<PyString>() {
         return Err(bad());
     }
-    if is_int(v) {
+    if scalar(v) {
         return Ok(std::iter::once(item(key, v)?).collect());
     }
     each_item(v, bad, |i| item(key, i))
@@ -129,7 +147,7 @@ pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
         ))
     };
     each_item(v, bad, |i| {
-        if is_int(i) {
+        if scalar(i) {
             let n = size("halo", i)?;
             return Ok((n, n));
         }

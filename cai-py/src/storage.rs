@@ -639,7 +639,8 @@ fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
                 if v.is_none() {
                     return Ok(None);
                 }
-                if !is_int(&v) {
+                // A bool is a slice index, as in Python and NumPy (`a[True:]`).
+                if !is_int(&v) && !v.is_instance_of::<pyo3::types::PyBool>() {
                     return Err(PyTypeError::new_err(format!(
                         "slice indices must be integers or None, not {}",
                         repr(&v)

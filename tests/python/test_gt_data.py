@@ -132,6 +132,14 @@ def _gt(**entry_overrides):
         (_gt(halo=((0, 0),)), ValueError, "halo has 1 entries"),
         (_gt(halo=((1, 1), (2, 2))), ValueError, r"halo = \(2, 2\) on dimension 1 needs 4 points but the dimension has 3"),
         (_gt(halo=(1, 2)), TypeError, r"\['halo'\] = \(1, 2\) is not a sequence of \(start, end\) pairs"),
+        (_gt(halo=((0, 0), (0, 0, 0))), TypeError, r"\(0, 0, 0\)\) is not a sequence of \(start, end\) pairs"),
+        # each entry is read as a shape's items are: a bool is not an int (PyO3 read True as
+        # 1), a negative int is a ValueError naming the entry (it was a TypeError naming none)
+        (_gt(halo=((True, 0), (0, 0))), TypeError,
+         r"\['halo'\]\[0\]\[0\]: True is not an int \(type bool\): expected a non-negative int"),
+        (_gt(halo=((0, 0), (0, -1))), ValueError,
+         r"\['halo'\]\[1\]\[1\]: -1 is out of range: expected a non-negative int"),
+        (_gt(halo=((0, 0), (0, 2**64))), ValueError, r"\['halo'\]\[1\]\[1\]: 18446744073709551616 is out"),
         (_gt(acquire=5), TypeError, r"\['acquire'\] = 5 is not callable"),
         (_gt(typestr="<f3"), TypeError, "typestr"),
     ],
@@ -139,6 +147,11 @@ def _gt(**entry_overrides):
 def test_malformed_gt_interfaces_raise(gt, exc, message):
     with pytest.raises(exc, match=message):
         cai.gt_data(gt)
+
+
+def test_halo_entries_may_be_lists_and_numpy_integers():
+    d = cai.gt_data(_gt(halo=[[np.int64(1), 0], (0, np.uint8(2))]))
+    assert d.halo == [(1, 0), (0, 2)]
 
 
 def test_entries_must_agree():

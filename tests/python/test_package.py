@@ -658,6 +658,16 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
         (lambda: cai.as_host_array(np.zeros((2, 2))).set((2**64, 0), 1.0), ValueError, "index: 1844"),
         (lambda: cai.zeros((2**200,)), ValueError, f"shape: {2**200} is too large"),
         (lambda: cai.zeros((3,), halo=((0, 1.5),)), TypeError, "halo: 1.5 is not an int"),
+        # Bools are not sizes, as NumPy refuses np.zeros((True, 2)): `layout=(True, False)`
+        # used to read as the permutation (1, 0) and `zeros(True)` as shape (1,).
+        (lambda: cai.zeros(True), TypeError, "shape: True is a bool, not an int"),
+        (lambda: cai.zeros((True, 2)), TypeError, "shape: True is a bool, not an int"),
+        (lambda: cai.zeros((2, 2), layout=(True, False)), TypeError, "layout: True is a bool"),
+        (lambda: cai.zeros((2, 2), aligned_index=(0, False)), TypeError, "aligned_index: False is a bool"),
+        (lambda: cai.zeros((2, 2), alignment_size=True), TypeError, "alignment_size: True is a bool"),
+        (lambda: cai.zeros((3,), halo=((True, 0),)), TypeError, "halo: True is a bool"),
+        (lambda: cai.Grid(True, 3), TypeError, "rows: True is a bool, not an int"),
+        (lambda: cai.Field(2, 2, 2, [True, 0, 0]), TypeError, "halo: True is a bool, not an int"),
     ],
 )
 def test_int_arguments_out_of_range_name_the_argument_and_the_value(make, exc, message):

@@ -342,6 +342,7 @@ def test_basic_indexing_views_and_items():
     # indices NumPy handles: arrays, None, booleans -> ndarrays
     assert isinstance(s[[0, 1]], np.ndarray) and s[None].shape == (1, 4, 5, 6)
     assert s[np.int64(1), np.int32(2), 3] == a[1, 2, 3]
+    assert (np.asarray(s[True:, :False:True]) == a[True:, :False:True]).all()
 
 
 @pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,), (0,), (2, 0)])
@@ -742,10 +743,11 @@ def test_property_slices_match_numpy(params, data):
     key = tuple(
         data.draw(st.one_of(
             st.integers(-n, n - 1),
-            # bounds and steps beyond the index range too: Python clamps them
-            st.builds(slice, st.none() | st.integers(-n - 2, n + 2) | huge,
-                      st.none() | st.integers(-n - 2, n + 2) | huge,
-                      st.none() | st.integers(-3, 3).filter(bool) | huge.filter(bool)),
+            # bounds and steps beyond the index range too: Python clamps them; bools are
+            # slice indices in Python and NumPy (`a[True:]`), though not sizes
+            st.builds(slice, st.none() | st.integers(-n - 2, n + 2) | huge | st.booleans(),
+                      st.none() | st.integers(-n - 2, n + 2) | huge | st.booleans(),
+                      st.none() | st.integers(-3, 3).filter(bool) | huge.filter(bool) | st.just(True)),
         ))
         for n in shape[: data.draw(st.integers(0, len(shape)))]
     )

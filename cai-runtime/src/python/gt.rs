@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::export::to_dict;
-use super::parse::type_name;
+use super::parse::{size_pairs, type_name};
 use super::view::{CudaArrayView, HostArrayView};
 use crate::storage::gt::{
     GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks, check_dims_and_halo,
@@ -303,14 +303,7 @@ impl GtData {
                 })
                 .transpose()?;
             let halo = optional(entry, "halo")?
-                .map(|v| {
-                    v.extract::<Vec<(usize, usize)>>().map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "{what}['halo'] = {} is not a sequence of (start, end) pairs of non-negative ints",
-                            v.repr().map(|r| r.to_string()).unwrap_or_default()
-                        ))
-                    })
-                })
+                .map(|v| size_pairs(&format!("{what}['halo']"), &v))
                 .transpose()?;
             agree(&mut data.dims, dims, "dims")?;
             agree(&mut data.halo, halo, "halo")?;

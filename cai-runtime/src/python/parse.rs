@@ -43,6 +43,15 @@ impl ExcKind {
             ExcKind::Value => "ValueError",
         }
     }
+
+    /// The exception, with `message`.
+    pub fn err(self, message: String) -> PyErr {
+        match self {
+            ExcKind::Key => PyKeyError::new_err(message),
+            ExcKind::Type => PyTypeError::new_err(message),
+            ExcKind::Value => PyValueError::new_err(message),
+        }
+    }
 }
 
 /// Whether a problem breaks the spec or only an interoperability expectation.
@@ -96,16 +105,11 @@ impl Problem {
 
     /// The Python exception import raises.
     pub fn to_pyerr(&self) -> PyErr {
-        let msg = if self.key.is_empty() {
+        self.exc.err(if self.key.is_empty() {
             self.message.clone()
         } else {
             format!("{}: {}", self.key, self.message)
-        };
-        match self.exc {
-            ExcKind::Key => PyKeyError::new_err(msg),
-            ExcKind::Type => PyTypeError::new_err(msg),
-            ExcKind::Value => PyValueError::new_err(msg),
-        }
+        })
     }
 
     /// A problem for a descriptor that parsed but breaks a rule.
@@ -214,6 +218,30 @@ fn note_list(key: &str, v: &Bound<'_, PyAny>, rule: Rule, notes: &mut Vec<Proble
     }
 }
 
+/// An integer in `T`'s range, and whether it was read through `__index__`; or the exception
+/// and message (naming the value, not the key) for what is not one.
+fn int_value<T: TryFrom<i128>>(
+    v: &Bound<'_, PyAny>,
+    what: &str,
+) -> Result<(T, bool), (ExcKind, String)> {
+    match int(v) {
+        Ok((n, loose)) => T::try_from(n).map(|n| (n, loose)).map_err(|_| {
+            (
+                ExcKind::Value,
+                format!("{} is out of range: expected {what}", show(v)),
+            )
+        }),
+        Err(why) => Err((
+            ExcKind::Type,
+            format!(
+                "{} is {why} (type {}): expected {what}",
+                show(v),
+                type_name(v)
+            ),
+        )),
+    }
+}
+
 /// An integer in `T`'s range; one read through `__index__` is noted in `notes`.
 fn int_in<T: TryFrom<i128>>(
     key: &str,
@@ -222,40 +250,55 @@ fn int_in<T: TryFrom<i128>>(
     what: &str,
     notes: &mut Vec<Problem>,
 ) -> Result<T, Problem> {
-    match int(v) {
-        Ok((n, loose)) => T::try_from(n)
-            .inspect(|_| {
-                if loose {
-                    notes.push(tolerated(
-                        key,
-                        rule,
-                        format!(
-                            "{} is not an int (type {}): the spec asks for a Python int; import reads it through __index__, as NumPy reads shape and strides, but other consumers may refuse it",
-                            show(v),
-                            type_name(v)
-                        ),
-                    ));
-                }
-            })
-            .map_err(|_| {
-            Problem::new(
-                key,
-                ExcKind::Value,
-                rule,
-                format!("{} is out of range: expected {what}", show(v)),
-            )
-        }),
-        Err(why) => Err(Problem::new(
+    let (n, loose) =
+        int_value(v, what).map_err(|(exc, message)| Problem::new(key, exc, rule, message))?;
+    if loose {
+        notes.push(tolerated(
             key,
-            ExcKind::Type,
             rule,
             format!(
-                "{} is {why} (type {}): expected {what}",
+                "{} is not an int (type {}): the spec asks for a Python int; import reads it through __index__, as NumPy reads shape and strides, but other consumers may refuse it",
                 show(v),
                 type_name(v)
             ),
-        )),
+        ));
     }
+    Ok(n)
+}
+
+/// The items of a tuple or list, the sequences the interfaces hold.
+fn tuple_or_list<'py>(v: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
+    if let Ok(t) = v.cast::<PyTuple>() {
+        Some(t.iter().collect())
+    } else {
+        v.cast::<PyList>().ok().map(|l| l.iter().collect())
+    }
+}
+
+/// GDP-3's `halo`: a tuple (or list) of `(start, end)` pairs of non-negative ints, each read
+/// as `shape`'s items are (NumPy integers too, bools not). An error is a TypeError or
+/// ValueError naming the entry (`key[1][0]`) and its value.
+pub(crate) fn size_pairs(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
+    let not_pairs = || {
+        PyTypeError::new_err(format!(
+            "{key} = {} is not a sequence of (start, end) pairs of non-negative ints",
+            show(v)
+        ))
+    };
+    let size = |i: usize, j: usize, x: &Bound<'_, PyAny>| {
+        int_value::<usize>(x, "a non-negative int")
+            .map(|(n, _)| n)
+            .map_err(|(exc, message)| exc.err(format!("{key}[{i}][{j}]: {message}")))
+    };
+    tuple_or_list(v)
+        .ok_or_else(not_pairs)?
+        .iter()
+        .enumerate()
+        .map(|(i, pair)| match tuple_or_list(pair).as_deref() {
+            Some([start, end]) => Ok((size(i, 0, start)?, size(i, 1, end)?)),
+            _ => Err(not_pairs()),
+        })
+        .collect()
 }
 
 /// A tuple (or list, which Numba takes: see [`note_list`]) of ints.
