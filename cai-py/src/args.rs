@@ -5,6 +5,7 @@
 //! not ints here, as NumPy refuses `numpy.zeros((True, 2))`: `layout=(True, False)` must not
 //! read as the permutation `(1, 0)`.
 
+use cai_runtime::python::int_like;
 use cai_runtime::storage::PerDim;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -17,20 +18,12 @@ pub fn repr(v: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "<unprintable>".into())
 }
 
-/// An int or an object with `__index__` (NumPy integers), not a bool and not a sequence.
+/// An int or an object with `__index__` (NumPy integers), not a bool, and not a sequence
+/// (an ndarray has `__index__` too, but is read as the sequence it is).
 pub fn is_int(v: &Bound<'_, PyAny>) -> bool {
-    if v.is_instance_of::<PyBool>() {
-        return false;
-    }
-    if v.is_instance_of::<PyInt>() {
-        return true;
-    }
-    if v.is_instance_of::<PyTuple>() || v.is_instance_of::<PyList>() {
-        return false;
-    }
-    let py = v.py();
-    v.hasattr(pyo3::intern!(py, "__index__")).unwrap_or(false)
-        && !v.hasattr(pyo3::intern!(py, "__len__")).unwrap_or(true)
+    int_like(v)
+        && (v.is_instance_of::<PyInt>()
+            || !v.hasattr(pyo3::intern!(v.py(), "__len__")).unwrap_or(true))
 }
 
 /// Whether `v` stands where one int would: an int, or a bool, which [`int_in`] then refuses by

@@ -668,6 +668,9 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
         (lambda: cai.zeros((3,), halo=((True, 0),)), TypeError, "halo: True is a bool"),
         (lambda: cai.Grid(True, 3), TypeError, "rows: True is a bool, not an int"),
         (lambda: cai.Field(2, 2, 2, [True, 0, 0]), TypeError, "halo: True is a bool, not an int"),
+        # a class with __index__ is not an int (its instances are): this was __index__'s
+        # own error, naming neither the argument nor the value
+        (lambda: cai.Buffer(8, "<f8", (1,), None, np.int64), TypeError, "offset: <class 'numpy.int64'> is not an int"),
     ],
 )
 def test_int_arguments_out_of_range_name_the_argument_and_the_value(make, exc, message):

@@ -157,8 +157,9 @@ pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
 }
 
 /// Whether `v` is an integer as NumPy reads one in `shape` and `strides`: an `int` (not a
-/// bool), or an object converting to one through `__index__` (NumPy's integer scalars).
-fn int_like(v: &Bound<'_, PyAny>) -> bool {
+/// bool), or an object converting to one through `__index__` (NumPy's integer scalars; its
+/// type's slot, so the class `int` is not one).
+pub fn int_like(v: &Bound<'_, PyAny>) -> bool {
     // SAFETY: `v` is a live object; PyIndex_Check only reads its type.
     !v.is_instance_of::<PyBool>()
         && (v.is_instance_of::<PyInt>() || unsafe { ffi::PyIndex_Check(v.as_ptr()) } != 0)
