@@ -556,31 +556,86 @@ fn status_of(state: &Bound<'_, PyAny>) -> PyResult<SyncStatus> {
 /// step, with a halo, semantic dims, and an aligned layout. NumPy reads host storages
 /// zero-copy (`__array_interface__`), CuPy and friends device storages
 /// (`__cuda_array_interface__`), and GT4Py-style consumers both (`__gt_data_interface__`).
-#[pyclass(module = "cai", name = "Storage", weakref)]
+///
+/// Every storage is an instance of one of GDP-3's storage types, subclasses of `Storage`
+/// chosen by where its buffers are ([`StorageType`]).
+#[pyclass(module = "cai", name = "Storage", weakref, subclass)]
 pub struct PyStorage {
     inner: Storage,
     dtype: Py<PyAny>,
 }
 
+/// GDP-3's storage types ("Storage Types"): the class of a storage says where its buffers are
+/// and who keeps them in step. Storages are made by the creation functions only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StorageType {
+    /// `CPUStorage`: a host buffer only (`device=None`).
+    Cpu,
+    /// `GPUStorage`: a device buffer only (`device="gpu", managed=None`, or wrapped device
+    /// memory).
+    Gpu,
+    /// `SoftwareManagedGPUStorage`: a host and a device buffer that this package keeps in step
+    /// (`managed="gt4py"`).
+    SoftwareManaged,
+    /// `CUDAManagedGPUStorage`: unified memory, which CUDA keeps in step (`managed="cuda"`).
+    CudaManaged,
+}
+
+impl StorageType {
+    fn of(s: &Storage) -> StorageType {
+        match (s.buffers().managed, s.has_host(), s.has_device()) {
+            (Managed::Cuda, _, _) => StorageType::CudaManaged,
+            (_, true, true) => StorageType::SoftwareManaged,
+            (_, false, true) => StorageType::Gpu,
+            _ => StorageType::Cpu,
+        }
+    }
+}
+
+/// A GDP-3 storage with a host buffer only (`device=None`).
+#[pyclass(module = "cai", name = "CPUStorage", extends = PyStorage)]
+pub struct CpuStorage;
+
+/// A GDP-3 storage with a device buffer only (`device="gpu", managed=None`).
+#[pyclass(module = "cai", name = "GPUStorage", extends = PyStorage)]
+pub struct GpuStorage;
+
+/// A GDP-3 storage with a host and a device buffer kept in step by this package
+/// (`managed="gt4py"`); GDP-3 also calls it `GT4PySyncedGPUStorage`.
+#[pyclass(module = "cai", name = "SoftwareManagedGPUStorage", extends = PyStorage)]
+pub struct SoftwareManagedGpuStorage;
+
+/// A GDP-3 storage in CUDA unified memory, which CUDA keeps in step (`managed="cuda"`);
+/// GDP-3 also calls it `CUDASyncedGPUStorage` and `CudaManagedGPUStorage`.
+#[pyclass(module = "cai", name = "CUDAManagedGPUStorage", extends = PyStorage)]
+pub struct CudaManagedGpuStorage;
+
 impl PyStorage {
     fn new_py(py: Python<'_>, inner: Storage, dtype: &Dtype) -> PyResult<Py<PyStorage>> {
-        Py::new(
-            py,
-            PyStorage {
-                inner,
-                dtype: dtype.numpy.clone().unbind(),
-            },
-        )
+        let dtype = dtype.numpy.clone().unbind();
+        PyStorage { inner, dtype }.into_object(py)
     }
 
     fn view(&self, py: Python<'_>, inner: Storage) -> PyResult<Py<PyStorage>> {
-        Py::new(
-            py,
-            PyStorage {
-                inner,
-                dtype: self.dtype.clone_ref(py),
-            },
-        )
+        let dtype = self.dtype.clone_ref(py);
+        PyStorage { inner, dtype }.into_object(py)
+    }
+
+    /// The Python object, of the storage type its buffers make it.
+    fn into_object(self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        let kind = StorageType::of(&self.inner);
+        let base = PyClassInitializer::from(self);
+        let object = match kind {
+            StorageType::Cpu => Bound::new(py, base.add_subclass(CpuStorage))?.into_super(),
+            StorageType::Gpu => Bound::new(py, base.add_subclass(GpuStorage))?.into_super(),
+            StorageType::SoftwareManaged => {
+                Bound::new(py, base.add_subclass(SoftwareManagedGpuStorage))?.into_super()
+            }
+            StorageType::CudaManaged => {
+                Bound::new(py, base.add_subclass(CudaManagedGpuStorage))?.into_super()
+            }
+        };
+        Ok(object.unbind())
     }
 
     /// One side's interface dict (`attribute`), that side brought up to date first (GDP-3: a
@@ -1116,24 +1171,31 @@ impl PyStorage {
         }
     }
 
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let dtype = self
+    /// `CPUStorage(shape=(2, 3), dtype=<f8, ...)`: the class says where the buffers are.
+    fn __repr__(slf: &Bound<'_, Self>) -> String {
+        let this = slf.borrow();
+        let dtype = this
             .dtype
-            .bind(py)
+            .bind(slf.py())
             .str()
             .map(|s| s.to_string())
             .unwrap_or_default();
-        let place = match (self.inner.has_host(), self.inner.has_device()) {
-            (true, true) => "host+gpu",
-            (false, true) => "gpu",
-            _ => "host",
+        let class = slf
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "Storage".into());
+        // The attributes as Python shows them.
+        let py = slf.py();
+        let tuple = |t: PyResult<Bound<'_, PyTuple>>| {
+            t.map_or_else(|_| "?".into(), |t| args::repr(t.as_any()))
         };
         format!(
-            "Storage(shape={:?}, dtype={dtype}, halo={:?}, dims={:?}, layout={:?}, {place})",
-            self.inner.shape(),
-            self.inner.halo(),
-            self.inner.dims(),
-            self.inner.layout_order()
+            "{class}(shape={}, dtype={dtype}, halo={}, dims={}, layout={})",
+            tuple(this.shape(py)),
+            tuple(this.halo(py)),
+            tuple(this.dims(py)),
+            tuple(this.layout(py)),
         )
     }
 }
@@ -1675,6 +1737,10 @@ pub fn storage(
 /// Adds the storage API to the module.
 pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStorage>()?;
+    m.add_class::<CpuStorage>()?;
+    m.add_class::<GpuStorage>()?;
+    m.add_class::<SoftwareManagedGpuStorage>()?;
+    m.add_class::<CudaManagedGpuStorage>()?;
     m.add_class::<PySyncState>()?;
     m.add(
         "GTNoSuchBufferError",

@@ -196,12 +196,13 @@ def test_device_only_storage():
     s = cai.full((4, 6), 2.0, device="gpu", managed=None, alignment_size=64, halo=(1, 0))
     assert s.device == "gpu" and s.managed is None and not hasattr(s, "__array_interface__")
     assert not hasattr(s, "__array_struct__")
+    assert type(s) is cai.GPUStorage and isinstance(s, cai.Storage)  # GDP-3's storage type
     assert (device_items(s, np.float64, (4, 6)) == 2.0).all()
     assert s.domain_view.__cuda_array_interface__["data"][0] % 64 == 0
     with pytest.raises(cai.GTNoSuchBufferError):
         s.to_numpy()
     c = s.T.copy()
-    assert c.shape == (6, 4)
+    assert c.shape == (6, 4) and type(c) is cai.GPUStorage
     assert c.__cuda_array_interface__["data"][0] != s.__cuda_array_interface__["data"][0]
     assert (device_items(c, np.float64, (6, 4)) == 2.0).all()
 
@@ -209,6 +210,7 @@ def test_device_only_storage():
 def test_gt4py_mirror_copies_when_the_other_side_changed():
     s = cai.zeros((3, 5), device="gpu")  # managed defaults to "gt4py"
     assert s.managed == "gt4py" and s.sync_state.state == cai.SyncState.SYNC_CLEAN
+    assert type(s) is cai.SoftwareManagedGPUStorage and cai.GT4PySyncedGPUStorage is type(s)
     s.to_numpy()[...] = 4.0
     s.set_host_modified()
     # Exporting the device side copies the host first.
@@ -224,7 +226,8 @@ def test_gt4py_mirror_copies_when_the_other_side_changed():
     s[0, 1] = 8.0
     assert s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
     assert device_items(s, np.float64, (3, 5))[0, 1] == 8.0
-    v = s[1:]  # views share the state
+    v = s[1:]  # views share the state, and are of the storage's type
+    assert type(v) is type(s.domain_view) is type(s.copy()) is cai.SoftwareManagedGPUStorage
     v.set_device_modified()
     assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
     s.synchronize()
@@ -237,6 +240,8 @@ def test_gt4py_mirror_copies_when_the_other_side_changed():
 
 def test_cuda_managed_storage_is_one_address():
     s = cai.ones((8,), device="gpu", managed="cuda")
+    assert type(s) is type(s[2:]) is cai.CUDAManagedGPUStorage is cai.CUDASyncedGPUStorage
+    assert repr(s).startswith("CUDAManagedGPUStorage(shape=(8,), dtype=float64")
     assert s.__array_interface__["data"][0] == s.__cuda_array_interface__["data"][0]
     s.to_numpy()[...] = 3.0
     assert (device_items(s, np.float64, (8,)) == 3.0).all()
@@ -246,7 +251,7 @@ def test_storages_wrap_and_copy_device_arrays():
     host = np.arange(6.0).reshape(2, 3)
     dev = cai.DeviceArray(host)
     s = cai.as_storage(host, dev, sync_state=cai.SyncState(cai.SyncState.SYNC_HOST_DIRTY))
-    assert s.managed == "gt4py"
+    assert s.managed == "gt4py" and type(s) is cai.SoftwareManagedGPUStorage
     host[0, 0] = 42.0
     # The host side was newest: reading the device copies it into dev's own memory.
     assert device_items(s, np.float64, (2, 3))[0, 0] == 42.0
@@ -258,7 +263,7 @@ def test_storages_wrap_and_copy_device_arrays():
     # A device-only wrap, and its copy: own memory, same items. (storage(dev), which converts
     # through CuPy, is in tests/gpu/test_storage.py.)
     d = cai.as_storage(device_data=dev)
-    assert d.device == "gpu" and d.managed is None
+    assert d.device == "gpu" and d.managed is None and type(d) is cai.GPUStorage
     assert d.__cuda_array_interface__["data"][0] == dev.ptr
     c = d.copy()
     assert c.__cuda_array_interface__["data"][0] != dev.ptr

@@ -79,6 +79,6 @@ def test_wrap_cupy_and_numpy_as_a_mirrored_pair(cp):
 def test_storage_from_cupy_makes_a_device_storage(cp):
     x = cp.arange(12, dtype=cp.float32).reshape(3, 4)
     s = cai.storage(x, managed=None)
-    assert s.device == "gpu" and s.dtype == np.float32
+    assert s.device == "gpu" and s.dtype == np.float32 and type(s) is cai.GPUStorage
     assert cp.asarray(s).data.ptr != x.data.ptr
     assert bool((cp.asarray(s) == x).all())

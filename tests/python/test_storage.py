@@ -408,6 +408,28 @@ def test_domain_view_transpose_and_halo_setter():
         s.halo = (4, 0, 0)
 
 
+def test_storages_are_of_gdp3s_storage_types():
+    # GDP-3, "Storage Types": subclasses of Storage by where the buffers are; on the host,
+    # CPUStorage, for every way of making one and every view (device types: tests/gpu).
+    s = cai.zeros((3, 4), halo=(1, 0), dims="IK")
+    assert type(s) is cai.CPUStorage and isinstance(s, cai.Storage)
+    for made in [s[1:], s[0], s.domain_view, s.T, s.transpose(1, 0), s.copy(), copy.deepcopy(s),
+                 cai.empty_like(s), cai.as_storage(np.zeros(3)), cai.storage(np.zeros(3)),
+                 cai.full((2,), 1.0, defaults="gtx86")]:
+        assert type(made) is cai.CPUStorage
+    assert repr(s) == "CPUStorage(shape=(3, 4), dtype=float64, halo=((1, 1), (0, 0)), dims=('I', 'K'), layout=(0, 1))"
+    assert weakref.ref(s)() is s
+    # All four are public, with GDP-3's other names for two of them, and made only by the
+    # creation functions.
+    assert {c.__name__ for c in cai.Storage.__subclasses__()} == {
+        "CPUStorage", "GPUStorage", "SoftwareManagedGPUStorage", "CUDAManagedGPUStorage"}
+    assert cai.GT4PySyncedGPUStorage is cai.SoftwareManagedGPUStorage
+    assert cai.CUDASyncedGPUStorage is cai.CudaManagedGPUStorage is cai.CUDAManagedGPUStorage
+    for cls in cai.Storage.__subclasses__() + [cai.Storage]:
+        with pytest.raises(TypeError, match="cannot create"):
+            cls()
+
+
 def test_copy_has_its_own_buffer_and_parameters():
     s = cai.full((3, 4), 1.0, alignment_size=32, halo=(1, 0), dims="IK")
     c = s.copy()

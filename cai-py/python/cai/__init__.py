@@ -8,7 +8,8 @@ example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayI
 
 GT4Py GDP-3 storages: ``empty``, ``zeros``, ``ones``, ``full`` and their ``_like`` forms,
 ``as_storage`` and ``storage`` make ``Storage`` objects with a layout, halo, alignment and
-(CUDA builds) host/device mirrors; ``gt_data(obj)`` reads any object's
+(CUDA builds) host/device mirrors, each of GDP-3's storage type for its buffers
+(``CPUStorage``, ``GPUStorage``, ``SoftwareManagedGPUStorage``, ``CUDAManagedGPUStorage``); ``gt_data(obj)`` reads any object's
 ``__gt_data_interface__``, falling back to its array interfaces.
 
 CUDA builds (``HAS_CUDA``) check imported pointers with the driver and order the consumer's
@@ -63,6 +64,10 @@ from ._native import (
     GtDataView,
     GtHook,
     Storage,
+    CPUStorage,
+    GPUStorage,
+    SoftwareManagedGPUStorage,
+    CUDAManagedGPUStorage,
     SyncState,
     GTNoSuchBufferError,
     gt_data,
@@ -77,6 +82,10 @@ from ._native import (
     as_storage,
     storage,
 )
+
+# GDP-3 names two storage types in more than one way.
+GT4PySyncedGPUStorage = SoftwareManagedGPUStorage
+CUDASyncedGPUStorage = CudaManagedGPUStorage = CUDAManagedGPUStorage
 
 if HAS_CUDA:
     from ._native import DeviceArray
@@ -111,6 +120,13 @@ __all__ = [
     "GtDataView",
     "GtHook",
     "Storage",
+    "CPUStorage",
+    "GPUStorage",
+    "SoftwareManagedGPUStorage",
+    "CUDAManagedGPUStorage",
+    "GT4PySyncedGPUStorage",
+    "CUDASyncedGPUStorage",
+    "CudaManagedGPUStorage",
     "SyncState",
     "GTNoSuchBufferError",
     "gt_data",

@@ -21,6 +21,10 @@ from ._native import (
     GtDataView as GtDataView,
     GtHook as GtHook,
     Storage as Storage,
+    CPUStorage as CPUStorage,
+    GPUStorage as GPUStorage,
+    SoftwareManagedGPUStorage as SoftwareManagedGPUStorage,
+    CUDAManagedGPUStorage as CUDAManagedGPUStorage,
     SyncState as SyncState,
     GTNoSuchBufferError as GTNoSuchBufferError,
     gt_data as gt_data,
@@ -43,4 +47,8 @@ from ._native import (
     ignore_streams as ignore_streams,
 )
 from ._native import DeviceArray as DeviceArray
+
+GT4PySyncedGPUStorage = SoftwareManagedGPUStorage
+CUDASyncedGPUStorage = CUDAManagedGPUStorage
+CudaManagedGPUStorage = CUDAManagedGPUStorage
 

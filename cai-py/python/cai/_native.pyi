@@ -247,7 +247,7 @@ class SyncState:
     @property
     def state(self) -> int: ...
 
-@final
+@disjoint_base
 class Storage:
     """A GDP-3 storage: host, device, or mirrored buffers with layout, halo and alignment."""
     @property
@@ -318,6 +318,23 @@ class Storage:
     def set_host_modified(self) -> None: ...
     def set_device_modified(self) -> None: ...
     def set_synchronized(self) -> None: ...
+
+# GDP-3's storage types: every storage is an instance of one, chosen by its buffers.
+@final
+class CPUStorage(Storage):
+    """A storage with a host buffer only (device=None)."""
+
+@final
+class GPUStorage(Storage):
+    """A storage with a device buffer only (device="gpu", managed=None)."""
+
+@final
+class SoftwareManagedGPUStorage(Storage):
+    """Host and device buffers kept in step by cai (managed="gt4py")."""
+
+@final
+class CUDAManagedGPUStorage(Storage):
+    """Unified memory, kept in step by CUDA (managed="cuda")."""
 
 # Common keyword-only arguments of the creation functions (GDP-3): aligned_index,
 # alignment_size, defaults ("C", "F", "gtx86", "gtcuda"), device (None or "gpu"), dims, halo,
