@@ -189,3 +189,88 @@ def test_as_storage_takes_dims_and_halo_from_the_data():
     # a storage is itself a data-interface object
     s2 = cai.as_storage(cai.zeros((2, 2), halo=(1, 0)))
     assert s2.halo == ((1, 1), (0, 0))
+
+
+# GDP-3, "Default xarray Data Interface": a DataArray is read through its data, with the
+# DataArray's dims.
+xr = pytest.importorskip("xarray")
+
+
+def test_a_data_array_over_numpy_gets_its_dims():
+    a = np.arange(6.0).reshape(2, 3)
+    d = cai.gt_data(xr.DataArray(a, dims=("J", "I")))
+    assert not d.from_gt and d.dims == ["J", "I"] and d.halo is None
+    assert d.host.ptr == a.__array_interface__["data"][0]
+    s = cai.as_storage(xr.DataArray(a, dims=("K", "I")))  # as_storage reads it the same way
+    assert s.dims == ("K", "I") and np.shares_memory(np.asarray(s), a)
+
+
+class Duck:
+    """An array exposing `__gt_data_interface__` as xarray keeps one: a duck array (xarray keeps
+    an object as `data` only when it has NumPy's array-function protocols; it converts a
+    storage itself to an ndarray)."""
+
+    def __init__(self, array, gt):
+        self.array, self.__gt_data_interface__ = array, gt
+        self.shape, self.ndim, self.dtype = array.shape, array.ndim, array.dtype
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array
+
+    def __array_function__(self, func, types, args, kwargs):
+        return NotImplemented
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return NotImplemented
+
+
+def _data_array_over(data, dims):
+    if isinstance(data, cai.Storage):
+        data = Duck(np.asarray(data), data.__gt_data_interface__)
+    da = xr.DataArray(data, dims=dims)
+    assert isinstance(da.data, Duck)
+    return da
+
+
+def test_a_data_array_over_a_gt_object_keeps_its_halo_and_hooks():
+    a = np.zeros((3, 4))
+    calls = []
+    gt = {None: dict(a.__array_interface__, halo=((1, 1), (0, 0)), acquire=lambda: calls.append(1))}
+    d = cai.gt_data(_data_array_over(Duck(a, gt), ("J", "I")))  # no dims: the DataArray's
+    assert d.from_gt and d.dims == ["J", "I"] and d.halo == [(1, 1), (0, 0)]
+    assert d.host.ptr == a.__array_interface__["data"][0]
+    d.acquire()
+    assert calls == [1]
+    # dims the data gives must be the DataArray's
+    d = cai.gt_data(_data_array_over(cai.zeros((3, 4), dims="KJ"), ("K", "J")))
+    assert d.from_gt and d.dims == ["K", "J"]
+
+
+@pytest.mark.parametrize(
+    "make, exc, message",
+    [
+        # the data's dims must agree with the DataArray's
+        (lambda: _data_array_over(cai.zeros((3, 4), dims="IJ"), ("J", "I")), ValueError,
+         r"DataArray.dims = \[\"J\", \"I\"\] and the `dims` of its data's __gt_data_interface__ = \[\"I\", \"J\"\] disagree"),
+        # GDP-3's dims are I, J, K and data dimensions: xarray's free names are not
+        (lambda: xr.DataArray(np.zeros((2, 3)), dims=("x", "y")), ValueError,
+         r'DataArray: dims = \["x", "y"\]: "x" is not a dimension'),
+        (lambda: xr.DataArray(np.zeros(2), dims=(0,)), TypeError, r"DataArray.dims = \(0,\) is not a sequence of str"),
+    ],
+)
+def test_data_arrays_with_bad_dims_raise(make, exc, message):
+    with pytest.raises(exc, match=message):
+        cai.gt_data(make())
+
+
+def test_a_data_array_with_its_own_interface_is_read_through_it():
+    # a user's accessor (or subclass) comes first, as GDP-3 lets users override the default
+    class Mine(xr.DataArray):
+        __slots__ = ()
+
+        @property
+        def __gt_data_interface__(self):
+            return {None: dict(self.values.__array_interface__, dims=("K",))}
+
+    d = cai.gt_data(Mine(np.zeros(3), dims=("I",)))
+    assert d.from_gt and d.dims == ["K"]

@@ -5,6 +5,7 @@
 
 use pyo3::PyClass;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -185,15 +186,42 @@ impl GtData {
     /// Reads `obj`. Every entry is validated as its protocol's descriptor (a `"gpu"` entry
     /// without `version` is read as version 3: GDP-3 does not require the key); `dims`, `halo`
     /// and the hooks are checked; both entries must agree on shape, dims and halo.
+    ///
+    /// An xarray `DataArray` without `__gt_data_interface__` of its own (a user's accessor
+    /// comes first) is read as GDP-3's default xarray data interface says: its `data` through
+    /// `__gt_data_interface__` or the array interfaces, with the `DataArray`'s `dims`, which
+    /// must agree with any `dims` the data gives.
     pub fn from_object(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<GtData> {
-        let py = obj.py();
-        match obj.getattr(intern!(py, "__gt_data_interface__")) {
-            Ok(gt) => Self::from_gt(obj, &gt, options),
-            Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => {
-                Self::fallback(obj, options)
-            }
-            Err(e) => Err(e),
+        match data_array_dims(obj)? {
+            Some(dims) => Self::from_data_array(obj, dims, options),
+            None => Self::read(obj, options),
         }
+    }
+
+    /// `obj` through `__gt_data_interface__`, else the array interfaces.
+    fn read(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<GtData> {
+        match gt_interface(obj)? {
+            Some(gt) => Self::from_gt(obj, &gt, options),
+            None => Self::fallback(obj, options),
+        }
+    }
+
+    fn from_data_array(
+        obj: &Bound<'_, PyAny>,
+        dims: Vec<String>,
+        options: &ImportOptions,
+    ) -> PyResult<GtData> {
+        // (`read`, not `from_object`: a `data` that is itself a DataArray is not followed.)
+        let mut data = Self::read(&obj.getattr(intern!(obj.py(), "data"))?, options)?;
+        if let Some(given) = data.dims.as_ref().filter(|given| **given != dims) {
+            return Err(PyValueError::new_err(format!(
+                "DataArray.dims = {dims:?} and the `dims` of its data's __gt_data_interface__ = {given:?} disagree"
+            )));
+        }
+        data.dims = Some(dims);
+        check_dims_and_halo(data.shape(), data.dims.as_deref(), data.halo.as_deref())
+            .map_err(|e| PyValueError::new_err(format!("DataArray: {e}")))?;
+        Ok(data)
     }
 
     fn fallback(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<GtData> {
@@ -373,6 +401,43 @@ impl GtData {
         }
         Ok(())
     }
+}
+
+/// `obj.__gt_data_interface__`, or None when it has none.
+fn gt_interface<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = obj.py();
+    match obj.getattr(intern!(py, "__gt_data_interface__")) {
+        Ok(gt) => Ok(Some(gt)),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `obj.dims` when `obj` is an xarray `DataArray` that has no `__gt_data_interface__`.
+/// xarray is looked up in `sys.modules`, never imported: without it there is no DataArray.
+fn data_array_dims(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
+    let py = obj.py();
+    let name = intern!(py, "xarray");
+    // SAFETY: `name` is a live str. PyImport_GetModule returns a new reference to the module,
+    // or NULL: with an exception set on an error, without one when it is not imported.
+    let xarray =
+        unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyImport_GetModule(name.as_ptr())) };
+    let Some(xarray) = xarray else {
+        return PyErr::take(py).map_or(Ok(None), Err);
+    };
+    let Ok(class) = xarray.getattr(intern!(py, "DataArray")) else {
+        return Ok(None);
+    };
+    if !obj.is_instance(&class)? || obj.hasattr(intern!(py, "__gt_data_interface__"))? {
+        return Ok(None);
+    }
+    let dims = obj.getattr(intern!(py, "dims"))?;
+    dims.extract::<Vec<String>>().map(Some).map_err(|_| {
+        PyTypeError::new_err(format!(
+            "DataArray.dims = {} is not a sequence of str (the dims of GDP-3's data interface are names such as \"I\")",
+            dims.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    })
 }
 
 /// `entry[key]`, with a `None` value read as absent.
