@@ -1171,7 +1171,7 @@ impl PyStorage {
         }
     }
 
-    /// `CPUStorage(shape=(2, 3), dtype=<f8, ...)`: the class says where the buffers are.
+    /// `CPUStorage(shape=(2, 3), dtype=float64, ...)`: the class says where the buffers are.
     fn __repr__(slf: &Bound<'_, Self>) -> String {
         let this = slf.borrow();
         let dtype = this

@@ -193,10 +193,12 @@ def test_as_storage_takes_dims_and_halo_from_the_data():
 
 # GDP-3, "Default xarray Data Interface": a DataArray is read through its data, with the
 # DataArray's dims.
-xr = pytest.importorskip("xarray")
+@pytest.fixture
+def xr():
+    return pytest.importorskip("xarray")
 
 
-def test_a_data_array_over_numpy_gets_its_dims():
+def test_a_data_array_over_numpy_gets_its_dims(xr):
     a = np.arange(6.0).reshape(2, 3)
     d = cai.gt_data(xr.DataArray(a, dims=("J", "I")))
     assert not d.from_gt and d.dims == ["J", "I"] and d.halo is None
@@ -224,7 +226,7 @@ class Duck:
         return NotImplemented
 
 
-def _data_array_over(data, dims):
+def _data_array_over(xr, data, dims):
     if isinstance(data, cai.Storage):
         data = Duck(np.asarray(data), data.__gt_data_interface__)
     da = xr.DataArray(data, dims=dims)
@@ -232,17 +234,17 @@ def _data_array_over(data, dims):
     return da
 
 
-def test_a_data_array_over_a_gt_object_keeps_its_halo_and_hooks():
+def test_a_data_array_over_a_gt_object_keeps_its_halo_and_hooks(xr):
     a = np.zeros((3, 4))
     calls = []
     gt = {None: dict(a.__array_interface__, halo=((1, 1), (0, 0)), acquire=lambda: calls.append(1))}
-    d = cai.gt_data(_data_array_over(Duck(a, gt), ("J", "I")))  # no dims: the DataArray's
+    d = cai.gt_data(_data_array_over(xr, Duck(a, gt), ("J", "I")))  # no dims: the DataArray's
     assert d.from_gt and d.dims == ["J", "I"] and d.halo == [(1, 1), (0, 0)]
     assert d.host.ptr == a.__array_interface__["data"][0]
     d.acquire()
     assert calls == [1]
     # dims the data gives must be the DataArray's
-    d = cai.gt_data(_data_array_over(cai.zeros((3, 4), dims="KJ"), ("K", "J")))
+    d = cai.gt_data(_data_array_over(xr, cai.zeros((3, 4), dims="KJ"), ("K", "J")))
     assert d.from_gt and d.dims == ["K", "J"]
 
 
@@ -250,20 +252,20 @@ def test_a_data_array_over_a_gt_object_keeps_its_halo_and_hooks():
     "make, exc, message",
     [
         # the data's dims must agree with the DataArray's
-        (lambda: _data_array_over(cai.zeros((3, 4), dims="IJ"), ("J", "I")), ValueError,
+        (lambda xr: _data_array_over(xr, cai.zeros((3, 4), dims="IJ"), ("J", "I")), ValueError,
          r"DataArray.dims = \[\"J\", \"I\"\] and the `dims` of its data's __gt_data_interface__ = \[\"I\", \"J\"\] disagree"),
         # GDP-3's dims are I, J, K and data dimensions: xarray's free names are not
-        (lambda: xr.DataArray(np.zeros((2, 3)), dims=("x", "y")), ValueError,
+        (lambda xr: xr.DataArray(np.zeros((2, 3)), dims=("x", "y")), ValueError,
          r'DataArray: dims = \["x", "y"\]: "x" is not a dimension'),
-        (lambda: xr.DataArray(np.zeros(2), dims=(0,)), TypeError, r"DataArray.dims = \(0,\) is not a sequence of str"),
+        (lambda xr: xr.DataArray(np.zeros(2), dims=(0,)), TypeError, r"DataArray.dims = \(0,\) is not a sequence of str"),
     ],
 )
-def test_data_arrays_with_bad_dims_raise(make, exc, message):
+def test_data_arrays_with_bad_dims_raise(xr, make, exc, message):
     with pytest.raises(exc, match=message):
-        cai.gt_data(make())
+        cai.gt_data(make(xr))
 
 
-def test_a_data_array_with_its_own_interface_is_read_through_it():
+def test_a_data_array_with_its_own_interface_is_read_through_it(xr):
     # a user's accessor (or subclass) comes first, as GDP-3 lets users override the default
     class Mine(xr.DataArray):
         __slots__ = ()

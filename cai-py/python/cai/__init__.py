@@ -8,8 +8,9 @@ example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayI
 
 GT4Py GDP-3 storages: ``empty``, ``zeros``, ``ones``, ``full`` and their ``_like`` forms,
 ``as_storage`` and ``storage`` make ``Storage`` objects with a layout, halo, alignment and
-(CUDA builds) host/device mirrors, each of GDP-3's storage type for its buffers
-(``CPUStorage``, ``GPUStorage``, ``SoftwareManagedGPUStorage``, ``CUDAManagedGPUStorage``); ``gt_data(obj)`` reads any object's
+(CUDA builds) host/device mirrors, each an instance of the GDP-3 storage type its buffers
+make it (``CPUStorage``, ``GPUStorage``, ``SoftwareManagedGPUStorage`` or
+``CUDAManagedGPUStorage``); ``gt_data(obj)`` reads any object's
 ``__gt_data_interface__``, falling back to its array interfaces.
 
 CUDA builds (``HAS_CUDA``) check imported pointers with the driver and order the consumer's
