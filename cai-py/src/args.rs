@@ -27,8 +27,8 @@ pub fn is_int(v: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Whether `v` stands where one int would: an int, or a bool, which [`int_in`] then refuses by
-/// name rather than as "not a sequence".
-fn scalar(v: &Bound<'_, PyAny>) -> bool {
+/// name rather than as "not a sequence" (and which a slice bound may be).
+pub fn scalar(v: &Bound<'_, PyAny>) -> bool {
     is_int(v) || v.is_instance_of::<PyBool>()
 }
 

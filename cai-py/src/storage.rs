@@ -695,7 +695,7 @@ fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
                     return Ok(None);
                 }
                 // A bool is a slice index, as in Python and NumPy (`a[True:]`).
-                if !is_int(&v) && !v.is_instance_of::<pyo3::types::PyBool>() {
+                if !args::scalar(&v) {
                     return Err(PyTypeError::new_err(format!(
                         "slice indices must be integers or None, not {}",
                         repr(&v)
