@@ -1,7 +1,9 @@
-//! Python arguments read into Rust numbers, with errors that name the argument and the value:
-//! a TypeError for what is not an int (or a sequence of them), a ValueError for an int out of
-//! range, never PyO3's bare OverflowError ("can't convert negative int to unsigned"), which
-//! names neither. Ints are read through `__index__`, so NumPy integers are ints too; bools are
+//! Python arguments read into Rust values, with errors that name the argument and the value:
+//! a TypeError for what is not an int (or a sequence of them), a bool or a str, a ValueError
+//! for an int out of range or a str that is none of the choices; never PyO3's bare
+//! OverflowError ("can't convert negative int to unsigned") or its extraction error ("'int'
+//! object is not an instance of 'str'"), which name neither (PyO3 puts the argument's name in
+//! a note, which a log line or an error dialog does not show). Ints are read through `__index__`, so NumPy integers are ints too; bools are
 //! not ints here, as NumPy refuses `numpy.zeros((True, 2))`: `layout=(True, False)` must not
 //! read as the permutation `(1, 0)`.
 
@@ -151,12 +153,75 @@ pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
     })
 }
 
+/// `v` as a bool: Python's, or NumPy's `bool_` (as PyO3 reads one). An int is not a flag, as
+/// PyO3 itself refuses one: `sync=0` would read as a silent "no".
+pub fn flag(key: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    v.extract::<bool>()
+        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not a bool", repr(v))))
+}
+
+/// `v` as a str.
+pub fn text(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
+    v.extract::<String>()
+        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not a str", repr(v))))
+}
+
+/// `v` as one of `names`, returned as the name itself, so that a signature's default stays a
+/// literal Python can show (`mode='enqueue'`): a TypeError for what is not a str, a
+/// ValueError for any other str, both listing the choices.
+pub fn one_of(
+    key: &str,
+    v: &Bound<'_, PyAny>,
+    names: &'static [&'static str],
+) -> PyResult<&'static str> {
+    let s = v.cast::<PyString>().ok().and_then(|s| s.to_str().ok());
+    names
+        .iter()
+        .copied()
+        .find(|n| Some(*n) == s)
+        .ok_or_else(|| bad_choice(key, v, names, false))
+}
+
+/// None, or `v` as one of `names` (see [`one_of`]).
+pub fn none_or_one_of(
+    key: &str,
+    v: &Bound<'_, PyAny>,
+    names: &'static [&'static str],
+) -> PyResult<Option<&'static str>> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    one_of(key, v, names)
+        .map(Some)
+        .map_err(|_| bad_choice(key, v, names, true))
+}
+
+/// "`key` = `v`: expected 'a', 'b' or 'c'" (None first where it is a choice).
+fn bad_choice(key: &str, v: &Bound<'_, PyAny>, names: &[&str], none: bool) -> PyErr {
+    let choices: Vec<String> = none
+        .then(|| "None".to_owned())
+        .into_iter()
+        .chain(names.iter().map(|n| format!("'{n}'")))
+        .collect();
+    let expected = match choices.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "no value".to_owned(),
+    };
+    let msg = format!("{key} = {}: expected {expected}", repr(v));
+    if v.is_instance_of::<PyString>() {
+        PyValueError::new_err(msg)
+    } else {
+        PyTypeError::new_err(msg)
+    }
+}
+
 /// The most fills one `DeviceArray.fill` call enqueues: enough to keep a stream busy for a
 /// test, few enough that a mistyped count cannot queue work for hours.
 #[cfg(feature = "cuda")]
 const MAX_ROUNDS: usize = 1 << 16;
 
-/// `size`s and friends under one argument's name, for `#[pyo3(from_py_with = arg::rows)]`:
+/// Readers under one argument's name, for `#[pyo3(from_py_with = arg::rows)]`:
 /// PyO3 gives such a reader the value only, so each carries the name it reports.
 macro_rules! named_readers {
     ($($(#[$attr:meta])* $name:ident: $ty:ty = $read:expr;)*) => {$(
@@ -168,7 +233,8 @@ macro_rules! named_readers {
     )*};
 }
 
-/// The example classes' integer arguments.
+/// The package's arguments that PyO3 would otherwise read itself: ints, bools, strs and
+/// choices.
 pub mod arg {
     use super::*;
 
@@ -203,5 +269,18 @@ pub mod arg {
         index: Vec<usize> = |k, v| sizes(k, v).map(PerDim::into_vec);
         strides: Option<Vec<isize>> = |k, v| optional(v, |v| signed_ints(k, v));
         halo: Option<Vec<(usize, usize)>> = |_, v| optional(v, super::halo);
+        typestr: String = text;
+        sync: bool = flag;
+        check_pointer: bool = flag;
+        readonly: bool = flag;
+        copy: bool = flag;
+        force: bool = flag;
+        on: bool = flag;
+        #[cfg(feature = "cuda")]
+        on_side_stream: bool = flag;
+        order: &'static str = |k, v| one_of(k, v, &["C", "F"]);
+        mode: &'static str = |k, v| one_of(k, v, &["enqueue", "synchronize"]);
+        interface: &'static str = |k, v| one_of(k, v, &["cuda", "host"]);
+        device: Option<&'static str> = |k, v| none_or_one_of(k, v, &["gpu"]);
     }
 }

@@ -7,7 +7,7 @@ use cai_runtime::pointer::PointerAttributes;
 use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
 use cai_runtime::{Device, Stream};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -25,14 +25,11 @@ pub fn import_options(
         None => Stream::LegacyDefault,
         Some(v) => cai_runtime::python::stream_argument(v)?,
     };
-    let mode = match mode {
-        "enqueue" => SyncMode::Enqueue,
-        "synchronize" => SyncMode::Synchronize,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "mode = {other:?} is not a synchronization mode: use \"enqueue\" (event wait, the default) or \"synchronize\" (block the host)"
-            )));
-        }
+    // `arg::mode` let only these two through.
+    let mode = if mode == "synchronize" {
+        SyncMode::Synchronize
+    } else {
+        SyncMode::Enqueue
     };
     Ok(ImportOptions {
         sync,
@@ -132,7 +129,7 @@ fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDic
 /// Producers: export `stream: None` always (True) or the real stream (False, the default).
 /// Overrides the environment variable CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE.
 #[pyfunction]
-fn set_export_stream_none(on: bool) {
+fn set_export_stream_none(#[pyo3(from_py_with = crate::arg::on)] on: bool) {
     sync::set_export_stream_none(on);
 }
 
@@ -145,7 +142,7 @@ fn export_stream_none() -> bool {
 /// Consumers: ignore the stream of imported arrays (True) or synchronize (False, the default).
 /// Overrides the environment variable CAI_CUDA_ARRAY_INTERFACE_SYNC (=0 ignores).
 #[pyfunction]
-fn set_ignore_streams(on: bool) {
+fn set_ignore_streams(#[pyo3(from_py_with = crate::arg::on)] on: bool) {
     sync::set_ignore_streams(on);
 }
 
@@ -265,15 +262,10 @@ mod device_array {
         /// to new device memory, stored in C or F order.
         #[new]
         #[pyo3(signature = (obj, *, order = "C"))]
-        fn new(obj: HostImport, order: &str) -> PyResult<Self> {
+        fn new(obj: HostImport, #[pyo3(from_py_with = arg::order)] order: &str) -> PyResult<Self> {
             let order = match order {
-                "C" => Order::C,
                 "F" => Order::F,
-                o => {
-                    return Err(PyValueError::new_err(format!(
-                        "order = {o:?}: use \"C\" or \"F\""
-                    )));
-                }
+                _ => Order::C,
             };
             let dtype = super::super::dtype_for(&obj.descriptor().typestr.to_string())?;
             let shape = obj.layout().shape().to_vec();
@@ -344,7 +336,7 @@ mod device_array {
         fn fill(
             &self,
             #[pyo3(from_py_with = arg::value)] value: u8,
-            on_side_stream: bool,
+            #[pyo3(from_py_with = arg::on_side_stream)] on_side_stream: bool,
             #[pyo3(from_py_with = arg::rounds)] rounds: usize,
         ) -> PyResult<()> {
             let stream = if on_side_stream {

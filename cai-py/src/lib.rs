@@ -23,16 +23,6 @@ mod storage;
 
 use args::arg;
 
-fn order_is_f(order: &str) -> PyResult<bool> {
-    match order {
-        "C" => Ok(false),
-        "F" => Ok(true),
-        other => Err(PyValueError::new_err(format!(
-            "order must be 'C' or 'F', not {other:?}"
-        ))),
-    }
-}
-
 /// `n` zeros, or MemoryError naming the bytes: `vec![0; n]` aborts the process when the
 /// allocation fails. Zeroed by the allocator (`calloc`), so a large vector stays fresh pages
 /// until written, as `vec!` and `numpy.zeros` leave it.
@@ -92,9 +82,9 @@ impl Grid {
     fn new(
         #[pyo3(from_py_with = arg::rows)] rows: usize,
         #[pyo3(from_py_with = arg::cols)] cols: usize,
-        order: &str,
+        #[pyo3(from_py_with = arg::order)] order: &str,
     ) -> PyResult<Self> {
-        let fortran = order_is_f(order)?;
+        let fortran = order == "F";
         Ok(Grid {
             values: zeros(checked_len(rows, cols)?)?,
             rows,
@@ -189,12 +179,12 @@ impl DeviceMatrix {
         #[pyo3(from_py_with = arg::ptr)] ptr: u64,
         #[pyo3(from_py_with = arg::rows)] rows: usize,
         #[pyo3(from_py_with = arg::cols)] cols: usize,
-        order: &str,
+        #[pyo3(from_py_with = arg::order)] order: &str,
         stream: Option<&Bound<'_, PyAny>>,
-        readonly: bool,
+        #[pyo3(from_py_with = arg::readonly)] readonly: bool,
         owner: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
-        let fortran = order_is_f(order)?;
+        let fortran = order == "F";
         let len = checked_len(rows, cols)?;
         let stream = stream
             .filter(|v| !v.is_none())
@@ -319,7 +309,7 @@ impl Buffer {
     #[pyo3(signature = (nbytes, typestr, shape, strides = None, offset = 0))]
     fn new(
         #[pyo3(from_py_with = arg::nbytes)] nbytes: usize,
-        typestr: &str,
+        #[pyo3(from_py_with = arg::typestr)] typestr: String,
         #[pyo3(from_py_with = arg::shape)] shape: Vec<usize>,
         #[pyo3(from_py_with = arg::strides)] strides: Option<Vec<isize>>,
         #[pyo3(from_py_with = arg::offset)] offset: usize,
@@ -332,7 +322,7 @@ impl Buffer {
         let b = Buffer {
             storage: zeros(nbytes.div_ceil(8))?,
             nbytes,
-            dtype: dtype_for(typestr)?,
+            dtype: dtype_for(&typestr)?,
             shape,
             strides,
             offset,
@@ -663,10 +653,10 @@ impl HostArrayView {
 fn from_cuda_array_interface(
     desc: &Bound<'_, PyAny>,
     owner: Option<&Bound<'_, PyAny>>,
-    sync: bool,
+    #[pyo3(from_py_with = arg::sync)] sync: bool,
     stream: Option<&Bound<'_, PyAny>>,
-    mode: &str,
-    check_pointer: bool,
+    #[pyo3(from_py_with = arg::mode)] mode: &str,
+    #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
 ) -> PyResult<Py<CudaArrayView>> {
     let options = cuda::import_options(sync, stream, mode, check_pointer)?;
     new_cuda_view(
@@ -681,10 +671,10 @@ fn from_cuda_array_interface(
 #[pyo3(signature = (obj, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
 fn as_cuda_array(
     obj: &Bound<'_, PyAny>,
-    sync: bool,
+    #[pyo3(from_py_with = arg::sync)] sync: bool,
     stream: Option<&Bound<'_, PyAny>>,
-    mode: &str,
-    check_pointer: bool,
+    #[pyo3(from_py_with = arg::mode)] mode: &str,
+    #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
 ) -> PyResult<Py<CudaArrayView>> {
     let options = cuda::import_options(sync, stream, mode, check_pointer)?;
     new_cuda_view(obj.py(), ForeignArray::from_object_with(obj, &options)?)
@@ -717,15 +707,11 @@ fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
 /// or ``"host"`` (``__array_interface__``).
 #[pyfunction]
 #[pyo3(signature = (desc, interface = "cuda"))]
-fn check_descriptor(desc: &Bound<'_, PyAny>, interface: &str) -> PyResult<Vec<Violation>> {
-    match interface {
-        "cuda" => Ok(cpy::check_descriptor(desc, true)),
-        "host" => Ok(cpy::check_descriptor(desc, false)),
-        _ => Err(PyValueError::new_err(format!(
-            "interface must be 'cuda' or 'host', not '{}'",
-            interface.escape_default()
-        ))),
-    }
+fn check_descriptor(
+    desc: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = arg::interface)] interface: &str,
+) -> Vec<Violation> {
+    cpy::check_descriptor(desc, interface == "cuda")
 }
 
 /// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
@@ -857,13 +843,10 @@ pub struct GtDataView {
     gpu: Option<Py<CudaArrayView>>,
 }
 
-fn gt_device(device: Option<&str>) -> PyResult<GtDevice> {
+fn gt_device(device: Option<&str>) -> GtDevice {
     match device {
-        None => Ok(GtDevice::Host),
-        Some("gpu") => Ok(GtDevice::Gpu),
-        Some(other) => Err(PyValueError::new_err(format!(
-            "device = {other:?}: use None (host) or \"gpu\""
-        ))),
+        None => GtDevice::Host,
+        Some(_) => GtDevice::Gpu,
     }
 }
 
@@ -901,27 +884,43 @@ impl GtDataView {
 
     /// Calls the entry's `acquire` (no action if absent).
     #[pyo3(signature = (device = None))]
-    fn acquire(&self, py: Python<'_>, device: Option<&str>) -> PyResult<()> {
-        self.inner.call(py, gt_device(device)?, HookKind::Acquire)
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg::device)] device: Option<&str>,
+    ) -> PyResult<()> {
+        self.inner.call(py, gt_device(device), HookKind::Acquire)
     }
 
     /// Calls the entry's `touch` (no action if absent).
     #[pyo3(signature = (device = None))]
-    fn touch(&self, py: Python<'_>, device: Option<&str>) -> PyResult<()> {
-        self.inner.call(py, gt_device(device)?, HookKind::Touch)
+    fn touch(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg::device)] device: Option<&str>,
+    ) -> PyResult<()> {
+        self.inner.call(py, gt_device(device), HookKind::Touch)
     }
 
     /// Calls the entry's `release` (no action if absent).
     #[pyo3(signature = (device = None))]
-    fn release(&self, py: Python<'_>, device: Option<&str>) -> PyResult<()> {
-        self.inner.call(py, gt_device(device)?, HookKind::Release)
+    fn release(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg::device)] device: Option<&str>,
+    ) -> PyResult<()> {
+        self.inner.call(py, gt_device(device), HookKind::Release)
     }
 }
 
 /// Reads any object as GDP-3 says: `__gt_data_interface__` first, else the array interfaces.
 #[pyfunction]
 #[pyo3(signature = (obj, sync = true))]
-fn gt_data(py: Python<'_>, obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<GtDataView> {
+fn gt_data(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = arg::sync)] sync: bool,
+) -> PyResult<GtDataView> {
     let options = cai_runtime::sync::ImportOptions {
         sync,
         ..Default::default()

@@ -1135,13 +1135,13 @@ impl PyStorage {
     /// Copies device to host if the device was modified (or `force`); no action unless
     /// mirrored.
     #[pyo3(signature = (*, force = false))]
-    fn device_to_host(&self, force: bool) -> PyResult<()> {
+    fn device_to_host(&self, #[pyo3(from_py_with = args::arg::force)] force: bool) -> PyResult<()> {
         mirror(&self.inner, MirrorOp::DeviceToHost(force)).map(drop)
     }
 
     /// Copies host to device if the host was modified (or `force`); no action unless mirrored.
     #[pyo3(signature = (*, force = false))]
-    fn host_to_device(&self, force: bool) -> PyResult<()> {
+    fn host_to_device(&self, #[pyo3(from_py_with = args::arg::force)] force: bool) -> PyResult<()> {
         mirror(&self.inner, MirrorOp::HostToDevice(force)).map(drop)
     }
 
@@ -1467,6 +1467,21 @@ fn template<'py>(
     Ok((shape, dtype, params))
 }
 
+/// The argument `sync_state`: None, or a `SyncState` the wrapped buffers will share.
+fn sync_state_arg(v: &Bound<'_, PyAny>) -> PyResult<Option<SyncState>> {
+    if v.is_none() {
+        return Ok(None);
+    }
+    v.cast::<PySyncState>()
+        .map(|s| Some(s.get().0.clone()))
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "sync_state = {}: expected a cai.SyncState or None",
+                repr(v)
+            ))
+        })
+}
+
 /// Import options for wrapping: the producer's stream is waited for (as any import).
 fn no_sync() -> ImportOptions {
     ImportOptions::default()
@@ -1480,7 +1495,7 @@ pub fn as_storage(
     py: Python<'_>,
     data: Option<&Bound<'_, PyAny>>,
     device_data: Option<&Bound<'_, PyAny>>,
-    sync_state: Option<&Bound<'_, PySyncState>>,
+    #[pyo3(from_py_with = sync_state_arg)] sync_state: Option<SyncState>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
     let p = read_kwargs("as_storage", kwargs)?;
@@ -1491,7 +1506,7 @@ fn wrap(
     py: Python<'_>,
     data: Option<&Bound<'_, PyAny>>,
     device_data: Option<&Bound<'_, PyAny>>,
-    sync_state: Option<&Bound<'_, PySyncState>>,
+    sync_state: Option<SyncState>,
     p: &StorageParams,
 ) -> PyResult<Py<PyStorage>> {
     let data = data.filter(|d| !d.is_none());
@@ -1650,10 +1665,7 @@ fn wrap(
     } else {
         Managed::None
     };
-    let sync = mirrored.then(|| match sync_state {
-        Some(s) => s.get().0.clone(),
-        None => SyncState::new(SyncStatus::Clean),
-    });
+    let sync = mirrored.then(|| sync_state.unwrap_or_else(|| SyncState::new(SyncStatus::Clean)));
     let device_kind = if device_side.is_some() {
         StorageDevice::Gpu
     } else {
@@ -1694,8 +1706,8 @@ pub fn storage(
     data: Option<&Bound<'_, PyAny>>,
     device_data: Option<&Bound<'_, PyAny>>,
     dtype: Option<&Bound<'_, PyAny>>,
-    copy: bool,
-    sync_state: Option<&Bound<'_, PySyncState>>,
+    #[pyo3(from_py_with = args::arg::copy)] copy: bool,
+    #[pyo3(from_py_with = sync_state_arg)] sync_state: Option<SyncState>,
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
     let p = read_kwargs("storage", kwargs)?;

@@ -75,7 +75,7 @@ def test_consumes_gt_interface_first():
     d.release()
     d.acquire("gpu")  # no gpu entry: no action
     assert f.calls == ["acquire:None", "touch:None", "release:None"]
-    with pytest.raises(ValueError, match="use None"):
+    with pytest.raises(ValueError, match="^device = 'cpu': expected None or 'gpu'"):
         d.acquire("cpu")
 
 

@@ -3,6 +3,7 @@ Rust -> dict -> Rust for every dtype and layout, lifetimes, and import errors.""
 
 import ctypes
 import gc
+import inspect
 import random
 import re
 import subprocess
@@ -76,7 +77,7 @@ def test_device_matrix_descriptor():
         cai.DeviceMatrix(0x1000, 2, 2, stream=0)
     with pytest.raises(ValueError, match=r"^stream: -1 is out of range"):
         cai.DeviceMatrix(0x1000, 2, 2, stream=-1)
-    with pytest.raises(ValueError, match="order must be"):
+    with pytest.raises(ValueError, match="^order = 'K': expected 'C' or 'F'"):
         cai.DeviceMatrix(0x1000, 2, 2, order="K")
 
 
@@ -678,6 +679,61 @@ def test_int_arguments_out_of_range_name_the_argument_and_the_value(make, exc, m
     # naming neither; and ints beyond 2**127 were TypeErrors ("is not an int").
     with pytest.raises(exc, match=f"^{message}"):
         make()
+
+
+M = np.zeros((2, 3))
+
+
+@pytest.mark.parametrize(
+    "make, exc, message",
+    [
+        (lambda v: cai.Grid(2, 2, v), None, "order = {v}: expected 'C' or 'F'"),
+        (lambda v: cai.DeviceMatrix(0, 2, 2, order=v), None, "order = {v}: expected 'C' or 'F'"),
+        (lambda v: cai.DeviceMatrix(0, 2, 2, readonly=v), TypeError, "readonly: {v} is not a bool"),
+        (lambda v: cai.as_cuda_array(M, v), TypeError, "sync: {v} is not a bool"),
+        (lambda v: cai.as_cuda_array(M, mode=v), None, "mode = {v}: expected 'enqueue' or 'synchronize'"),
+        (lambda v: cai.as_cuda_array(M, check_pointer=v), TypeError, "check_pointer: {v} is not a bool"),
+        (lambda v: cai.from_cuda_array_interface({}, None, v), TypeError, "sync: {v} is not a bool"),
+        (lambda v: cai.from_cuda_array_interface({}, mode=v), None, "mode = {v}: expected"),
+        (lambda v: cai.check_descriptor({}, v), None, "interface = {v}: expected 'cuda' or 'host'"),
+        (lambda v: cai.gt_data(M, v), TypeError, "sync: {v} is not a bool"),
+        (lambda v: cai.gt_data(M).acquire(v), None, "device = {v}: expected None or 'gpu'"),
+        (lambda v: cai.gt_data(M).touch(device=v), None, "device = {v}: expected None or 'gpu'"),
+        (lambda v: cai.gt_data(M).release(v), None, "device = {v}: expected None or 'gpu'"),
+        (lambda v: cai.set_ignore_streams(v), TypeError, "on: {v} is not a bool"),
+        (lambda v: cai.set_export_stream_none(v), TypeError, "on: {v} is not a bool"),
+        (lambda v: cai.storage(M, copy=v), TypeError, "copy: {v} is not a bool"),
+        (lambda v: cai.storage(M, copy=False, sync_state=v), TypeError, "sync_state = {v}: expected a cai.SyncState"),
+        (lambda v: cai.as_storage(M, sync_state=v), TypeError, "sync_state = {v}: expected a cai.SyncState"),
+        (lambda v: cai.zeros(3).device_to_host(force=v), TypeError, "force: {v} is not a bool"),
+        (lambda v: cai.zeros(3).host_to_device(force=v), TypeError, "force: {v} is not a bool"),
+    ],
+)
+@pytest.mark.parametrize("value", ["x", 5, 1.5, [True]])
+def test_str_and_bool_arguments_name_the_argument_and_the_value(make, exc, message, value):
+    # PyO3 alone says "'int' object is not an instance of 'str'", the argument's name only in
+    # a note, which a log line does not show. A choice given a str that is none of its
+    # choices is a ValueError, anything else a TypeError.
+    if exc is None:
+        exc = ValueError if isinstance(value, str) else TypeError
+    if "bool" in message and value == 5:
+        value = 1  # not even 1 is a bool: `sync=0` would be a silent "no"
+    with pytest.raises(exc, match="^" + re.escape(message.format(v=repr(value)))):
+        make(value)
+    assert cai.ignore_streams() is False and cai.export_stream_none() is False
+
+
+def test_str_and_bool_arguments_take_numpy_bools_and_defaults():
+    assert cai.gt_data(M, np.False_).host.shape == (2, 3)
+    assert cai.as_cuda_array(cai.DeviceMatrix(0x1000, 2, 2), np.True_, check_pointer=np.False_).shape == (2, 2)
+    assert cai.storage(M, copy=np.bool_(False)).shape == (2, 3)
+    assert cai.check_descriptor(M.__array_interface__, "host") == []
+    assert cai.Grid(2, 2, "F").__array_interface__["strides"] == (8, 16)
+    assert "order='C'" in str(inspect.signature(cai.Grid))
+    assert "mode='enqueue'" in str(inspect.signature(cai.as_cuda_array))
+    for v in (5, b"<f8", None):
+        with pytest.raises(TypeError, match=f"^typestr: {re.escape(repr(v))} is not a str"):
+            cai.Buffer(8, v, (1,))
 
 
 def test_int_arguments_take_numpy_integers_and_defaults():

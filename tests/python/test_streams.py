@@ -62,7 +62,7 @@ def test_bad_import_options_are_typed_errors_naming_the_option():
     with pytest.raises(TypeError, match=r"^stream: 'x' is .*\(type str\)"):
         cai.as_cuda_array(matrix(5), stream="x")
     assert cai.as_cuda_array(matrix(5), stream=None).consumer_stream == 1
-    with pytest.raises(ValueError, match=r'mode = "later" is not a synchronization mode'):
+    with pytest.raises(ValueError, match=r"^mode = 'later': expected 'enqueue' or 'synchronize'"):
         cai.as_cuda_array(matrix(5), mode="later")
 
 
