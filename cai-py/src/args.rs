@@ -216,6 +216,69 @@ fn bad_choice(key: &str, v: &Bound<'_, PyAny>, names: &[&str], none: bool) -> Py
     }
 }
 
+/// An item's value, written into an array of the type as NumPy writes one (`a[i] = value`):
+/// any int (a bool too) into an integer type, an OverflowError naming the value and the type
+/// where it does not fit (PyO3 alone says "Python int too large to convert to C long",
+/// naming neither); any real number into a float type.
+pub trait ItemValue: Sized {
+    /// `v` as an item of this type, the argument being `key`.
+    fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self>;
+}
+
+macro_rules! int_items {
+    ($($ty:ty: $name:literal),*) => {$(
+        impl ItemValue for $ty {
+            fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+                if !scalar(v) {
+                    return Err(PyTypeError::new_err(format!(
+                        "{key}: {} is not an int (the items are {})",
+                        repr(v),
+                        $name
+                    )));
+                }
+                let n = match v.extract::<i128>() {
+                    Ok(n) => Some(n),
+                    Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => None,
+                    Err(e) => return Err(e),
+                };
+                n.and_then(|n| <$ty>::try_from(n).ok()).ok_or_else(|| {
+                    PyOverflowError::new_err(format!(
+                        "{key}: {} is out of bounds for {} ({} to {})",
+                        repr(v),
+                        $name,
+                        <$ty>::MIN,
+                        <$ty>::MAX
+                    ))
+                })
+            }
+        }
+    )*};
+}
+
+int_items!(
+    i8: "int8", i16: "int16", i32: "int32", i64: "int64",
+    u8: "uint8", u16: "uint16", u32: "uint32", u64: "uint64"
+);
+
+macro_rules! float_items {
+    ($($ty:ty: $name:literal),*) => {$(
+        impl ItemValue for $ty {
+            fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+                // Narrowed as NumPy narrows: a float64 beyond float32's range is inf.
+                v.extract::<f64>().map(|x| x as $ty).map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "{key}: {} is not a real number (the items are {})",
+                        repr(v),
+                        $name
+                    ))
+                })
+            }
+        }
+    )*};
+}
+
+float_items!(f32: "float32", f64: "float64");
+
 /// The most fills one `DeviceArray.fill` call enqueues: enough to keep a stream busy for a
 /// test, few enough that a mistyped count cannot queue work for hours.
 #[cfg(feature = "cuda")]
@@ -282,5 +345,11 @@ pub mod arg {
         mode: &'static str = |k, v| one_of(k, v, &["enqueue", "synchronize"]);
         interface: &'static str = |k, v| one_of(k, v, &["cuda", "host"]);
         device: Option<&'static str> = |k, v| none_or_one_of(k, v, &["gpu"]);
+    }
+
+    /// The argument `value` of `Grid.set`: a float64 item (`value` is `DeviceArray.fill`'s
+    /// byte).
+    pub fn item(v: &Bound<'_, PyAny>) -> PyResult<f64> {
+        <f64 as ItemValue>::read("value", v)
     }
 }

@@ -107,7 +107,7 @@ impl Grid {
         &mut self,
         #[pyo3(from_py_with = arg::i)] i: usize,
         #[pyo3(from_py_with = arg::j)] j: usize,
-        value: f64,
+        #[pyo3(from_py_with = arg::item)] value: f64,
     ) -> PyResult<()> {
         let k = self.index(i, j)?;
         self.values[k] = value;
@@ -624,7 +624,7 @@ impl HostArrayView {
         macro_rules! try_types {
             ($($ty:ty),*) => {$(
                 if <$ty as Element>::DTYPE.typestr().same_type(&t) {
-                    let v: $ty = value.extract()?;
+                    let v = <$ty as args::ItemValue>::read("value", value)?;
                     return if fresh.typed_mut::<$ty>()?.set(&index, v) {
                         Ok(())
                     } else {

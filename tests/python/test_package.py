@@ -348,6 +348,44 @@ def test_rust_writes_through_a_mutable_view_into_numpy_memory():
         cai.as_host_array(np.zeros(2, dtype=np.complex128)).set([0], 1.0)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
+def test_items_written_are_read_as_numpy_reads_them(dtype):
+    info = np.iinfo(dtype)
+    a = np.zeros(2, dtype=dtype)
+    v = cai.as_host_array(a)
+    for value in (int(info.min), int(info.max), True, np.int8(-1) if info.min else np.uint8(7)):
+        v.set([1], value)
+        ref = np.zeros(2, dtype=dtype)
+        ref[1] = value
+        assert a[1] == ref[1]
+    for value in (int(info.min) - 1, int(info.max) + 1, 2**200, -(2**200)):
+        # NumPy: OverflowError("Python integer ... out of bounds for uint8"); PyO3 alone
+        # said "Python int too large to convert to C long", naming neither.
+        with pytest.raises(OverflowError):
+            ref[1] = value
+        with pytest.raises(OverflowError, match=rf"^value: {value} is out of bounds for {np.dtype(dtype).name} \({info.min} to {info.max}\)"):
+            v.set([1], value)
+    for value in ("1", 1.5, None, [1]):
+        with pytest.raises(TypeError, match=rf"^value: {re.escape(repr(value))} is not an int \(the items are {np.dtype(dtype).name}\)"):
+            v.set([0], value)
+    assert a[0] == 0
+
+
+def test_float_items_written_are_read_as_numpy_reads_them():
+    for dtype in (np.float32, np.float64):
+        a = np.zeros(2, dtype=dtype)
+        for value in (2**70, np.float32(1.5), 1e300, True):
+            cai.as_host_array(a).set([0], value)
+            ref = np.zeros(1, dtype=dtype)
+            with np.errstate(over="ignore"):
+                ref[0] = value
+            assert a[0] == ref[0]
+        with pytest.raises(TypeError, match=rf"^value: 'x' is not a real number \(the items are {np.dtype(dtype).name}\)"):
+            cai.as_host_array(a).set([0], "x")
+    with pytest.raises(TypeError, match=r"^value: None is not a real number \(the items are float64\)"):
+        cai.Grid(2, 2).set(0, 0, None)
+
+
 def test_typed_access_checks_dtype_and_readonly():
     ro = np.arange(3.0)
     ro.flags.writeable = False
