@@ -137,7 +137,7 @@ fn signed_ints(key: &str, v: &Bound<'_, PyAny>) -> PyResult<PerDim<isize>> {
 pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
     let bad = || {
         PyTypeError::new_err(format!(
-            "halo = {}: expected one int (symmetric) or (start, end) pair per dimension",
+            "halo = {}: expected a sequence of one int (symmetric) or (start, end) pair per dimension",
             repr(v)
         ))
     };

@@ -147,7 +147,12 @@ fn dtype_of<'py>(py: Python<'py>, value: Option<&Bound<'py, PyAny>>) -> PyResult
     if let Some(d) = known_dtype(py, |k| matches!(k, DtypeKey::Object(o) if o.is(v))) {
         return Ok(d);
     }
-    let d = resolve_dtype(py, v)?;
+    // NumPy's error says what it cannot read, not that it was the argument `dtype`.
+    let dt = numpy(py)?
+        .getattr("dtype")?
+        .call1((v,))
+        .map_err(|e| numpy_error_named(py, e, &format!("dtype = {}", repr(v))))?;
+    let d = describe_dtype(dt)?;
     if dtype_is_fixed(py, v, &d)? {
         remember_dtype(DtypeKey::Object(v.clone().unbind()), &d);
     }
@@ -156,7 +161,11 @@ fn dtype_of<'py>(py: Python<'py>, value: Option<&Bound<'py, PyAny>>) -> PyResult
 
 /// `numpy.dtype(v)` and the element type it describes.
 fn resolve_dtype<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Dtype<'py>> {
-    let dt = numpy(py)?.getattr("dtype")?.call1((v,))?;
+    describe_dtype(numpy(py)?.getattr("dtype")?.call1((v,))?)
+}
+
+/// A `numpy.dtype` and the element type it describes.
+fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
     let typestr: String = dt.getattr("str")?.extract()?;
     let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
     let descr = if dt.getattr("fields")?.is_none() {
@@ -1223,31 +1232,37 @@ fn create(
     }
 }
 
-/// One item of `dtype` holding `value`, as bytes (NumPy converts). NumPy's conversion errors
-/// keep their type (OverflowError, ValueError, TypeError, as `numpy.full` raises them) and
-/// gain the argument's name and value, which NumPy's messages leave out.
+/// NumPy's error `e` about an argument, its message led by `what` (the argument's name and
+/// value, which NumPy's messages leave out), its type kept (OverflowError, ValueError and
+/// TypeError, as NumPy raises them; any other error passes as it is) and `e` its cause.
+fn numpy_error_named(py: Python<'_>, e: PyErr, what: &str) -> PyErr {
+    let msg = format!("{what}: {}", e.value(py));
+    let named = if e.is_instance_of::<PyOverflowError>(py) {
+        PyOverflowError::new_err(msg)
+    } else if e.is_instance_of::<PyValueError>(py) {
+        PyValueError::new_err(msg)
+    } else if e.is_instance_of::<PyTypeError>(py) {
+        PyTypeError::new_err(msg)
+    } else {
+        return e;
+    };
+    named.set_cause(py, Some(e));
+    named
+}
+
+/// One item of `dtype` holding `value`, as bytes (NumPy converts, its errors named by
+/// [`numpy_error_named`], as `numpy.full` raises them).
 fn item_bytes(py: Python<'_>, dtype: &Dtype, value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let a = numpy(py)?
         .getattr("asarray")?
         .call1((value, &dtype.numpy))
         .map_err(|e| {
-            let msg = format!(
-                "fill_value = {}: cannot be stored as {}: {}",
+            let what = format!(
+                "fill_value = {}: cannot be stored as {}",
                 repr(value),
-                dtype.numpy,
-                e.value(py)
+                dtype.numpy
             );
-            let named = if e.is_instance_of::<PyOverflowError>(py) {
-                PyOverflowError::new_err(msg)
-            } else if e.is_instance_of::<PyValueError>(py) {
-                PyValueError::new_err(msg)
-            } else if e.is_instance_of::<PyTypeError>(py) {
-                PyTypeError::new_err(msg)
-            } else {
-                return e;
-            };
-            named.set_cause(py, Some(e));
-            named
+            numpy_error_named(py, e, &what)
         })?;
     if a.getattr("ndim")?.extract::<usize>()? != 0 {
         return Err(PyValueError::new_err(format!(

@@ -697,6 +697,8 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
         (lambda: cai.as_host_array(np.zeros((2, 2))).set((2**64, 0), 1.0), ValueError, "index: 1844"),
         (lambda: cai.zeros((2**200,)), ValueError, f"shape: {2**200} is too large"),
         (lambda: cai.zeros((3,), halo=((0, 1.5),)), TypeError, "halo: 1.5 is not an int"),
+        # a bare int is not a halo: GT4Py's allocators take one entry per dimension
+        (lambda: cai.zeros((3, 3), halo=1), TypeError, "halo = 1: expected a sequence of one int \\(symmetric\\)"),
         # Bools are not sizes, as NumPy refuses np.zeros((True, 2)): `layout=(True, False)`
         # used to read as the permutation (1, 0) and `zeros(True)` as shape (1,).
         (lambda: cai.zeros(True), TypeError, "shape: True is a bool, not an int"),

@@ -144,7 +144,7 @@ def test_device_and_managed_requests_fail_without_gpu(managed):
         ({"layout": (0, 1, 2)}, ValueError, "layout = .* is not a permutation"),
         ({"halo": (3, 0)}, ValueError, r"halo = \(3, 3\) on dimension 0 needs 6 points but the dimension has 4"),
         ({"halo": (1,)}, ValueError, "halo has 1 entries but the storage has 2 dimensions"),
-        ({"halo": ((1, 2, 3), 0)}, TypeError, "expected one int .* or \\(start, end\\) pair"),
+        ({"halo": ((1, 2, 3), 0)}, TypeError, "expected a sequence of one int .* or \\(start, end\\) pair"),
         ({"halo": (-1, 0)}, ValueError, "halo: -1 must be a non-negative int"),
         ({"alignment_size": 12}, ValueError, "alignment_size = 12 is not a multiple of the item size 8"),
         ({"alignment_size": 0}, ValueError, "alignment_size = 0: use 1 for no alignment"),
@@ -160,6 +160,9 @@ def test_device_and_managed_requests_fail_without_gpu(managed):
         ({"dims": "IJK"}, ValueError, "dims has 3 entries but the storage has 2"),
         ({"dims": 5}, TypeError, "dims = 5: expected a str"),
         ({"bogus": 1}, TypeError, "zeros\\(\\) got an unexpected keyword argument 'bogus'"),
+        # NumPy's own errors, led by the argument's name and value (NumPy names neither)
+        ({"dtype": 5}, TypeError, "dtype = 5: Cannot interpret '5' as a data type"),
+        ({"dtype": "q7"}, TypeError, "dtype = 'q7': data type 'q7' not understood"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(kwargs, exc, message):
