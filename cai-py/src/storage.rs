@@ -1460,7 +1460,8 @@ fn template<'py>(
                 g.layout().strides().to_vec(),
             )
         }
-        (None, None) => unreachable!("GtData has a buffer"),
+        // GtData::from_object reads one buffer at least; an error rather than a panic if not.
+        (None, None) => return Err(PyValueError::new_err("the data describes no buffer")),
     };
     let dtype = dtype_from_typestr(py, &typestr, descr.as_ref())?;
     let params = StorageParams {
@@ -1514,11 +1515,17 @@ pub fn as_storage(
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
     let p = read_kwargs("as_storage", kwargs)?;
-    wrap(py, data, device_data, sync_state, &p)
+    wrap(py, "as_storage", data, device_data, sync_state, &p)
 }
 
+/// What `device_data` must be.
+const NO_DEVICE_BUFFER: &str =
+    "device_data describes no device buffer (no \"gpu\" entry or __cuda_array_interface__)";
+
+/// `as_storage`, or `storage(copy=False)` (`function`, named in errors).
 fn wrap(
     py: Python<'_>,
+    function: &str,
     data: Option<&Bound<'_, PyAny>>,
     device_data: Option<&Bound<'_, PyAny>>,
     sync_state: Option<SyncState>,
@@ -1527,9 +1534,9 @@ fn wrap(
     let data = data.filter(|d| !d.is_none());
     let device_data = device_data.filter(|d| !d.is_none());
     if data.is_none() && device_data.is_none() {
-        return Err(PyTypeError::new_err(
-            "as_storage() needs data (a host array or any object with a data interface) and/or device_data",
-        ));
+        return Err(PyTypeError::new_err(format!(
+            "{function}() needs data (a host array or any object with a data interface) and/or device_data"
+        )));
     }
     let options = no_sync();
     let mut from = data.map(|d| GtData::from_object(d, &options)).transpose()?;
@@ -1549,9 +1556,7 @@ fn wrap(
         .and_then(|g| g.gpu.as_ref())
         .or_else(|| from.as_ref().and_then(|g| g.gpu.as_ref()));
     if device_data.is_some() && from_dev.as_ref().is_some_and(|g| g.gpu.is_none()) {
-        return Err(PyValueError::new_err(
-            "device_data describes no device buffer (no \"gpu\" entry or __cuda_array_interface__)",
-        ));
+        return Err(PyValueError::new_err(NO_DEVICE_BUFFER));
     }
     let (layout, typestr, descr, readonly) = match (host, gpu) {
         (Some(h), Some(g)) if h.layout() != g.layout() => {
@@ -1712,6 +1717,37 @@ fn wrap(
     PyStorage::new_py(py, inner, &dtype)
 }
 
+/// `v`, or `numpy.asarray(v)` where it has no data interface (a plain list...).
+fn readable<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    if v.is_instance_of::<PyStorage>()
+        || v.hasattr("__gt_data_interface__")?
+        || v.hasattr("__array_interface__")?
+        || v.hasattr("__cuda_array_interface__")?
+    {
+        Ok(v.clone())
+    } else {
+        numpy(py)?.getattr("asarray")?.call1((v,))
+    }
+}
+
+/// A buffer's shape, dtype and parameters, as [`template`] reads them.
+type Template<'py> = (Vec<usize>, Dtype<'py>, StorageParams);
+
+/// For `storage(data, device_data)`: `device_data` must be device memory, and the two must
+/// hold one array (shape and dtype).
+fn check_pair(data: &Template<'_>, device_data: &Template<'_>) -> PyResult<()> {
+    if device_data.2.device != Some(StorageDevice::Gpu) {
+        return Err(PyValueError::new_err(NO_DEVICE_BUFFER));
+    }
+    if data.0 != device_data.0 || data.1.element != device_data.1.element {
+        return Err(PyValueError::new_err(format!(
+            "data and device_data must be two copies of one array: shape {:?} {} on the host, shape {:?} {} on the device",
+            data.0, data.1.numpy, device_data.0, device_data.1.numpy
+        )));
+    }
+    Ok(())
+}
+
 /// A storage initialized with a copy of `data` (or `device_data`) (GDP-3 `storage`);
 /// `copy=False` wraps them as `as_storage` does.
 #[pyfunction]
@@ -1732,25 +1768,48 @@ pub fn storage(
                 "storage(copy=False) wraps the buffer as it is: dtype cannot be changed without a copy",
             ));
         }
-        return wrap(py, data, device_data, sync_state, &p);
+        return wrap(py, "storage", data, device_data, sync_state, &p);
     }
-    let source = data
-        .or(device_data)
-        .filter(|d| !d.is_none())
-        .ok_or_else(|| PyTypeError::new_err("storage() needs data or device_data to copy from"))?;
-    let np = numpy(py)?;
-    // Sources NumPy cannot read (plain lists...) become arrays first.
-    let source = if source.is_instance_of::<PyStorage>()
-        || source.hasattr("__gt_data_interface__")?
-        || source.hasattr("__array_interface__")?
-        || source.hasattr("__cuda_array_interface__")?
-    {
-        source.clone()
-    } else {
-        np.getattr("asarray")?.call1((source,))?
+    let data = data.filter(|d| !d.is_none());
+    let device_data = device_data.filter(|d| !d.is_none());
+    // GDP-3: given both, `sync_state` says which of them is up to date (the host, unless the
+    // device was modified). The copy is made from that one alone (the other is not touched,
+    // where wrapping would bring it up to date), into host and device memory, as
+    // `as_storage(data, device_data)` would hold them.
+    let (source, other, source_is_data) = match (data, device_data) {
+        (Some(host), Some(dev)) => {
+            let device_newer = sync_state
+                .as_ref()
+                .is_some_and(|s| s.status() == SyncStatus::DeviceDirty);
+            if device_newer {
+                (dev, Some(host), false)
+            } else {
+                (host, Some(dev), true)
+            }
+        }
+        (Some(host), None) => (host, None, true),
+        (None, Some(dev)) => (dev, None, false),
+        (None, None) => {
+            return Err(PyTypeError::new_err(
+                "storage() needs data or device_data to copy from (copy=False wraps them; cai.empty(shape, ...) allocates without either)",
+            ));
+        }
     };
+    let source = readable(py, source)?;
     // A device-only source makes a device storage unless `device` or `defaults` say otherwise.
-    let (shape, data_dtype, data_params) = template(py, &source)?;
+    let read = template(py, &source)?;
+    if let Some(other) = other {
+        let other = template(py, &readable(py, other)?)?;
+        if source_is_data {
+            check_pair(&read, &other)?;
+        } else {
+            check_pair(&other, &read)?;
+        }
+    }
+    let (shape, data_dtype, mut data_params) = read;
+    if other.is_some() {
+        data_params.device = Some(StorageDevice::Gpu);
+    }
     let dtype = match dtype {
         Some(d) => dtype_of(py, Some(d))?,
         None => data_dtype,

@@ -270,6 +270,27 @@ def test_storages_wrap_and_copy_device_arrays():
     assert (device_items(c, np.float64, (2, 3)) == 0.0).all()
 
 
+def test_storage_copies_a_host_and_device_pair_from_the_newer():
+    host = np.arange(6.0).reshape(2, 3)
+    dev = cai.DeviceArray(host * 10)
+    for state in (None, cai.SyncState(), cai.SyncState(cai.SyncState.SYNC_HOST_DIRTY)):
+        # GDP-3: sync_state says which is up to date; here the host (the default), so the
+        # copy is made from it, into a host and device mirror as as_storage(host, dev) is.
+        s = cai.storage(host, dev, sync_state=state)
+        assert type(s) is cai.SoftwareManagedGPUStorage and s.managed == "gt4py"
+        assert (s.to_numpy() == host).all()
+        assert (device_items(s, np.float64, (2, 3)) == host).all()
+        assert s.__cuda_array_interface__["data"][0] != dev.ptr
+    # Neither input was touched (wrapping would have copied the newer over the other).
+    assert (host == np.arange(6.0).reshape(2, 3)).all()
+    assert (np.frombuffer(dev.to_bytes(), dtype=np.float64) == np.arange(6.0) * 10).all()
+    # (The copy from the device side, sync_state=SYNC_DEVICE_DIRTY, goes through CuPy:
+    # tests/gpu/test_storage.py.)
+    for other in (cai.DeviceArray(host.T.copy()), cai.DeviceArray(host.astype(np.float32))):
+        with pytest.raises(ValueError, match="^data and device_data must be two copies of one array"):
+            cai.storage(host, other)
+
+
 def test_gt_data_interface_hooks_move_the_data():
     s = cai.zeros((2, 4), device="gpu", dims="IJ")  # mirrored
     d = cai.gt_data(s)

@@ -82,3 +82,19 @@ def test_storage_from_cupy_makes_a_device_storage(cp):
     assert s.device == "gpu" and s.dtype == np.float32 and type(s) is cai.GPUStorage
     assert cp.asarray(s).data.ptr != x.data.ptr
     assert bool((cp.asarray(s) == x).all())
+
+
+def test_storage_copies_a_host_and_device_pair_from_the_newer(cp):
+    host = np.arange(6.0).reshape(2, 3)
+    dev = cp.asarray(host) * 10
+    # The device side is the newer: the copy is made from it, and neither input changes.
+    s = cai.storage(host, dev, sync_state=cai.SyncState(cai.SyncState.SYNC_DEVICE_DIRTY))
+    assert type(s) is cai.SoftwareManagedGPUStorage
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    assert (s.to_numpy() == host * 10).all()
+    assert bool((cp.asarray(s) == dev).all())
+    assert (host == np.arange(6.0).reshape(2, 3)).all()
+    assert bool((dev == cp.asarray(np.arange(6.0).reshape(2, 3)) * 10).all())
+    # The host side (the default): copied from it.
+    s = cai.storage(host, dev)
+    assert (s.to_numpy() == host).all() and bool((cp.asarray(s) == cp.asarray(host)).all())

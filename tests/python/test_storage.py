@@ -659,8 +659,27 @@ def test_storage_copies_or_wraps():
         cai.storage(a, copy=False, dtype="f8")
     s2 = cai.storage(cai.full((2, 2), 3.0, halo=(1, 0)))
     assert s2.halo == ((1, 1), (0, 0)) and (s2.to_numpy() == 3).all()
-    with pytest.raises(TypeError, match="needs data"):
+    with pytest.raises(TypeError, match=r"^storage\(\) needs data or device_data to copy from"):
         cai.storage()
+    # GDP-3 would have storage(copy=False) with neither allocate as empty() does, but storage()
+    # takes no shape: refused, naming storage() (it named as_storage()) and what to call.
+    with pytest.raises(TypeError, match=r"^storage\(\) needs data .* and/or device_data"):
+        cai.storage(copy=False)
+    with pytest.raises(TypeError, match=r"^as_storage\(\) needs data"):
+        cai.as_storage(None, None)
+
+
+def test_storage_from_data_and_device_data_checks_the_pair():
+    # The pair is a host and a device copy of one array (the device copy needs a GPU:
+    # tests/gpu/test_own_device.py); a host array as device_data is refused, as as_storage
+    # refuses it, whichever of the two the copy would be made from.
+    a = np.arange(6.0).reshape(2, 3)
+    for state in (None, cai.SyncState(), cai.SyncState(cai.SyncState.SYNC_DEVICE_DIRTY)):
+        with pytest.raises(ValueError, match="^device_data describes no device buffer"):
+            cai.storage(a, a.copy(), sync_state=state)
+        with pytest.raises(ValueError, match="^device_data describes no device buffer"):
+            cai.storage([[1, 2]], [[1, 2]], sync_state=state)
+    assert (a == np.arange(6.0).reshape(2, 3)).all()
 
 
 def test_storage_keeps_buffer_alive_for_numpy_views():
