@@ -485,14 +485,17 @@ fn host_of<'a>(slf: &'a Bound<'_, HostArrayView>) -> &'a ForeignArray<Host> {
     }
 }
 
-fn new_cuda_view(py: Python<'_>, a: ForeignArray<Device>) -> PyResult<Py<CudaArrayView>> {
+pub(crate) fn new_cuda_view(
+    py: Python<'_>,
+    a: ForeignArray<Device>,
+) -> PyResult<Py<CudaArrayView>> {
     Py::new(
         py,
         PyClassInitializer::from(ArrayView(Imported::Cuda(a))).add_subclass(CudaArrayView),
     )
 }
 
-fn new_host_view(py: Python<'_>, a: ForeignArray<Host>) -> PyResult<Py<HostArrayView>> {
+pub(crate) fn new_host_view(py: Python<'_>, a: ForeignArray<Host>) -> PyResult<Py<HostArrayView>> {
     Py::new(
         py,
         PyClassInitializer::from(ArrayView(Imported::Host(a))).add_subclass(HostArrayView),

@@ -691,6 +691,56 @@ impl PyStorage {
     }
 }
 
+/// An index key for NumPy (CuPy, `on_device`), with GDP-3's addition: wherever an array may
+/// be, so may any object with only `__gt_data_interface__`, read as GDP-3 says a consumer reads
+/// one (its `acquire` called first) from the buffer on the indexed side, else the other.
+/// Everything else passes as it is, for NumPy or CuPy to read or refuse.
+fn gt_index_arrays<'py>(key: &Bound<'py, PyAny>, on_device: bool) -> PyResult<Bound<'py, PyAny>> {
+    let py = key.py();
+    // What passes as it is, checked cheapest first: item reads come this way.
+    let plain = |k: &Bound<'py, PyAny>| -> PyResult<bool> {
+        Ok(k.is_none()
+            || k.is_instance_of::<PySlice>()
+            || k.is_instance_of::<PyEllipsis>()
+            || args::scalar(k)
+            || k.is_instance_of::<PyStorage>()
+            || !k.hasattr(pyo3::intern!(py, "__gt_data_interface__"))?
+            || k.hasattr(pyo3::intern!(py, "__array_interface__"))?
+            || k.hasattr(pyo3::intern!(py, "__cuda_array_interface__"))?)
+    };
+    let read = |k: Bound<'py, PyAny>| -> PyResult<Bound<'py, PyAny>> {
+        if plain(&k)? {
+            return Ok(k);
+        }
+        let mut gt = GtData::from_object(&k, &no_sync())?;
+        let device = match (&gt.host, &gt.gpu) {
+            (_, Some(_)) if on_device => GtDevice::Gpu,
+            (Some(_), _) => GtDevice::Host,
+            _ => GtDevice::Gpu,
+        };
+        gt.call(py, device, HookKind::Acquire)?;
+        match (device, gt.host.take(), gt.gpu.take()) {
+            (GtDevice::Host, Some(h), _) => numpy(py)?
+                .getattr("asarray")?
+                .call1((crate::new_host_view(py, h)?,)),
+            (_, _, Some(g)) => cupy(py)?
+                .getattr("asarray")?
+                .call1((crate::new_cuda_view(py, g)?,)),
+            _ => Ok(k),
+        }
+    };
+    let Ok(t) = key.cast::<PyTuple>() else {
+        return read(key.clone());
+    };
+    for k in t.iter_borrowed() {
+        if !plain(&k)? {
+            let items = t.iter().map(read).collect::<PyResult<Vec<_>>>()?;
+            return Ok(PyTuple::new(py, items)?.into_any());
+        }
+    }
+    Ok(key.clone())
+}
+
 /// Parses a basic index; `None` when the key needs NumPy (arrays, `None`, booleans...).
 fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
     let one = |k: &Bound<'_, PyAny>| -> PyResult<Option<IndexItem>> {
@@ -905,7 +955,8 @@ impl PyStorage {
             }
         }
         // Items, and indices NumPy handles (arrays, None, booleans): through the ndarray.
-        Self::to_ndarray(slf)?.get_item(key)
+        let on_device = slf.borrow().inner.has_device();
+        Self::to_ndarray(slf)?.get_item(gt_index_arrays(key, on_device)?)
     }
 
     fn __setitem__(
@@ -923,6 +974,7 @@ impl PyStorage {
             slf.borrow().inner.select(&items).map_err(index_error)?;
         }
         let on_gpu = has_device && (!has_host || Self::value_on_gpu(value)?);
+        let key = gt_index_arrays(key, on_gpu)?;
         if on_gpu {
             let target = Self::to_cupy(slf)?;
             target.set_item(key, cupy(py)?.getattr("asarray")?.call1((value,))?)?;

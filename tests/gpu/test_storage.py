@@ -98,3 +98,21 @@ def test_storage_copies_a_host_and_device_pair_from_the_newer(cp):
     # The host side (the default): copied from it.
     s = cai.storage(host, dev)
     assert (s.to_numpy() == host).all() and bool((cp.asarray(s) == cp.asarray(host)).all())
+
+
+def test_device_storage_takes_index_arrays_with_a_data_interface(cp):
+    x = cp.arange(12.0).reshape(3, 4)
+    s = cai.storage(x, managed=None)
+    idx = cp.asarray([2, 0])
+    host_idx = np.array([1, 2])
+
+    class Gt:
+        def __init__(self, entries):
+            self.__gt_data_interface__ = entries
+
+    # The device entry is read for a device storage; a host-only object's host entry is
+    # given to CuPy, which takes NumPy index arrays.
+    assert bool((s[Gt({"gpu": idx.__cuda_array_interface__})] == x[idx]).all())
+    assert bool((s[Gt({None: host_idx.__array_interface__}), 0] == x[host_idx, 0]).all())
+    s[Gt({"gpu": idx.__cuda_array_interface__})] = -1.0
+    assert float(cp.asarray(s)[2, 3]) == -1.0 and float(cp.asarray(s)[1, 3]) == 7.0

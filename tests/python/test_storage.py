@@ -348,6 +348,38 @@ def test_basic_indexing_views_and_items():
     assert (np.asarray(s[True:, :False:True]) == a[True:, :False:True]).all()
 
 
+class GtOnly:
+    """An object with only `__gt_data_interface__` (a host entry), counting `acquire` calls."""
+
+    def __init__(self, array):
+        self.array, self.acquired = array, 0
+        self.__gt_data_interface__ = {None: dict(array.__array_interface__, acquire=self.acquire)}
+
+    def acquire(self):
+        self.acquired += 1
+
+
+def test_index_arrays_may_be_any_object_with_a_data_interface():
+    # GDP-3: keys may be any object implementing its interfaces wherever an ndarray may be:
+    # storages (through __array_interface__) and objects with only __gt_data_interface__,
+    # read as a consumer reads one (acquire first).
+    a = np.arange(12.0).reshape(3, 4)
+    s = cai.storage(a)
+    rows, mask = GtOnly(np.array([2, 0])), GtOnly(np.array([True, False, True, False]))
+    assert (s[rows] == a[[2, 0]]).all()
+    assert (s[rows, 1] == a[[2, 0], 1]).all() and (s[1, mask] == a[1, [True, False, True, False]]).all()
+    assert (s[cai.storage(np.array([2, 0]))] == a[[2, 0]]).all()  # a storage as index array
+    assert rows.acquired == 2 and mask.acquired == 1
+    s[rows, mask] = -1.0
+    a[[2, 0], np.array([True, False, True, False])] = -1.0
+    assert (s.to_numpy() == a).all() and rows.acquired == 3
+    # What NumPy refuses as an index, it still refuses, after reading the object.
+    with pytest.raises(IndexError, match="arrays used as indices must be of integer"):
+        s[GtOnly(np.array([0.5]))]
+    # Basic keys take the storage's own path (views, not copies).
+    assert isinstance(s[1:, ...], cai.Storage) and s[1, 2] == a[1, 2]
+
+
 @pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,), (0,), (2, 0)])
 @pytest.mark.parametrize("value", [0.0, 2.5])
 def test_truth_value_is_numpys(shape, value):
