@@ -26,7 +26,9 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyEllipsis, PySlice, PyString, PyTuple};
+use pyo3::types::{
+    PyComplex, PyDict, PyEllipsis, PyFloat, PyInt, PySlice, PyString, PyTuple, PyType,
+};
 use std::collections::VecDeque;
 use std::ffi::CStr;
 use std::sync::Mutex;
@@ -55,6 +57,22 @@ fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     NUMPY
         .get_or_try_init(py, || Ok::<_, PyErr>(py.import("numpy")?.unbind()))
         .map(|m| m.bind(py))
+}
+
+/// Whether `v` is exactly a NumPy array, or a NumPy scalar: what NumPy reads itself, with no
+/// data interface of GDP-3's to ask for. Told from the type, where asking for an attribute it
+/// lacks would cost an exception (as much as the rest of an item write).
+fn numpy_native(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    static TYPES: PyOnceLock<(Py<PyType>, Py<PyType>)> = PyOnceLock::new();
+    let py = v.py();
+    let (ndarray, generic) = TYPES.get_or_try_init(py, || {
+        let np = numpy(py)?;
+        Ok::<_, PyErr>((
+            np.getattr("ndarray")?.cast_into::<PyType>()?.unbind(),
+            np.getattr("generic")?.cast_into::<PyType>()?.unbind(),
+        ))
+    })?;
+    Ok(v.get_type().is(ndarray.bind(py)) || v.is_instance(generic.bind(py))?)
 }
 
 fn cupy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
@@ -671,8 +689,8 @@ impl PyStorage {
         }
     }
 
-    /// GDP-3: a value is "on the GPU" if it has a "gpu" data-interface entry or a CUDA
-    /// interface; a mirrored storage is on the GPU unless its host side is newer.
+    /// GDP-3, for a value without a data interface: a mirrored storage is on the GPU unless
+    /// its host side is newer; anything else if it has a CUDA interface.
     fn value_on_gpu(value: &Bound<'_, PyAny>) -> PyResult<bool> {
         if let Ok(s) = value.cast::<PyStorage>() {
             let s = s.borrow();
@@ -681,13 +699,32 @@ impl PyStorage {
                 None => s.inner.has_device(),
             });
         }
-        let py = value.py();
-        if let Ok(gt) = value.getattr("__gt_data_interface__") {
-            return Ok(gt
-                .cast::<PyDict>()
-                .is_ok_and(|d| d.contains("gpu").unwrap_or(false)));
-        }
-        value.hasattr(pyo3::intern!(py, "__cuda_array_interface__"))
+        value.hasattr(pyo3::intern!(value.py(), "__cuda_array_interface__"))
+    }
+}
+
+/// A buffer read as GDP-3 says a consumer reads one, its `acquire` called first: the device
+/// entry when `on_device` and there is one, else the host entry (a NumPy array), else the
+/// device entry (a CuPy array).
+fn gt_ndarray<'py>(
+    py: Python<'py>,
+    mut gt: GtData,
+    on_device: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let device = match (&gt.host, &gt.gpu) {
+        (_, Some(_)) if on_device => GtDevice::Gpu,
+        (Some(_), _) => GtDevice::Host,
+        _ => GtDevice::Gpu,
+    };
+    gt.call(py, device, HookKind::Acquire)?;
+    match (device, gt.host.take(), gt.gpu.take()) {
+        (GtDevice::Host, Some(h), _) => numpy(py)?
+            .getattr("asarray")?
+            .call1((crate::new_host_view(py, h)?,)),
+        (_, _, Some(g)) => cupy(py)?
+            .getattr("asarray")?
+            .call1((crate::new_cuda_view(py, g)?,)),
+        _ => Err(PyValueError::new_err("the data describes no buffer")),
     }
 }
 
@@ -704,6 +741,7 @@ fn gt_index_arrays<'py>(key: &Bound<'py, PyAny>, on_device: bool) -> PyResult<Bo
             || k.is_instance_of::<PyEllipsis>()
             || args::scalar(k)
             || k.is_instance_of::<PyStorage>()
+            || numpy_native(k)?
             || !k.hasattr(pyo3::intern!(py, "__gt_data_interface__"))?
             || k.hasattr(pyo3::intern!(py, "__array_interface__"))?
             || k.hasattr(pyo3::intern!(py, "__cuda_array_interface__"))?)
@@ -712,22 +750,7 @@ fn gt_index_arrays<'py>(key: &Bound<'py, PyAny>, on_device: bool) -> PyResult<Bo
         if plain(&k)? {
             return Ok(k);
         }
-        let mut gt = GtData::from_object(&k, &no_sync())?;
-        let device = match (&gt.host, &gt.gpu) {
-            (_, Some(_)) if on_device => GtDevice::Gpu,
-            (Some(_), _) => GtDevice::Host,
-            _ => GtDevice::Gpu,
-        };
-        gt.call(py, device, HookKind::Acquire)?;
-        match (device, gt.host.take(), gt.gpu.take()) {
-            (GtDevice::Host, Some(h), _) => numpy(py)?
-                .getattr("asarray")?
-                .call1((crate::new_host_view(py, h)?,)),
-            (_, _, Some(g)) => cupy(py)?
-                .getattr("asarray")?
-                .call1((crate::new_cuda_view(py, g)?,)),
-            _ => Ok(k),
-        }
+        gt_ndarray(py, GtData::from_object(&k, &no_sync())?, on_device)
     };
     let Ok(t) = key.cast::<PyTuple>() else {
         return read(key.clone());
@@ -973,8 +996,39 @@ impl PyStorage {
             // Validate first, so a bad index raises IndexError as for a read.
             slf.borrow().inner.select(&items).map_err(index_error)?;
         }
-        let on_gpu = has_device && (!has_host || Self::value_on_gpu(value)?);
+        // GDP-3 ("Choosing the Device"): a value with a data interface (an xarray DataArray
+        // through its data) is on the GPU if it has a "gpu" entry, and is read through the
+        // interface, `acquire` first; a storage value is read as the storage it is.
+        let plain = value.is_instance_of::<PyFloat>()
+            || value.is_instance_of::<PyInt>()
+            || value.is_instance_of::<PyComplex>()
+            || value.is_instance_of::<PyStorage>()
+            || numpy_native(value)?;
+        let gt_value = if plain || !GtData::speaks_gt(value)? {
+            None
+        } else {
+            Some(GtData::from_object(value, &no_sync())?)
+        };
+        // (Asked only where it decides: a failed attribute lookup costs an exception.)
+        let on_gpu = has_device
+            && (!has_host
+                || match &gt_value {
+                    Some(gt) => gt.gpu.is_some(),
+                    None => Self::value_on_gpu(value)?,
+                });
         let key = gt_index_arrays(key, on_gpu)?;
+        let value = match gt_value {
+            Some(gt) => {
+                let device_only = gt.host.is_none();
+                let array = gt_ndarray(py, gt, on_gpu)?;
+                if device_only && !on_gpu {
+                    array.call_method0("get")?
+                } else {
+                    array
+                }
+            }
+            None => value.clone(),
+        };
         if on_gpu {
             let target = Self::to_cupy(slf)?;
             target.set_item(key, cupy(py)?.getattr("asarray")?.call1((value,))?)?;
@@ -986,7 +1040,7 @@ impl PyStorage {
                 Ok(s) if !s.borrow().inner.has_host() => {
                     Self::to_ndarray(s)?.call_method0("get")?
                 }
-                _ => value.clone(),
+                _ => value,
             };
             Self::to_numpy(slf)?.set_item(key, value)?;
             if let Some(state) = slf.borrow().inner.sync_state() {

@@ -116,3 +116,21 @@ def test_device_storage_takes_index_arrays_with_a_data_interface(cp):
     assert bool((s[Gt({None: host_idx.__array_interface__}), 0] == x[host_idx, 0]).all())
     s[Gt({"gpu": idx.__cuda_array_interface__})] = -1.0
     assert float(cp.asarray(s)[2, 3]) == -1.0 and float(cp.asarray(s)[1, 3]) == 7.0
+
+
+def test_values_with_a_gpu_entry_are_written_on_the_device(cp):
+    # GDP-3 ("Choosing the Device"): a value whose __gt_data_interface__ has a "gpu" entry is
+    # on the GPU; its `acquire` runs before the read.
+    x = cp.full((3,), 4.0)
+    calls = []
+
+    class Gt:
+        __gt_data_interface__ = {"gpu": dict(x.__cuda_array_interface__, acquire=lambda: calls.append("gpu"))}
+
+    s = cai.zeros((2, 3), device="gpu")  # mirrored
+    s[0] = Gt()
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY and calls == ["gpu"]
+    assert (s.to_numpy()[0] == 4).all()
+    h = cai.zeros((2, 3))  # a host storage takes it through a copy to the host
+    h[1] = Gt()
+    assert (h.to_numpy()[1] == 4).all() and calls == ["gpu", "gpu"]

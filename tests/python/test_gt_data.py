@@ -276,3 +276,16 @@ def test_a_data_array_with_its_own_interface_is_read_through_it(xr):
 
     d = cai.gt_data(Mine(np.zeros(3), dims=("I",)))
     assert d.from_gt and d.dims == ["K"]
+
+
+def test_a_data_array_written_into_a_storage_is_read_through_its_data_interface(xr):
+    # GDP-3 ("Choosing the Device"): a DataArray value is treated by the data interface, not
+    # by what NumPy would make of it: its data's own `acquire` runs before the read.
+    calls = []
+    a = np.arange(6.0).reshape(2, 3)
+    gt = {None: dict(a.__array_interface__, acquire=lambda: calls.append("acquire"))}
+    s = cai.zeros((2, 3))
+    s[...] = _data_array_over(xr, Duck(a, gt), ("I", "J"))
+    assert (s.to_numpy() == a).all() and calls == ["acquire"]
+    s[0] = xr.DataArray(np.full(3, -1.0), dims=("J",))  # over NumPy
+    assert (s.to_numpy()[0] == -1).all()

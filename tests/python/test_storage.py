@@ -380,6 +380,18 @@ def test_index_arrays_may_be_any_object_with_a_data_interface():
     assert isinstance(s[1:, ...], cai.Storage) and s[1, 2] == a[1, 2]
 
 
+def test_values_written_may_be_any_object_with_a_data_interface():
+    # GDP-3 ("Choosing the Device"): a value with __gt_data_interface__ is read through it,
+    # `acquire` first (NumPy cannot read an object with only that interface).
+    s = cai.zeros((2, 3))
+    v = GtOnly(np.array([1.0, 2.0, 3.0]))
+    s[0] = v
+    s[1, GtOnly(np.array([0, 2]))] = GtOnly(np.array([7.0, 8.0]))
+    assert s.to_numpy().tolist() == [[1, 2, 3], [7, 0, 8]] and v.acquired == 1
+    s[...] = cai.storage(np.full((2, 3), 5.0))  # a storage value, read as the storage it is
+    assert (s.to_numpy() == 5).all()
+
+
 @pytest.mark.parametrize("shape", [(), (1,), (1, 1), (2,), (0,), (2, 0)])
 @pytest.mark.parametrize("value", [0.0, 2.5])
 def test_truth_value_is_numpys(shape, value):

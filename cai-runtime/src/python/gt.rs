@@ -183,6 +183,13 @@ fn side(device: GtDevice) -> usize {
 }
 
 impl GtData {
+    /// Whether `obj` speaks GDP-3's data interface itself: it has `__gt_data_interface__`,
+    /// or it is an xarray `DataArray` (GDP-3's default xarray data interface).
+    pub fn speaks_gt(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(obj.hasattr(intern!(obj.py(), "__gt_data_interface__"))?
+            || data_array_dims(obj)?.is_some())
+    }
+
     /// Reads `obj`. Every entry is validated as its protocol's descriptor (a `"gpu"` entry
     /// without `version` is read as version 3: GDP-3 does not require the key); `dims`, `halo`
     /// and the hooks are checked; both entries must agree on shape, dims and halo.
