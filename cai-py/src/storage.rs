@@ -59,12 +59,21 @@ fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .map(|m| m.bind(py))
 }
 
-/// Whether `v` is exactly a NumPy array, or a NumPy scalar: what NumPy reads itself, with no
-/// data interface of GDP-3's to ask for. Told from the type, where asking for an attribute it
-/// lacks would cost an exception (as much as the rest of an item write).
-fn numpy_native(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+/// Whether `v` is read through GDP-3's data interface, its `acquire` first: it speaks it
+/// ([`GtData::speaks_gt`]: `__gt_data_interface__`, or an xarray `DataArray`), and is neither
+/// a storage (read as the storage it is) nor what NumPy reads itself: Python numbers, NumPy
+/// arrays and scalars, told from their type, since asking one for an attribute it lacks costs
+/// an exception (as much as the rest of an item write).
+fn read_through_gt(v: &Bound<'_, PyAny>) -> PyResult<bool> {
     static TYPES: PyOnceLock<(Py<PyType>, Py<PyType>)> = PyOnceLock::new();
     let py = v.py();
+    if v.is_instance_of::<PyFloat>()
+        || v.is_instance_of::<PyInt>()
+        || v.is_instance_of::<PyComplex>()
+        || v.is_instance_of::<PyStorage>()
+    {
+        return Ok(false);
+    }
     let (ndarray, generic) = TYPES.get_or_try_init(py, || {
         let np = numpy(py)?;
         Ok::<_, PyErr>((
@@ -72,7 +81,10 @@ fn numpy_native(v: &Bound<'_, PyAny>) -> PyResult<bool> {
             np.getattr("generic")?.cast_into::<PyType>()?.unbind(),
         ))
     })?;
-    Ok(v.get_type().is(ndarray.bind(py)) || v.is_instance(generic.bind(py))?)
+    if v.get_type().is(ndarray.bind(py)) || v.is_instance(generic.bind(py))? {
+        return Ok(false);
+    }
+    GtData::speaks_gt(v)
 }
 
 fn cupy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
@@ -729,9 +741,9 @@ fn gt_ndarray<'py>(
 }
 
 /// An index key for NumPy (CuPy, `on_device`), with GDP-3's addition: wherever an array may
-/// be, so may any object with only `__gt_data_interface__`, read as GDP-3 says a consumer reads
-/// one (its `acquire` called first) from the buffer on the indexed side, else the other.
-/// Everything else passes as it is, for NumPy or CuPy to read or refuse.
+/// be, so may any object with a data interface, read as GDP-3 says a consumer reads one (see
+/// [`read_through_gt`]) from the buffer on the indexed side, else the other. Everything else
+/// passes as it is, for NumPy or CuPy to read or refuse.
 fn gt_index_arrays<'py>(key: &Bound<'py, PyAny>, on_device: bool) -> PyResult<Bound<'py, PyAny>> {
     let py = key.py();
     // What passes as it is, checked cheapest first: item reads come this way.
@@ -739,12 +751,7 @@ fn gt_index_arrays<'py>(key: &Bound<'py, PyAny>, on_device: bool) -> PyResult<Bo
         Ok(k.is_none()
             || k.is_instance_of::<PySlice>()
             || k.is_instance_of::<PyEllipsis>()
-            || args::scalar(k)
-            || k.is_instance_of::<PyStorage>()
-            || numpy_native(k)?
-            || !k.hasattr(pyo3::intern!(py, "__gt_data_interface__"))?
-            || k.hasattr(pyo3::intern!(py, "__array_interface__"))?
-            || k.hasattr(pyo3::intern!(py, "__cuda_array_interface__"))?)
+            || !read_through_gt(k)?)
     };
     let read = |k: Bound<'py, PyAny>| -> PyResult<Bound<'py, PyAny>> {
         if plain(&k)? {
@@ -999,15 +1006,10 @@ impl PyStorage {
         // GDP-3 ("Choosing the Device"): a value with a data interface (an xarray DataArray
         // through its data) is on the GPU if it has a "gpu" entry, and is read through the
         // interface, `acquire` first; a storage value is read as the storage it is.
-        let plain = value.is_instance_of::<PyFloat>()
-            || value.is_instance_of::<PyInt>()
-            || value.is_instance_of::<PyComplex>()
-            || value.is_instance_of::<PyStorage>()
-            || numpy_native(value)?;
-        let gt_value = if plain || !GtData::speaks_gt(value)? {
-            None
-        } else {
+        let gt_value = if read_through_gt(value)? {
             Some(GtData::from_object(value, &no_sync())?)
+        } else {
+            None
         };
         // (Asked only where it decides: a failed attribute lookup costs an exception.)
         let on_gpu = has_device
@@ -1823,10 +1825,11 @@ fn wrap(
     PyStorage::new_py(py, inner, &dtype)
 }
 
-/// `v`, or `numpy.asarray(v)` where it has no data interface (a plain list...).
+/// `v`, or `numpy.asarray(v)` where it has no data interface (a plain list...). An xarray
+/// `DataArray` is kept, to be read with its dims as GDP-3 says.
 fn readable<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if v.is_instance_of::<PyStorage>()
-        || v.hasattr("__gt_data_interface__")?
+        || GtData::speaks_gt(v)?
         || v.hasattr("__array_interface__")?
         || v.hasattr("__cuda_array_interface__")?
     {

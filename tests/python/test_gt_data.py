@@ -289,3 +289,10 @@ def test_a_data_array_written_into_a_storage_is_read_through_its_data_interface(
     assert (s.to_numpy() == a).all() and calls == ["acquire"]
     s[0] = xr.DataArray(np.full(3, -1.0), dims=("J",))  # over NumPy
     assert (s.to_numpy()[0] == -1).all()
+
+
+def test_storage_copies_a_data_array_with_its_dims(xr):
+    # storage() reads a DataArray as as_storage does (its dims), where it used to make a
+    # NumPy array of it first and lose them.
+    s = cai.storage(xr.DataArray(np.arange(6.0).reshape(2, 3), dims=("K", "I")))
+    assert s.dims == ("K", "I") and (s.to_numpy() == np.arange(6.0).reshape(2, 3)).all()
