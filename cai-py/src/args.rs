@@ -1,11 +1,14 @@
 //! Python arguments read into Rust values, with errors that name the argument and the value:
 //! a TypeError for what is not an int (or a sequence of them), a bool or a str, a ValueError
-//! for an int out of range or a str that is none of the choices; never PyO3's bare
+//! for an int out of range or a str that is none of the choices. Never PyO3's bare
 //! OverflowError ("can't convert negative int to unsigned") or its extraction error ("'int'
 //! object is not an instance of 'str'"), which name neither (PyO3 puts the argument's name in
-//! a note, which a log line or an error dialog does not show). Ints are read through `__index__`, so NumPy integers are ints too; bools are
-//! not ints here, as NumPy refuses `numpy.zeros((True, 2))`: `layout=(True, False)` must not
-//! read as the permutation `(1, 0)`.
+//! a note, which a log line or an error dialog does not show).
+//!
+//! Ints are read through `__index__`, so NumPy integers are ints too; bools are not ints here,
+//! as NumPy refuses `numpy.zeros((True, 2))`: `layout=(True, False)` must not read as the
+//! permutation `(1, 0)`. A choice is returned as its name, so that a signature's default stays
+//! a literal; the callers then tell the names apart knowing no other gets through.
 
 use cai_runtime::python::int_like;
 use cai_runtime::storage::PerDim;
