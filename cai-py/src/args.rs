@@ -10,7 +10,7 @@
 //! permutation `(1, 0)`. A choice is returned as its name, so that a signature's default stays
 //! a literal; the callers then tell the names apart knowing no other gets through.
 
-use cai_runtime::python::int_like;
+use cai_runtime::python::{exact_int, int_like};
 use cai_runtime::storage::PerDim;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -26,9 +26,11 @@ pub fn repr(v: &Bound<'_, PyAny>) -> String {
 /// An int or an object with `__index__` (NumPy integers), not a bool, and not a sequence
 /// (an ndarray has `__index__` too, but is read as the sequence it is).
 pub fn is_int(v: &Bound<'_, PyAny>) -> bool {
-    int_like(v)
-        && (v.is_instance_of::<PyInt>()
-            || !v.hasattr(pyo3::intern!(v.py(), "__len__")).unwrap_or(true))
+    // An exact `int` first: a pointer comparison, where the general test makes C calls.
+    v.is_exact_instance_of::<PyInt>()
+        || int_like(v)
+            && (v.is_instance_of::<PyInt>()
+                || !v.hasattr(pyo3::intern!(v.py(), "__len__")).unwrap_or(true))
 }
 
 /// Whether `v` stands where one int would: an int, or a bool, which [`int_in`] then refuses by
@@ -39,6 +41,13 @@ pub fn scalar(v: &Bound<'_, PyAny>) -> bool {
 
 /// `v` as an int from `lo` to `hi`, the argument being `key`.
 fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128) -> PyResult<T> {
+    // What callers pass nearly always: an exact `int` that fits 64 bits, read in one C call.
+    if let Some(n) = exact_int(v).map(i128::from)
+        && (lo..=hi).contains(&n)
+        && let Ok(n) = T::try_from(n)
+    {
+        return Ok(n);
+    }
     if v.is_instance_of::<PyBool>() {
         // `extract::<i64>` would read it as 0 or 1.
         return Err(PyTypeError::new_err(format!(
@@ -101,7 +110,9 @@ fn each_item<'py, T, C: FromIterator<T>>(
     mut f: impl FnMut(&Bound<'py, PyAny>) -> PyResult<T>,
 ) -> PyResult<C> {
     if let Ok(t) = v.cast::<PyTuple>() {
-        return t.iter().map(|i| f(&i)).collect();
+        // Borrowed: the tuple holds its items for the call (in the stable ABI each reference
+        // count change is a C call).
+        return t.iter_borrowed().map(|i| f(&i)).collect();
     }
     if let Ok(l) = v.cast::<PyList>() {
         return l.iter().map(|i| f(&i)).collect();

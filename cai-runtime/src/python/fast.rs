@@ -163,7 +163,7 @@ pub(super) fn exact_text_eq(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> Optio
 
 /// An exact `int` (never a bool, which has its own type) that fits 64 bits: one C call, no
 /// type-flag lookups.
-pub(super) fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
+pub fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
     if !v.is_exact_instance_of::<PyInt>() {
         return None;
     }

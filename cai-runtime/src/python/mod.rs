@@ -40,7 +40,7 @@ pub use buffer::HeldBuffer;
 pub use check::{Violation, check, check_descriptor};
 pub use export::{array_interface, cuda_array_interface, to_dict};
 #[doc(hidden)]
-pub use fast::both_paths;
+pub use fast::{both_paths, exact_int};
 pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
 pub use parse::{Parsed, Problem, address_argument, int_like, parse, stream_argument};
 pub use view::{CudaArrayView, ForeignArray, HostArrayView, Plain, Typed, TypedMut, ViewError};
