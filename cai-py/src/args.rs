@@ -361,6 +361,16 @@ pub mod arg {
         device: Option<&'static str> = |k, v| none_or_one_of(k, v, &["gpu"]);
     }
 
+    /// The argument `copy` of `__array__`: None, True or False (NumPy's protocol).
+    pub fn array_copy(v: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+        if v.is_none() {
+            return Ok(None);
+        }
+        v.extract::<bool>()
+            .map(Some)
+            .map_err(|_| PyTypeError::new_err(format!("copy: {} is not a bool or None", repr(v))))
+    }
+
     /// The argument `value` of `Grid.set`: a float64 item (`value` is `DeviceArray.fill`'s
     /// byte).
     pub fn item(v: &Bound<'_, PyAny>) -> PyResult<f64> {

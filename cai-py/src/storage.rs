@@ -177,12 +177,7 @@ fn dtype_of<'py>(py: Python<'py>, value: Option<&Bound<'py, PyAny>>) -> PyResult
     if let Some(d) = known_dtype(py, |k| matches!(k, DtypeKey::Object(o) if o.is(v))) {
         return Ok(d);
     }
-    // NumPy's error says what it cannot read, not that it was the argument `dtype`.
-    let dt = numpy(py)?
-        .getattr("dtype")?
-        .call1((v,))
-        .map_err(|e| numpy_error_named(py, e, &format!("dtype = {}", repr(v))))?;
-    let d = describe_dtype(dt)?;
+    let d = describe_dtype(dtype_arg(py, v)?)?;
     if dtype_is_fixed(py, v, &d)? {
         remember_dtype(DtypeKey::Object(v.clone().unbind()), &d);
     }
@@ -192,6 +187,15 @@ fn dtype_of<'py>(py: Python<'py>, value: Option<&Bound<'py, PyAny>>) -> PyResult
 /// `numpy.dtype(v)` and the element type it describes.
 fn resolve_dtype<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Dtype<'py>> {
     describe_dtype(numpy(py)?.getattr("dtype")?.call1((v,))?)
+}
+
+/// `numpy.dtype(v)` of the argument `dtype`: NumPy's error says what it cannot read, not that
+/// it was the argument `dtype`, so it is named.
+fn dtype_arg<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    numpy(py)?
+        .getattr("dtype")?
+        .call1((v,))
+        .map_err(|e| numpy_error_named(py, e, &format!("dtype = {}", repr(v))))
 }
 
 /// A `numpy.dtype` and the element type it describes.
@@ -927,22 +931,36 @@ impl PyStorage {
         })
     }
 
-    /// A NumPy view of the host buffer, or a CuPy view of a device-only storage.
+    /// A NumPy view of the host buffer, or a CuPy view of a device-only storage, with NumPy's
+    /// `__array__` protocol: `dtype` converts (a view when it is the storage's own), `copy`
+    /// None copies only to convert, True always, False never (ValueError when converting).
     #[pyo3(signature = (dtype = None, copy = None))]
     fn __array__<'py>(
         slf: &Bound<'py, Self>,
         dtype: Option<&Bound<'py, PyAny>>,
-        copy: Option<bool>,
+        #[pyo3(from_py_with = args::arg::array_copy)] copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let arr = Self::to_ndarray(slf)?;
+        let py = slf.py();
+        let view = Self::to_ndarray(slf)?;
         let arr = match dtype {
-            Some(d) => arr.call_method1("astype", (d,))?,
-            None => arr,
+            Some(d) => {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item(pyo3::intern!(py, "copy"), false)?;
+                view.call_method("astype", (dtype_arg(py, d)?,), Some(&kwargs))?
+            }
+            None => view.clone(),
         };
-        if copy == Some(true) {
-            return arr.call_method0("copy");
+        let converted = !arr.is(&view);
+        match copy {
+            Some(false) if converted => Err(PyValueError::new_err(format!(
+                "__array__(copy=False): unable to avoid a copy: the storage holds {} and dtype = {} \
+                 needs a conversion",
+                slf.borrow().dtype(py).numpy,
+                arr.getattr("dtype")?
+            ))),
+            Some(true) if !converted => arr.call_method0("copy"),
+            _ => Ok(arr),
         }
-        Ok(arr)
     }
 
     /// A NumPy view of the host buffer (after copying newer device data);

@@ -15,6 +15,11 @@ def test_cupy_reads_device_storage_zero_copy(cp):
     x = cp.asarray(s)
     assert x.data.ptr == s.__cuda_array_interface__["data"][0]
     assert float(x.sum()) == 48.0
+    # GDP-3's __array__ gives the CuPy view of a device-only storage, NumPy 2's protocol kept.
+    assert s.__array__().data.ptr == x.data.ptr and s.__array__(copy=True).data.ptr != x.data.ptr
+    assert s.__array__("f4").dtype == np.float32
+    with pytest.raises(ValueError, match="copy=False"):
+        s.__array__("f4", copy=False)
     x[1, 2] = 5.0  # a write through CuPy is seen by the storage
     assert float(s.to_cupy()[1, 2]) == 5.0
     assert s.domain_view.__cuda_array_interface__["data"][0] % 64 == 0

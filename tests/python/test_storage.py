@@ -78,6 +78,32 @@ def test_numpy_shares_host_memory_both_ways():
     assert bytes(s.data)[:8] == bytes(a.data)[:8]
 
 
+def test_array_follows_numpys_protocol():
+    # NumPy 2's `__array__(dtype=None, copy=None)`: a view unless converting, copy=True always
+    # copies, copy=False never does (ValueError where converting would).
+    s = cai.full((2, 3), 1.5, halo=(1, 0))
+    ptr = s.__array_interface__["data"][0]
+    at = lambda a: a.__array_interface__["data"][0]
+    for view in [s.__array__(), s.__array__(np.float64), s.__array__(copy=False), s.__array__("f8", np.False_)]:
+        assert isinstance(view, np.ndarray) and at(view) == ptr and view.dtype == np.float64
+    for copy in [s.__array__(copy=True), s.__array__(np.float64, copy=True), s.__array__("f4"), s.__array__("f4", copy=True)]:
+        assert at(copy) != ptr and (copy == 1.5).all()
+    assert s.__array__("f4").dtype == np.float32 and s.__array__(np.int16).dtype == np.int16
+    with pytest.raises(ValueError, match=r"copy=False.*float64 and dtype = float32 needs a conversion"):
+        s.__array__("f4", copy=False)
+    with pytest.raises(TypeError, match=r"^copy: 'x' is not a bool or None"):
+        s.__array__(copy="x")
+    with pytest.raises(TypeError, match=r"^copy: 1 is not a bool or None"):
+        s.__array__(copy=1)
+    with pytest.raises(TypeError, match=r"^dtype = 5: Cannot interpret"):
+        s.__array__(5)
+    # NumPy asks for the same through its own calls.
+    assert at(np.asarray(s)) == ptr and at(np.array(s, copy=None)) == ptr
+    assert at(np.array(s)) != ptr
+    with pytest.raises(ValueError):
+        np.array(s, dtype="f4", copy=False)
+
+
 def test_layout_table_presets_and_dims():
     for dims, expected in [("IJK", {"F": (2, 1, 0), "C": (0, 1, 2), "gtx86": (0, 1, 2)}),
                            ("KJI", {"F": (2, 1, 0), "C": (0, 1, 2), "gtx86": (2, 1, 0)})]:
