@@ -237,6 +237,27 @@ fn dtype_from_typestr<'py>(
     }
 }
 
+/// The dtype of `data`, whose interface says `typestr` and `descr`. For a structured type, the
+/// object's own `dtype` where it has one describing the same bytes (a NumPy or CuPy array's):
+/// NumPy names the gaps of the `descr` list `f<index>` and drops `align=True`, and cannot copy
+/// items between the dtype it makes and the array's own.
+fn data_dtype<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    typestr: &TypeStr,
+    descr: Option<&cai_runtime::Descr>,
+) -> PyResult<Dtype<'py>> {
+    if descr.is_some_and(|d| !d.is_simple())
+        && let Ok(Some(own)) = data.getattr_opt(pyo3::intern!(py, "dtype"))
+        && let Ok(d) = describe_dtype(own)
+        && d.element.typestr == *typestr
+        && d.element.descr.as_ref() == descr
+    {
+        return Ok(d);
+    }
+    dtype_from_typestr(py, typestr, descr)
+}
+
 /// `dims`: a str of one-letter dims (`"IJK"`) or a sequence of names.
 fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
     if let Ok(s) = v.extract::<String>() {
@@ -654,6 +675,16 @@ pub struct SoftwareManagedGpuStorage;
 pub struct CudaManagedGpuStorage;
 
 impl PyStorage {
+    /// The items as a NumPy array: a view of the host buffer (brought up to date), or a copy
+    /// of a device-only storage's (through CuPy, as every device read here).
+    fn host_items<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if slf.borrow().inner.has_host() {
+            Self::to_numpy(slf)
+        } else {
+            Self::to_cupy(slf)?.call_method0("get")
+        }
+    }
+
     fn new_py(py: Python<'_>, inner: Storage, dtype: &Dtype) -> PyResult<Py<PyStorage>> {
         let dtype = dtype.numpy.clone().unbind();
         PyStorage { inner, dtype }.into_object(py)
@@ -1057,9 +1088,7 @@ impl PyStorage {
             }
         } else {
             let value = match value.cast::<PyStorage>() {
-                Ok(s) if !s.borrow().inner.has_host() => {
-                    Self::to_ndarray(s)?.call_method0("get")?
-                }
+                Ok(s) => Self::host_items(s)?,
                 _ => value,
             };
             Self::to_numpy(slf)?.set_item(key, value)?;
@@ -1090,6 +1119,35 @@ impl PyStorage {
         mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
         let c = copy_storage(&self.inner).map_err(err)?;
         self.view(py, c)
+    }
+
+    /// Pickling, as NumPy and CuPy pickle their arrays: by value. The items go as a NumPy
+    /// array ([`Self::host_items`]) and come back through `storage(items, **parameters)`
+    /// with this storage's parameters (layout, halo, dims, alignment, device, managed), so
+    /// the copy has the same type and geometry in a buffer of its own.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyAny>, Bound<'py, PyDict>))> {
+        let py = slf.py();
+        let parameters = PyDict::new(py);
+        for name in [
+            "layout",
+            "halo",
+            "dims",
+            "alignment_size",
+            "aligned_index",
+            "defaults",
+            "device",
+            "managed",
+        ] {
+            parameters.set_item(name, slf.getattr(name)?)?;
+        }
+        let rebuild = REBUILD_STORAGE
+            .get(py)
+            .ok_or_else(|| PyTypeError::new_err("cannot pickle a storage: cai is not initialized"))?
+            .bind(py)
+            .clone();
+        Ok((rebuild, (Self::host_items(slf)?, parameters)))
     }
 
     fn __copy__(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
@@ -1589,7 +1647,7 @@ fn template<'py>(
         // GtData::from_object reads one buffer at least; an error rather than a panic if not.
         (None, None) => return Err(PyValueError::new_err("the data describes no buffer")),
     };
-    let dtype = dtype_from_typestr(py, &typestr, descr.as_ref())?;
+    let dtype = data_dtype(py, data, &typestr, descr.as_ref())?;
     let params = StorageParams {
         dims: gt
             .dims
@@ -1712,7 +1770,8 @@ fn wrap(
             ));
         }
     };
-    let dtype = dtype_from_typestr(py, &typestr, descr.as_ref())?;
+    let source = data.or(device_data).expect("one given");
+    let dtype = data_dtype(py, source, &typestr, descr.as_ref())?;
     let shape = layout.shape().to_vec();
     let meta = from.as_ref().or(from_dev.as_ref()).expect("one given");
     // Lookup order: explicit, then the preset, then the data, then the fallback.
@@ -1947,6 +2006,20 @@ pub fn storage(
     Ok(out)
 }
 
+/// `_rebuild_storage` as the module holds it (what pickle finds again by its module and
+/// name).
+static REBUILD_STORAGE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Unpickles a storage (`Storage.__reduce__`): `storage(items, **parameters)`.
+#[pyfunction(name = "_rebuild_storage")]
+fn rebuild_storage(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    parameters: &Bound<'_, PyDict>,
+) -> PyResult<Py<PyStorage>> {
+    storage(py, Some(items), None, None, true, None, Some(parameters))
+}
+
 /// Adds the storage API to the module.
 pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStorage>()?;
@@ -1964,5 +2037,8 @@ pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_function(wrap_pyfunction!(as_storage, m)?)?;
     m.add_function(wrap_pyfunction!(storage, m)?)?;
+    let rebuild = wrap_pyfunction!(rebuild_storage, m)?;
+    m.add_function(rebuild.clone())?;
+    let _ = REBUILD_STORAGE.set(m.py(), rebuild.into_any().unbind());
     Ok(())
 }

@@ -305,3 +305,25 @@ def test_gt_data_interface_hooks_move_the_data():
     assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
     d.acquire()  # and the host entry's copies it back
     assert s.sync_state.state == cai.SyncState.SYNC_CLEAN
+
+
+def test_mirrored_and_unified_storages_pickle_by_value():
+    import pickle
+
+    items = np.arange(12.0).reshape(3, 4)
+    for managed in ("gt4py", "cuda"):
+        s = cai.zeros((3, 4), device="gpu", managed=managed, halo=(1, 0), alignment_size=32)
+        s.to_numpy()[...] = items
+        s.set_host_modified()
+        c = pickle.loads(pickle.dumps(s))
+        assert type(c) is type(s) and (c.managed, c.halo, c.alignment_size) == (managed, s.halo, 32)
+        assert c.__cuda_array_interface__["data"][0] != s.__cuda_array_interface__["data"][0]
+        assert (device_items(c, np.float64, (3, 4)) == items).all()
+    # The newer side is what goes: here the device's, written behind the host's back.
+    host = items.copy()
+    dev = cai.DeviceArray(host)
+    s = cai.as_storage(host, dev)
+    dev.fill(0, rounds=20)
+    s.set_device_modified()
+    c = pickle.loads(pickle.dumps(s))
+    assert (c.to_numpy() == 0.0).all() and (device_items(c, np.float64, (3, 4)) == 0.0).all()

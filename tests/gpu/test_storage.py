@@ -28,6 +28,13 @@ def test_cupy_reads_device_storage_zero_copy(cp):
     c = s.copy()
     assert c.__cuda_array_interface__["data"][0] != x.data.ptr
     assert float(cp.asarray(c)[1, 2]) == 5.0
+    # Pickled by value (through CuPy), into device memory of its own.
+    import pickle
+
+    p = pickle.loads(pickle.dumps(s))
+    assert type(p) is cai.GPUStorage and (p.halo, p.alignment_size) == (s.halo, 64)
+    assert p.__cuda_array_interface__["data"][0] != x.data.ptr
+    assert bool((cp.asarray(p) == x).all())
     # The truth value is CuPy's: one item's own, ambiguous for more.
     assert bool(s[1:2, 2:3]) and not cai.zeros((1,), device="gpu", managed=None)
     with pytest.raises(ValueError, match="ambiguous"):

@@ -5,6 +5,7 @@ layouts, alignments and aligned indices."""
 
 import copy
 import gc
+import pickle
 import re
 import sys
 import types
@@ -479,6 +480,65 @@ def test_domain_view_transpose_and_halo_setter():
     assert s.halo == ((0, 0), (1, 0), (2, 2)) and s.domain_view.shape == (5, 5, 3)
     with pytest.raises(ValueError, match="needs 8 points"):
         s.halo = (4, 0, 0)
+
+
+def test_structured_dtypes_of_the_data_are_kept():
+    # The data's own dtype, not the one NumPy makes of its descr list (gaps named f1, align=True
+    # lost), which NumPy could not copy the items into.
+    dt = np.dtype([("a", "u1"), ("b", "<f8")], align=True)
+    a = np.zeros(3, dtype=dt)
+    a["b"] = [1.0, 2.0, 3.0]
+    for s in [cai.storage(a), cai.storage(a[::2]), cai.as_storage(a), cai.zeros_like(a)]:
+        assert s.dtype == dt and s.dtype.isalignedstruct
+    assert (np.asarray(cai.storage(a))["b"] == [1.0, 2.0, 3.0]).all()
+    # An object with the interface alone is read through its descr, as NumPy reads it.
+    bare = types.SimpleNamespace(__array_interface__=a.__array_interface__)
+    s = cai.storage(bare)
+    assert s.dtype == np.asarray(bare).dtype and (np.asarray(s)["b"] == a["b"]).all()
+
+
+def _parameters(s):
+    return {name: getattr(s, name) for name in [
+        "shape", "strides", "dtype", "halo", "dims", "layout", "alignment_size", "aligned_index",
+        "defaults", "device", "managed"]}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: cai.zeros((5, 6, 7), halo=((1, 2), 1, 0), alignment_size=64, aligned_index=(1, 1, 0),
+                      layout=(2, 0, 1), dims="IJK"),
+    lambda: cai.zeros((5, 6, 7), halo=(1, 1, 0), alignment_size=64)[1:4, :, 2],
+    lambda: cai.zeros((4, 5), halo=(1, 2), dims="JK", defaults="gtx86").domain_view,
+    lambda: cai.zeros((3, 2), dtype=np.dtype([("a", "u1"), ("b", "<f8")], align=True)),
+    lambda: cai.full((), 3.5, dtype="f2"),
+    lambda: cai.zeros((0, 3), dtype="c8"),
+    lambda: cai.full((2,), np.datetime64("2026-11-21"), dtype="M8[D]"),
+    lambda: cai.as_storage(np.arange(6.0).reshape(2, 3)[:, ::2]),
+])
+def test_storages_pickle_by_value(make):
+    # As NumPy and CuPy arrays pickle: by value, into a buffer of the copy's own, with every
+    # parameter (and so the type) kept.
+    s = make()
+    a = np.asarray(s)
+    if a.dtype.names is None:
+        a[...] = np.arange(a.size).reshape(a.shape).astype(a.dtype)
+    elif a.size:
+        a["b"] = np.arange(a.size).reshape(a.shape)
+    for protocol in [0, 2, pickle.HIGHEST_PROTOCOL]:
+        c = pickle.loads(pickle.dumps(s, protocol=protocol))
+        # What `copy()` makes: the parameters kept, a view's laid out afresh.
+        assert type(c) is type(s) and _parameters(c) == _parameters(s.copy())
+        b = np.asarray(c)
+        assert b.dtype == a.dtype and b.shape == a.shape and (b == a).all()
+        if a.size:
+            assert not np.shares_memory(a, b)
+            offset = sum(i * stride for i, stride in zip(c.aligned_index, c.strides))
+            assert (b.__array_interface__["data"][0] + offset) % c.alignment_size == 0
+    # A read-only wrapped buffer comes back as a copy one may write, as `copy()` does.
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    c = pickle.loads(pickle.dumps(cai.as_storage(ro)))
+    c[0] = 7.0
+    assert ro[0] == 0.0 and not c.__array_interface__["data"][1]
 
 
 def test_storages_are_of_gdp3s_storage_types():

@@ -350,6 +350,7 @@ def full_like(data: Any, fill_value: Any, dtype: _DType = None, **kwargs: Any) -
 def as_storage(
     data: Any = None, device_data: Any = None, *, sync_state: Optional[SyncState] = None, **kwargs: Any
 ) -> Storage: ...
+def _rebuild_storage(items: Any, parameters: dict[str, Any]) -> Storage: ...
 def storage(
     data: Any = None,
     device_data: Any = None,
