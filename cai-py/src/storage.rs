@@ -10,7 +10,7 @@ use cai_runtime::descriptor::{ArrayDescriptor, Space};
 use cai_runtime::python::array_struct::ArrayStruct;
 use cai_runtime::python::parse::parse_descr;
 use cai_runtime::python::{self as cpy, GtData, HookKind};
-use cai_runtime::storage::array::{AllocInfo, stride_order};
+use cai_runtime::storage::array::{AllocInfo, layout_following, stride_order};
 use cai_runtime::storage::gt::GtDataDescriptor;
 use cai_runtime::storage::{
     Buffers, DeviceBufferHandle, Dim, ElementType, GtDevice, HostBuffer, IndexItem, Init, Managed,
@@ -1125,9 +1125,7 @@ impl PyStorage {
     /// array ([`Self::host_items`]) and come back through `storage(items, **parameters)`
     /// with this storage's parameters (layout, halo, dims, alignment, device, managed), so
     /// the copy has the same type and geometry in a buffer of its own.
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyAny>, Bound<'py, PyDict>))> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
         let py = slf.py();
         let parameters = PyDict::new(py);
         for name in [
@@ -1783,7 +1781,11 @@ fn wrap(
             .transpose()
             .map_err(err)?,
         halo: meta.halo.as_deref().map(PerDim::from),
-        layout: Some(stride_order(layout.strides())),
+        // A storage knows the order its strides do not tell (where they tie).
+        layout: Some(match source.cast::<PyStorage>() {
+            Ok(s) => s.borrow().inner.layout_order(),
+            Err(_) => stride_order(layout.strides()),
+        }),
         ..Default::default()
     };
     let resolved = p.clone().resolve(&shape, &data_params).map_err(err)?;
@@ -1798,7 +1800,10 @@ fn wrap(
             "{source}, but the data to wrap has no device buffer: pass device memory as device_data, or device=None to keep the storage in host memory"
         )));
     }
-    if resolved.layout != stride_order(layout.strides()) && !layout.is_empty() {
+    // (The strides of dimensions of one item address nothing: any place for those follows.)
+    if resolved.layout != layout_following(layout.shape(), layout.strides(), &resolved.layout)
+        && !layout.is_empty()
+    {
         return Err(PyValueError::new_err(format!(
             "layout = {:?} does not match the buffer's strides {:?} (their order is {:?})",
             resolved.layout,
@@ -1892,6 +1897,7 @@ fn wrap(
         dtype.element.clone(),
         resolved.halo,
         resolved.dims,
+        resolved.layout,
     )
     .map_err(err)?
     .with_info(AllocInfo {
@@ -2005,6 +2011,10 @@ pub fn storage(
     target.set_item(PyEllipsis::get(py), source)?;
     Ok(out)
 }
+
+/// What `Storage.__reduce__` gives pickle: the function that remakes a storage and its
+/// arguments (the items, the parameters).
+type Reduced<'py> = (Bound<'py, PyAny>, (Bound<'py, PyAny>, Bound<'py, PyDict>));
 
 /// `_rebuild_storage` as the module holds it (what pickle finds again by its module and
 /// name).

@@ -119,6 +119,35 @@ def test_layout_table_presets_and_dims():
     assert cai.zeros((2, 3), defaults="F").strides == (8, 16)
 
 
+def spanning_strides(s):
+    """The strides of the dimensions of more than one item (the others address nothing)."""
+    return [st for st, n in zip(s.strides, s.shape) if n > 1]
+
+
+def test_layout_reads_back_as_given_where_strides_tie():
+    # A dimension of one item has the stride of the one inside it, so the strides alone do
+    # not say which is the more contiguous: the layout the storage was made with does.
+    for shape, layout in [((1, 10, 10), (2, 1, 0)), ((4, 1, 3), (2, 0, 1)), ((1, 1, 2), (2, 0, 1)),
+                          ((1, 1, 1, 2), (0, 1, 3, 2))]:
+        s = cai.zeros(shape, layout=layout)
+        assert s.layout == layout
+        for same in [cai.zeros_like(s), cai.empty_like(s), s.copy(), cai.storage(s), cai.as_storage(s),
+                     pickle.loads(pickle.dumps(s))]:
+            # (as_storage reads the strides NumPy's rule leaves out of a contiguous storage's
+            # dict: those of dimensions of one item may then differ, addressing nothing)
+            assert same.layout == layout and spanning_strides(same) == spanning_strides(s)
+        assert s.T.layout == tuple(reversed(layout)) and s[0].layout == tuple(
+            sorted(range(len(shape) - 1), key=lambda d: layout[1:][d]).index(d) for d in range(len(shape) - 1))
+    assert cai.zeros((1, 10, 10), defaults="F").layout == (2, 1, 0)
+    # Wrapping: any order the strides follow may be given; without one, ties go by axis.
+    f = np.zeros((1, 10, 10), order="F")
+    assert cai.as_storage(f, layout=(2, 1, 0)).layout == (2, 1, 0)
+    assert cai.as_storage(f, layout=(1, 2, 0)).layout == (1, 2, 0)
+    assert cai.as_storage(f).layout == (1, 2, 0)
+    with pytest.raises(ValueError, match=r"^layout = \[0, 1, 2\] does not match the buffer's strides"):
+        cai.as_storage(f, layout=(0, 1, 2))
+
+
 def test_lookup_order_explicit_preset_data_fallback():
     base = cai.zeros((4, 6), layout=(1, 0), halo=(1, 2), alignment_size=16)
     like = cai.zeros_like(base)  # the data
@@ -874,7 +903,8 @@ def test_property_view_inside_buffer_aligned_corners_writable(params):
     s = cai.zeros(shape, dtype=dtype, layout=layout, alignment_size=alignment,
                   aligned_index=aligned_index, halo=halo)
     a = np.asarray(s)
-    assert a.shape == shape and a.dtype == dtype
+    assert a.shape == shape and a.dtype == dtype and s.layout == layout
+    assert s.T.layout == layout[::-1]
     # the stride order follows the layout: larger layout entry, smaller stride
     order = sorted(range(len(shape)), key=lambda d: layout[d])
     strides = [s.strides[d] for d in order]
@@ -903,6 +933,10 @@ def test_property_view_inside_buffer_aligned_corners_writable(params):
     assert d.shape == tuple(n - 2 * h for n, h in zip(shape, halo))
     if d.size:
         assert d.__array_interface__["data"][0] == item_address(s, halo)
+    # pickled, it comes back with the same parameters, strides and items, aligned the same
+    p = pickle.loads(pickle.dumps(s))
+    assert _parameters(p) == _parameters(s) and (np.asarray(p) == a).all()
+    assert item_address(p, aligned_index) % alignment == 0
 
 
 @settings(max_examples=200, deadline=None)

@@ -11,7 +11,7 @@ use super::buffer::{AllocError, HostBuffer};
 use super::dims::{Dim, PerDim};
 use super::params::{Managed, ResolvedParams, StorageDevice};
 use super::sync_state::{SyncState, SyncStatus};
-use super::view::{Geometry, IndexError, IndexItem, Selection};
+use super::view::{Geometry, IndexError, IndexItem, Selection, layout_entries};
 use crate::descr::Descr;
 use crate::descriptor::{ArrayDescriptor, CudaArrayDescriptor, Data, HostArrayDescriptor, Space};
 use crate::error::DescriptorError;
@@ -199,6 +199,7 @@ impl Storage {
                 offset: 0,
                 halo: params.halo.clone(),
                 dims: params.dims.clone(),
+                order: layout_entries(&params.layout),
             },
             element,
             info: AllocInfo {
@@ -210,16 +211,22 @@ impl Storage {
     }
 
     /// Wraps memory described by `layout` whose item `[0, ..., 0]` is `origin` bytes into
-    /// `buffer` (no copy).
+    /// `buffer` (no copy). `order` is the `layout` parameter the strides follow (where they
+    /// tie, it says which dimension is the more contiguous).
     pub fn wrap(
         buffers: Buffers,
         layout: Layout,
         element: ElementType,
         halo: PerDim<(usize, usize)>,
         dims: PerDim<Dim>,
+        order: PerDim<usize>,
     ) -> Result<Storage, StorageError> {
         let ndim = layout.ndim();
-        for (param, got) in [("halo", halo.len()), ("dims", dims.len())] {
+        for (param, got) in [
+            ("halo", halo.len()),
+            ("dims", dims.len()),
+            ("layout", order.len()),
+        ] {
             if got != ndim {
                 return Err(StorageError::Length { param, got, ndim });
             }
@@ -232,6 +239,7 @@ impl Storage {
                 offset: 0,
                 halo,
                 dims,
+                order: layout_entries(&order),
             },
             element,
             info: AllocInfo {
@@ -300,9 +308,10 @@ impl Storage {
         &self.geometry.dims
     }
 
-    /// The stride order as a `layout` parameter: 0 for the largest stride, ties by axis.
+    /// The `layout` parameter the view's strides follow, as [`layout_following`] reads it
+    /// with the layout the buffer was laid out with.
     pub fn layout_order(&self) -> PerDim<usize> {
-        stride_order(self.strides())
+        layout_following(self.shape(), self.strides(), &self.geometry.order)
     }
 
     /// Whether the storage has a host buffer.
@@ -535,7 +544,39 @@ impl Storage {
 pub fn stride_order(strides: &[isize]) -> PerDim<usize> {
     let mut axes: PerDim<usize> = (0..strides.len()).collect();
     axes.sort_by_key(|&a| (std::cmp::Reverse(strides[a].unsigned_abs()), a));
-    let mut layout = PerDim::from_elem(0, strides.len());
+    ranks(&axes)
+}
+
+/// The `layout` parameter that a view of `shape` with byte `strides` follows, `order` being
+/// the one its buffer was laid out with (a `layout` parameter too: the larger entry, the more
+/// contiguous dimension). The dimensions of more than one item are ranked by their strides,
+/// the largest first (ties by `order`); a dimension of one item or none, whose stride
+/// addresses nothing (it may tie with the next dimension's, or be anything at all, as an
+/// exporter's contiguous strides make it), keeps its place in `order`. So strides follow a
+/// `layout` exactly when this gives it back for `order = layout`.
+pub fn layout_following<O: Copy + Into<usize>>(
+    shape: &[usize],
+    strides: &[isize],
+    order: &[O],
+) -> PerDim<usize> {
+    let rank = |a: usize| order.get(a).map(|&o| o.into());
+    // Outermost first, as `order` ranks them.
+    let mut axes: PerDim<usize> = (0..shape.len()).collect();
+    axes.sort_by_key(|&a| (rank(a), a));
+    let mut spanning: PerDim<usize> = axes.iter().copied().filter(|&a| shape[a] > 1).collect();
+    spanning.sort_by_key(|&a| (std::cmp::Reverse(strides[a].unsigned_abs()), rank(a), a));
+    let mut spanning = spanning.into_iter();
+    for a in axes.iter_mut() {
+        if shape[*a] > 1 {
+            *a = spanning.next().unwrap_or(*a);
+        }
+    }
+    ranks(&axes)
+}
+
+/// The `layout` parameter of axes listed outermost first.
+fn ranks(axes: &[usize]) -> PerDim<usize> {
+    let mut layout = PerDim::from_elem(0, axes.len());
     for (rank, &a) in axes.iter().enumerate() {
         layout[a] = rank;
     }
@@ -580,6 +621,43 @@ mod tests {
         let p = s.item_host_ptr(offset).unwrap() as *const f64;
         // SAFETY: tests pass offsets of items inside the storage.
         unsafe { p.read_unaligned() }
+    }
+
+    #[test]
+    fn the_layout_read_back_is_the_one_given_where_strides_tie() {
+        // Shape (1, 10, 10) in F order: dimension 0 holds one item, so its stride (8) ties
+        // with dimension 1's; the strides alone would rank dimension 0 outside dimension 1.
+        let (shape, strides) = ([1, 10, 10], [8, 8, 80]);
+        assert_eq!(stride_order(&strides)[..], [1, 2, 0]);
+        assert_eq!(
+            layout_following(&shape, &strides, &[2_usize, 1, 0])[..],
+            [2, 1, 0]
+        );
+        // Any stride at all for it (an exporter's contiguous strides), the same layout.
+        assert_eq!(
+            layout_following(&shape, &[800, 8, 80], &[2_usize, 1, 0])[..],
+            [2, 1, 0]
+        );
+        // Strides that reorder dimensions of several items win over the order given (a
+        // strided view), the others keeping their places; with no order, ties go by axis.
+        assert_eq!(
+            layout_following(&[3, 1, 4], &[8, 99, 24], &[0_usize, 1, 2])[..],
+            [2, 1, 0]
+        );
+        assert_eq!(
+            layout_following(&shape, &strides, &[0_usize; 0])[..],
+            [0, 2, 1]
+        );
+        for layout in [[0, 1, 2], [2, 1, 0], [1, 2, 0], [2, 0, 1]] {
+            let s = zeros(
+                &shape,
+                StorageParams {
+                    layout: Some(layout.into_iter().collect()),
+                    ..Default::default()
+                },
+            );
+            assert_eq!(s.layout_order()[..], layout, "{:?}", s.strides());
+        }
     }
 
     #[test]

@@ -89,10 +89,29 @@ pub struct Geometry {
     pub halo: PerDim<(usize, usize)>,
     /// Semantic dimensions.
     pub dims: PerDim<Dim>,
+    /// Each dimension's entry in the `layout` the buffer was laid out with (larger: more
+    /// contiguous), as [`layout_entries`] keeps it. Strides alone cannot tell it where they
+    /// tie, as a dimension of one item has the stride of the one inside it: the layout read
+    /// back breaks ties with it.
+    pub order: PerDim<u8>,
+}
+
+/// A `layout` parameter as [`Geometry::order`] keeps it: a byte per dimension (a storage's
+/// geometry is moved on every view, and a wider entry cost ~40 ns a `zeros` call). Entries
+/// past 255 are kept as 255, so ties among those dimensions go by axis.
+pub fn layout_entries(layout: &[usize]) -> PerDim<u8> {
+    layout
+        .iter()
+        .map(|&l| u8::try_from(l).unwrap_or(u8::MAX))
+        .collect()
 }
 
 /// What an index selects.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "returned and matched at once; boxing the geometry would add an allocation per view"
+)]
 pub enum Selection {
     /// A view (at least one slice, or no index at all).
     View(Geometry),
@@ -134,6 +153,7 @@ impl Geometry {
         let mut offset = self.offset;
         let mut halo = PerDim::with_capacity(ndim);
         let mut dims = PerDim::with_capacity(ndim);
+        let mut order = PerDim::with_capacity(ndim);
         let mut axis = 0; // the axis of `layout` that `items[i]` applies to
         let mut all_ints = true;
         for (i, item) in items.iter().enumerate() {
@@ -170,6 +190,7 @@ impl Geometry {
                         (0, 0)
                     });
                     dims.push(self.dims[i]);
+                    order.push(self.order[i]);
                     layout = l;
                     offset += off;
                     axis += 1;
@@ -185,6 +206,7 @@ impl Geometry {
             offset,
             halo,
             dims,
+            order,
         }))
     }
 
@@ -225,6 +247,7 @@ impl Geometry {
             offset: self.offset,
             halo: axes.iter().map(|&a| self.halo[a]).collect(),
             dims: axes.iter().map(|&a| self.dims[a]).collect(),
+            order: axes.iter().map(|&a| self.order[a]).collect(),
         })
     }
 }
@@ -250,6 +273,7 @@ mod tests {
             offset: 0,
             halo: halo.into(),
             dims: crate::storage::dims::default_dims(shape.len()),
+            order: (0..shape.len() as u8).collect(),
         }
     }
 
