@@ -139,6 +139,10 @@ def test_layout_reads_back_as_given_where_strides_tie():
         assert s.T.layout == tuple(reversed(layout)) and s[0].layout == tuple(
             sorted(range(len(shape) - 1), key=lambda d: layout[1:][d]).index(d) for d in range(len(shape) - 1))
     assert cai.zeros((1, 10, 10), defaults="F").layout == (2, 1, 0)
+    # No items: no stride says anything (those outside the empty dimension are 0).
+    for layout in [(0, 1, 2), (2, 1, 0), (1, 0, 2)]:
+        s = cai.zeros((2, 0, 2), layout=layout)
+        assert s.layout == layout and cai.zeros_like(s).layout == layout
     # Wrapping: any order the strides follow may be given; without one, ties go by axis.
     f = np.zeros((1, 10, 10), order="F")
     assert cai.as_storage(f, layout=(2, 1, 0)).layout == (2, 1, 0)
@@ -972,6 +976,42 @@ def test_property_slices_match_numpy(params, data):
             assert np.shares_memory(np.asarray(got), a)
     else:
         assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(storage_params(), st.data())
+def test_property_views_wrapped_copied_and_pickled_keep_their_parameters(params, data):
+    # Any view (a slice with step 1, an integer, a transpose, the domain) wrapped, copied,
+    # pickled or used as a template keeps its shape, halo, dims and layout, and its items;
+    # a wrap shares them, the others hold their own.
+    shape, dtype, layout, alignment, aligned_index, halo = params
+    s = cai.empty(shape, dtype=dtype, layout=layout, alignment_size=alignment,
+                  aligned_index=aligned_index, halo=halo, dims="IJK0"[: len(shape)])
+    a = np.asarray(s)
+    a[...] = np.arange(a.size).reshape(shape).astype(dtype)
+    how = data.draw(st.sampled_from(["slice", "int", "T", "domain"]))
+    if how == "slice":
+        v = s[tuple(slice(data.draw(st.integers(0, n - 1)), None) for n in shape)]
+    elif how == "int" and len(shape) > 1:
+        v = s[data.draw(st.integers(0, shape[0] - 1))]
+    elif how == "T":
+        v = s.transpose(data.draw(st.permutations(range(len(shape)))))
+    else:
+        v = s.domain_view
+    items = np.asarray(v)
+    kept = lambda x: (x.shape, x.halo, x.dims, x.layout)
+    wrapped = cai.as_storage(v)
+    assert kept(wrapped) == kept(v)
+    if items.size:  # (the strides of an array of no items address nothing)
+        assert spanning_strides(wrapped) == spanning_strides(v)
+        assert np.shares_memory(np.asarray(wrapped), a)
+    for other in [cai.storage(v), v.copy(), pickle.loads(pickle.dumps(v))]:
+        assert kept(other) == kept(v) and other.dtype == v.dtype
+        assert (np.asarray(other) == items).all()
+        if items.size:
+            assert not np.shares_memory(np.asarray(other), a)
+    like = cai.zeros_like(v)
+    assert kept(like) == kept(v) and like.alignment_size == v.alignment_size
 
 
 # Every call shape of a creator, against Python's own binding of its signature: the creators

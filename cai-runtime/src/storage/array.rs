@@ -552,8 +552,10 @@ pub fn stride_order(strides: &[isize]) -> PerDim<usize> {
 /// contiguous dimension). The dimensions of more than one item are ranked by their strides,
 /// the largest first (ties by `order`); a dimension of one item or none, whose stride
 /// addresses nothing (it may tie with the next dimension's, or be anything at all, as an
-/// exporter's contiguous strides make it), keeps its place in `order`. So strides follow a
-/// `layout` exactly when this gives it back for `order = layout`.
+/// exporter's contiguous strides make it), keeps its place in `order`; so do all dimensions
+/// of a view with no items, whose strides address nothing at all (those outside an empty
+/// dimension are 0). So strides follow a `layout` exactly when this gives it back for
+/// `order = layout`.
 pub fn layout_following<O: Copy + Into<usize>>(
     shape: &[usize],
     strides: &[isize],
@@ -563,11 +565,12 @@ pub fn layout_following<O: Copy + Into<usize>>(
     // Outermost first, as `order` ranks them.
     let mut axes: PerDim<usize> = (0..shape.len()).collect();
     axes.sort_by_key(|&a| (rank(a), a));
-    let mut spanning: PerDim<usize> = axes.iter().copied().filter(|&a| shape[a] > 1).collect();
+    let spans = |a: usize| shape[a] > 1 && !shape.contains(&0);
+    let mut spanning: PerDim<usize> = axes.iter().copied().filter(|&a| spans(a)).collect();
     spanning.sort_by_key(|&a| (std::cmp::Reverse(strides[a].unsigned_abs()), rank(a), a));
     let mut spanning = spanning.into_iter();
     for a in axes.iter_mut() {
-        if shape[*a] > 1 {
+        if spans(*a) {
             *a = spanning.next().unwrap_or(*a);
         }
     }
@@ -647,6 +650,12 @@ mod tests {
         assert_eq!(
             layout_following(&shape, &strides, &[0_usize; 0])[..],
             [0, 2, 1]
+        );
+        // No items: no stride says anything (a new storage's are 0 outside the empty
+        // dimension).
+        assert_eq!(
+            layout_following(&[2, 0, 2], &[0, 16, 8], &[0_usize, 1, 2])[..],
+            [0, 1, 2]
         );
         for layout in [[0, 1, 2], [2, 1, 0], [1, 2, 0], [2, 0, 1]] {
             let s = zeros(
