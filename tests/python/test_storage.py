@@ -87,8 +87,8 @@ def test_array_follows_numpys_protocol():
     at = lambda a: a.__array_interface__["data"][0]
     for view in [s.__array__(), s.__array__(np.float64), s.__array__(copy=False), s.__array__("f8", np.False_)]:
         assert isinstance(view, np.ndarray) and at(view) == ptr and view.dtype == np.float64
-    for copy in [s.__array__(copy=True), s.__array__(np.float64, copy=True), s.__array__("f4"), s.__array__("f4", copy=True)]:
-        assert at(copy) != ptr and (copy == 1.5).all()
+    for copied in [s.__array__(copy=True), s.__array__(np.float64, copy=True), s.__array__("f4"), s.__array__("f4", copy=True)]:
+        assert at(copied) != ptr and (copied == 1.5).all()
     assert s.__array__("f4").dtype == np.float32 and s.__array__(np.int16).dtype == np.int16
     with pytest.raises(ValueError, match=r"copy=False.*float64 and dtype = float32 needs a conversion"):
         s.__array__("f4", copy=False)
