@@ -675,13 +675,24 @@ pub struct SoftwareManagedGpuStorage;
 pub struct CudaManagedGpuStorage;
 
 impl PyStorage {
-    /// The items as a NumPy array: a view of the host buffer (brought up to date), or a copy
-    /// of a device-only storage's (through CuPy, as every device read here).
-    fn host_items<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+    /// GDP-3's `__array__` view: the host buffer's (NumPy, brought up to date) wherever there
+    /// is one, else the device buffer's (CuPy).
+    fn array_view<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         if slf.borrow().inner.has_host() {
             Self::to_numpy(slf)
         } else {
-            Self::to_cupy(slf)?.call_method0("get")
+            Self::to_cupy(slf)
+        }
+    }
+
+    /// The items as a NumPy array: [`Self::array_view`], copied to the host (through CuPy, as
+    /// every device read here) for a device-only storage.
+    fn host_items<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let view = Self::array_view(slf)?;
+        if slf.borrow().inner.has_host() {
+            Ok(view)
+        } else {
+            view.call_method0("get")
         }
     }
 
@@ -962,9 +973,10 @@ impl PyStorage {
         })
     }
 
-    /// A NumPy view of the host buffer, or a CuPy view of a device-only storage, with NumPy's
-    /// `__array__` protocol: `dtype` converts (a view when it is the storage's own), `copy`
-    /// None copies only to convert, True always, False never (ValueError when converting).
+    /// A NumPy view of the host buffer, or a CuPy view of a device-only storage (GDP-3: the
+    /// host's wherever there is one, unlike `to_ndarray`), with NumPy's `__array__` protocol:
+    /// `dtype` converts (a view when it is the storage's own), `copy` None copies only to
+    /// convert, True always, False never (ValueError when converting).
     #[pyo3(signature = (dtype = None, copy = None))]
     fn __array__<'py>(
         slf: &Bound<'py, Self>,
@@ -972,7 +984,7 @@ impl PyStorage {
         #[pyo3(from_py_with = args::arg::array_copy)] copy: Option<bool>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
-        let view = Self::to_ndarray(slf)?;
+        let view = Self::array_view(slf)?;
         let arr = match dtype {
             Some(d) => {
                 let kwargs = PyDict::new(py);

@@ -327,3 +327,14 @@ def test_mirrored_and_unified_storages_pickle_by_value():
     s.set_device_modified()
     c = pickle.loads(pickle.dumps(s))
     assert (c.to_numpy() == 0.0).all() and (device_items(c, np.float64, (3, 4)) == 0.0).all()
+
+
+def test_array_of_a_mirrored_or_unified_storage_is_the_host_view():
+    # GDP-3: __array__ is a NumPy view wherever there is a host buffer (to_ndarray, by
+    # contrast, gives the device's: tests/gpu/test_storage.py).
+    for managed in ("gt4py", "cuda"):
+        s = cai.full((2, 3), 5.0, device="gpu", managed=managed)
+        a = s.__array__()
+        assert isinstance(a, np.ndarray) and (a == 5.0).all()
+        assert a.__array_interface__["data"][0] == s.__array_interface__["data"][0]
+        assert isinstance(s.__array__("f4", copy=True), np.ndarray)

@@ -59,6 +59,8 @@ def test_gt4py_mirror_copies_when_the_other_side_changed(cp):
     s[0, 1] = 8.0
     assert s.sync_state.state == cai.SyncState.SYNC_HOST_DIRTY
     assert float(cp.asarray(s)[0, 1]) == 8.0
+    # GDP-3: to_ndarray gives the device's view where there is one, __array__ the host's.
+    assert isinstance(s.to_ndarray(), cp.ndarray) and isinstance(s.__array__(), np.ndarray)
     # (views sharing the state and copies having their own: test_own_device.py)
     gt = s.__gt_data_interface__
     assert set(gt) == {None, "gpu"}
