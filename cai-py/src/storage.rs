@@ -1712,6 +1712,31 @@ pub fn as_storage(
     wrap(py, "as_storage", data, device_data, sync_state, &p)
 }
 
+/// A memory buffer given as the data to wrap (an object with the buffer protocol and none of
+/// the interfaces: a `bytearray`, a `memoryview`, an `array.array`) as NumPy views it, format
+/// and shape included, without a copy (through a `memoryview`, so that `bytes` is a buffer of
+/// bytes too, where `numpy.asarray` would copy it into a string scalar). None for anything
+/// else. The array holds the buffer's export, and the storage the array.
+fn buffer_as_array<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    // SAFETY: `data` is a live object; PyObject_CheckBuffer only reads its type's slots.
+    if unsafe { pyo3::ffi::PyObject_CheckBuffer(data.as_ptr()) } == 0 || read_through_gt(data)? {
+        return Ok(None);
+    }
+    for name in [
+        pyo3::intern!(py, "__array_interface__"),
+        pyo3::intern!(py, "__cuda_array_interface__"),
+    ] {
+        if data.hasattr(name)? {
+            return Ok(None);
+        }
+    }
+    let view = pyo3::types::PyMemoryView::from(data)?;
+    numpy(py)?.getattr("asarray")?.call1((view,)).map(Some)
+}
+
 /// What `device_data` must be.
 const NO_DEVICE_BUFFER: &str =
     "device_data describes no device buffer (no \"gpu\" entry or __cuda_array_interface__)";
@@ -1732,6 +1757,9 @@ fn wrap(
             "{function}() needs data (a host array or any object with a data interface) and/or device_data"
         )));
     }
+    // A memory buffer (GDP-3: "the memory buffer or storage") is wrapped as NumPy views it.
+    let buffer_view = data.map(|d| buffer_as_array(py, d)).transpose()?.flatten();
+    let data = buffer_view.as_ref().or(data);
     let options = no_sync();
     let mut from = data.map(|d| GtData::from_object(d, &options)).transpose()?;
     // Bytes shared through the buffer protocol stay put only while their buffers are held:

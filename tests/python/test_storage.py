@@ -761,6 +761,35 @@ def test_as_storage_holds_a_buffer_its_data_is_shared_through():
     assert ro.__array_interface__["data"][1] is True and ro.to_numpy().tobytes() == b"xyz"
 
 
+def test_as_storage_wraps_memory_buffers_without_copy():
+    # GDP-3's as_storage wraps "the memory buffer or storage": objects with the buffer
+    # protocol alone are viewed as NumPy views them (format and shape), never copied.
+    import array
+
+    ba = bytearray(range(16))
+    s = cai.as_storage(ba, halo=(2,))
+    assert (s.shape, s.dtype, s.halo, type(s)) == ((16,), np.uint8, ((2, 2),), cai.CPUStorage)
+    s[3] = 99
+    assert ba[3] == 99
+    with pytest.raises(BufferError):
+        ba.extend(b"x")  # the storage holds the export: the bytes stay where they are
+    del ba
+    gc.collect()
+    assert np.asarray(s)[:4].tolist() == [0, 1, 2, 99]
+    d = array.array("d", [1.0, 2.0, 3.0])
+    w = cai.storage(d, copy=False)
+    w[0] = 9.0
+    assert d[0] == 9.0 and w.dtype == np.float64
+    m = cai.as_storage(memoryview(np.arange(6.0).reshape(3, 2))[::2])
+    assert m.shape == (2, 2) and m.strides == (32, 8) and np.asarray(m).tolist() == [[0, 1], [4, 5]]
+    ro = cai.as_storage(b"abc")  # bytes: a read-only buffer of bytes, as a memoryview sees it
+    assert ro.dtype == np.uint8 and ro.__array_interface__["data"][1]
+    # Objects that are no buffer still need an interface (as_storage never copies).
+    for bad in ([1, 2], "abc"):
+        with pytest.raises(TypeError, match="exposes none of"):
+            cai.as_storage(bad)
+
+
 def test_as_storage_reads_strides_and_checks_explicit_parameters():
     f = np.asfortranarray(np.zeros((3, 4)))
     w = cai.as_storage(f)
