@@ -65,8 +65,6 @@ fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 /// arrays and scalars, told from their type, since asking one for an attribute it lacks costs
 /// an exception (as much as the rest of an item write).
 fn read_through_gt(v: &Bound<'_, PyAny>) -> PyResult<bool> {
-    static TYPES: PyOnceLock<(Py<PyType>, Py<PyType>)> = PyOnceLock::new();
-    let py = v.py();
     if v.is_instance_of::<PyFloat>()
         || v.is_instance_of::<PyInt>()
         || v.is_instance_of::<PyComplex>()
@@ -74,6 +72,16 @@ fn read_through_gt(v: &Bound<'_, PyAny>) -> PyResult<bool> {
     {
         return Ok(false);
     }
+    if numpy_array_or_scalar(v)? {
+        return Ok(false);
+    }
+    GtData::speaks_gt(v)
+}
+
+/// Whether `v` is a NumPy array (its exact type) or scalar, told from its type alone.
+fn numpy_array_or_scalar(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    static TYPES: PyOnceLock<(Py<PyType>, Py<PyType>)> = PyOnceLock::new();
+    let py = v.py();
     let (ndarray, generic) = TYPES.get_or_try_init(py, || {
         let np = numpy(py)?;
         Ok::<_, PyErr>((
@@ -81,10 +89,7 @@ fn read_through_gt(v: &Bound<'_, PyAny>) -> PyResult<bool> {
             np.getattr("generic")?.cast_into::<PyType>()?.unbind(),
         ))
     })?;
-    if v.get_type().is(ndarray.bind(py)) || v.is_instance(generic.bind(py))? {
-        return Ok(false);
-    }
-    GtData::speaks_gt(v)
+    Ok(v.get_type().is(ndarray.bind(py)) || v.is_instance(generic.bind(py))?)
 }
 
 fn cupy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
@@ -1721,15 +1726,20 @@ fn buffer_as_array<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    // (NumPy's own arrays and scalars, the most common data, are told from their type.)
     // SAFETY: `data` is a live object; PyObject_CheckBuffer only reads its type's slots.
-    if unsafe { pyo3::ffi::PyObject_CheckBuffer(data.as_ptr()) } == 0 || read_through_gt(data)? {
+    if numpy_array_or_scalar(data)?
+        || unsafe { pyo3::ffi::PyObject_CheckBuffer(data.as_ptr()) } == 0
+        || read_through_gt(data)?
+    {
         return Ok(None);
     }
     for name in [
         pyo3::intern!(py, "__array_interface__"),
         pyo3::intern!(py, "__cuda_array_interface__"),
     ] {
-        if data.hasattr(name)? {
+        // The type first: asking a NumPy array itself builds its dict (~1 us).
+        if data.get_type().hasattr(name)? || data.hasattr(name)? {
             return Ok(None);
         }
     }

@@ -97,8 +97,8 @@ pub struct Geometry {
 }
 
 /// A `layout` parameter as [`Geometry::order`] keeps it: a byte per dimension (a storage's
-/// geometry is moved on every view, and a wider entry cost ~40 ns a `zeros` call). Entries
-/// past 255 are kept as 255, so ties among those dimensions go by axis.
+/// geometry is moved on every view, so it is kept small). Entries past 255 are kept as 255,
+/// so ties among those dimensions go by axis.
 pub fn layout_entries(layout: &[usize]) -> PerDim<u8> {
     layout
         .iter()
