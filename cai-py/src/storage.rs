@@ -602,6 +602,12 @@ impl PySyncState {
     fn __repr__(&self) -> String {
         format!("SyncState({})", self.0.status().name())
     }
+
+    /// Pickles (and `copy`s) by value: `SyncState(state)`, a state of its own with the same
+    /// value. Sharing is a matter of one process's views of one buffer, which a copy is not.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, PyType>, (u8,)) {
+        (slf.get_type(), (slf.get().state(),))
+    }
 }
 
 /// The state an int names; any other value, of any size or type, is an error naming it.
@@ -1747,6 +1753,40 @@ fn buffer_as_array<'py>(
     numpy(py)?.getattr("asarray")?.call1((view,)).map(Some)
 }
 
+/// The error `e` of reading `data` to wrap, told apart where `data` is no memory at all (a
+/// list, a str): such data has no interface and no buffer, and the message says so and how to
+/// copy it instead (GtData's own message lists only the interfaces).
+fn not_wrappable(function: &str, data: &Bound<'_, PyAny>, e: PyErr) -> PyErr {
+    let py = data.py();
+    // SAFETY: `data` is a live object; PyObject_CheckBuffer only reads its type's slots.
+    let buffer = unsafe { pyo3::ffi::PyObject_CheckBuffer(data.as_ptr()) } != 0;
+    let has = |name: &str| data.hasattr(name).unwrap_or(true);
+    if !e.is_instance_of::<PyTypeError>(py)
+        || buffer
+        || has("__gt_data_interface__")
+        || has("__array_interface__")
+        || has("__cuda_array_interface__")
+    {
+        return e;
+    }
+    let type_name = data
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    // (`storage` wraps only when asked not to copy.)
+    let call = match function {
+        "storage" => "storage(copy=False)",
+        _ => "as_storage()",
+    };
+    PyTypeError::new_err(format!(
+        "{function}(): data of type {type_name} exposes none of __gt_data_interface__, \
+         __array_interface__ and __cuda_array_interface__, and is no memory buffer (the buffer \
+         protocol); {call} wraps memory without copying it: storage(data) copies data into a \
+         new storage"
+    ))
+}
+
 /// What `device_data` must be.
 const NO_DEVICE_BUFFER: &str =
     "device_data describes no device buffer (no \"gpu\" entry or __cuda_array_interface__)";
@@ -1771,7 +1811,9 @@ fn wrap(
     let buffer_view = data.map(|d| buffer_as_array(py, d)).transpose()?.flatten();
     let data = buffer_view.as_ref().or(data);
     let options = no_sync();
-    let mut from = data.map(|d| GtData::from_object(d, &options)).transpose()?;
+    let mut from = data
+        .map(|d| GtData::from_object(d, &options).map_err(|e| not_wrappable(function, d, e)))
+        .transpose()?;
     // Bytes shared through the buffer protocol stay put only while their buffers are held:
     // the storage holds them from here on, with the data object.
     let held = from

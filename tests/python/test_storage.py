@@ -784,10 +784,20 @@ def test_as_storage_wraps_memory_buffers_without_copy():
     assert m.shape == (2, 2) and m.strides == (32, 8) and np.asarray(m).tolist() == [[0, 1], [4, 5]]
     ro = cai.as_storage(b"abc")  # bytes: a read-only buffer of bytes, as a memoryview sees it
     assert ro.dtype == np.uint8 and ro.__array_interface__["data"][1]
-    # Objects that are no buffer still need an interface (as_storage never copies).
-    for bad in ([1, 2], "abc"):
-        with pytest.raises(TypeError, match="exposes none of"):
-            cai.as_storage(bad)
+    # Objects that are no buffer still need an interface (as_storage never copies); the
+    # message says what the data lacks and how to copy it instead.
+    for bad, type_name in (([1, 2], "list"), ("abc", "str")):
+        for call, wraps in (
+            (cai.as_storage, "as_storage()"),
+            (lambda d: cai.storage(d, copy=False), "storage(copy=False)"),
+        ):
+            with pytest.raises(TypeError) as e:
+                call(bad)
+            message = str(e.value)
+            assert f"data of type {type_name} exposes none of __gt_data_interface__" in message
+            assert "is no memory buffer (the buffer protocol)" in message
+            assert f"{wraps} wraps memory without copying it: storage(data) copies" in message
+    assert np.asarray(cai.storage([1, 2])).tolist() == [1, 2]  # the copy the message points to
 
 
 def test_as_storage_reads_strides_and_checks_explicit_parameters():
@@ -910,6 +920,11 @@ def test_sync_state_class():
     with pytest.raises(TypeError, match=r"^state = 1.0: use"):
         cai.SyncState(1.0)
     assert cai.SyncState().state == 0
+    # Pickled and copied by value: a state of its own with the same value (TypeError before).
+    for protocol in (0, 2, 5):
+        back = pickle.loads(pickle.dumps(st_, protocol=protocol))
+        assert type(back) is cai.SyncState and back.state == 1 and back is not st_
+    assert copy.copy(st_).state == copy.deepcopy(st_).state == 1
 
 
 # ---------------------------------------------------------------- properties (hypothesis)
