@@ -488,7 +488,13 @@ impl<S: Space> DescriptorBuilder<S> {
     /// Checks everything and builds the descriptor: the layout fits the buffer, arithmetic
     /// does not overflow, zero-size arrays export pointer 0, `strides` is `None` exactly when
     /// C-contiguous, and the result satisfies [`ArrayDescriptor::validate`].
-    pub fn build(mut self) -> Result<ArrayDescriptor<S>, DescriptorError> {
+    pub fn build(self) -> Result<ArrayDescriptor<S>, DescriptorError> {
+        self.build_with_layout().map(|(d, _)| d)
+    }
+
+    /// [`Self::build`], with the layout it checked (what [`ArrayDescriptor::layout`] would
+    /// compute again), for exporters that need both.
+    pub fn build_with_layout(mut self) -> Result<(ArrayDescriptor<S>, Layout), DescriptorError> {
         let itemsize = self.dtype.itemsize();
         let shape = match self.shape.take() {
             Some(s) => s,
@@ -520,6 +526,15 @@ impl<S: Space> DescriptorBuilder<S> {
             layout.is_empty(),
             layout.exported_strides().map(<[isize]>::to_vec),
         );
+        // The layout the descriptor reads back as: a C-contiguous one exports no strides, and
+        // is read with C strides (which differ from those built only where a dimension has at
+        // most one item).
+        let layout = match exported_strides {
+            None if self.strides.is_some() || self.order != Order::C => {
+                Layout::c_contiguous(&shape, itemsize)?
+            }
+            _ => layout,
+        };
         let ptr = if is_empty {
             0
         } else {
@@ -564,7 +579,8 @@ impl<S: Space> DescriptorBuilder<S> {
             descriptor.validate()?;
         }
         debug_assert_eq!(descriptor.validate(), Ok(()));
-        Ok(descriptor)
+        debug_assert_eq!(descriptor.layout().as_ref(), Ok(&layout));
+        Ok((descriptor, layout))
     }
 
     fn out_of_bounds(

@@ -161,16 +161,21 @@ proptest! {
         shape in prop::option::of(wild_shape()),
         strides in prop::option::of(prop::collection::vec(-64isize..64, 0..5)),
         version in 0u32..5,
+        f_order in any::<bool>(),
     ) {
         // SAFETY: never dereferenced; only descriptors are computed.
         let mem = unsafe { RawDeviceMemory::<f32>::from_raw_parts(0x1000, len) };
         let result = DescriptorBuilder::<Device>::device(&mem)
             .shape(shape.clone().unwrap_or_else(|| vec![len]))
             .strides(strides)
+            .order(if f_order { Order::F } else { Order::C })
             .version(version)
-            .build();
+            .build_with_layout();
         match result {
-            Ok(d) => {
+            Ok((d, layout)) => {
+                // The layout handed out is the one the descriptor reads back as.
+                let read_back = d.layout();
+                prop_assert_eq!(read_back.as_ref(), Ok(&layout));
                 prop_assert!(d.validate().is_ok());
                 d.check_within(0x1000, len * 4).unwrap();
                 prop_assert!(d.layout().unwrap().is_empty() == (d.data.ptr == 0));

@@ -23,6 +23,7 @@ use std::sync::Mutex;
 use super::export::{descr_list, export_error};
 use crate::descriptor::HostArrayDescriptor;
 use crate::interface::ArrayInterface;
+use crate::layout::Layout;
 use crate::typestr::{ByteOrder, TypeStr};
 
 /// `PyArrayInterface` of `numpy/ndarraytypes.h`.
@@ -197,6 +198,15 @@ pub fn from_descriptor<'py>(
     let layout = d
         .layout()
         .map_err(|e| export_error(e, "__array_struct__"))?;
+    capsule(py, d, &layout)
+}
+
+/// The capsule for `d`, whose layout is `layout`.
+fn capsule<'py>(
+    py: Python<'py>,
+    d: &HostArrayDescriptor,
+    layout: &Layout,
+) -> PyResult<Bound<'py, PyAny>> {
     let descr = match d.descr.as_ref().filter(|d| !d.is_simple()) {
         Some(list) => descr_list(py, list)?.into_any(),
         None => numpy_dtype(py, d.typestr)?,
@@ -217,9 +227,13 @@ pub fn array_struct<'py, T: ArrayInterface + ?Sized>(
     py: Python<'py>,
     value: &T,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let d = match value.__cai_builder() {
-        Some(b) => b.and_then(|b| b.build()),
-        None => value.array_interface(),
+    let built = match value.__cai_builder() {
+        Some(b) => b.and_then(|b| b.build_with_layout()),
+        None => value.array_interface().and_then(|d| {
+            let layout = d.layout()?;
+            Ok((d, layout))
+        }),
     };
-    from_descriptor(py, &d.map_err(|e| export_error(e, "__array_struct__"))?)
+    let (d, layout) = built.map_err(|e| export_error(e, "__array_struct__"))?;
+    capsule(py, &d, &layout)
 }
