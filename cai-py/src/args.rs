@@ -16,12 +16,8 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
 
-/// `repr(v)`, or a placeholder when `repr` itself raises.
-pub fn repr(v: &Bound<'_, PyAny>) -> String {
-    v.repr()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|_| "<unprintable>".into())
-}
+/// `repr(v)` for messages, shortened; a placeholder when `repr` itself raises.
+pub use cai_runtime::python::show;
 
 /// An int or an object with `__index__` (NumPy integers), not a bool, and not a sequence
 /// (an ndarray has `__index__` too, but is read as the sequence it is).
@@ -52,7 +48,7 @@ fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128)
         // `extract::<i64>` would read it as 0 or 1.
         return Err(PyTypeError::new_err(format!(
             "{key}: {} is a bool, not an int",
-            repr(v)
+            show(v)
         )));
     }
     // i64 first: the abi3 build has no fast path for wider ints.
@@ -61,7 +57,7 @@ fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128)
         Err(_) if !is_int(v) => {
             return Err(PyTypeError::new_err(format!(
                 "{key}: {} is not an int",
-                repr(v)
+                show(v)
             )));
         }
         Err(_) => match v.extract::<i128>() {
@@ -81,7 +77,7 @@ fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128)
         Some(n) => n < lo,
         None => v.lt(0)?,
     };
-    let value = n.map_or_else(|| repr(v), |n| n.to_string());
+    let value = n.map_or_else(|| show(v), |n| n.to_string());
     Err(PyValueError::new_err(if below && lo == 0 {
         format!("{key}: {value} must be a non-negative int")
     } else if below {
@@ -127,7 +123,7 @@ fn int_sequence<T>(
     v: &Bound<'_, PyAny>,
     item: impl Fn(&str, &Bound<'_, PyAny>) -> PyResult<T>,
 ) -> PyResult<PerDim<T>> {
-    let bad = || PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", repr(v)));
+    let bad = || PyTypeError::new_err(format!("{key} = {}: expected a sequence of ints", show(v)));
     if v.is_instance_of::<PyString>() {
         return Err(bad());
     }
@@ -152,7 +148,7 @@ pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
     let bad = || {
         PyTypeError::new_err(format!(
             "halo = {}: expected a sequence of one int (symmetric) or (start, end) pair per dimension",
-            repr(v)
+            show(v)
         ))
     };
     each_item(v, bad, |i| {
@@ -171,13 +167,13 @@ pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
 /// PyO3 itself refuses one: `sync=0` would read as a silent "no".
 pub fn flag(key: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
     v.extract::<bool>()
-        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not a bool", repr(v))))
+        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not a bool", show(v))))
 }
 
 /// `v` as a str.
 pub fn text(key: &str, v: &Bound<'_, PyAny>) -> PyResult<String> {
     v.extract::<String>()
-        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not a str", repr(v))))
+        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not a str", show(v))))
 }
 
 /// `v` as one of `names`, returned as the name itself, so that a signature's default stays a
@@ -222,7 +218,7 @@ fn bad_choice(key: &str, v: &Bound<'_, PyAny>, names: &[&str], none: bool) -> Py
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => "no value".to_owned(),
     };
-    let msg = format!("{key} = {}: expected {expected}", repr(v));
+    let msg = format!("{key} = {}: expected {expected}", show(v));
     if v.is_instance_of::<PyString>() {
         PyValueError::new_err(msg)
     } else {
@@ -246,7 +242,7 @@ macro_rules! int_items {
                 if !scalar(v) {
                     return Err(PyTypeError::new_err(format!(
                         "{key}: {} is not an int (the items are {})",
-                        repr(v),
+                        show(v),
                         $name
                     )));
                 }
@@ -258,7 +254,7 @@ macro_rules! int_items {
                 n.and_then(|n| <$ty>::try_from(n).ok()).ok_or_else(|| {
                     PyOverflowError::new_err(format!(
                         "{key}: {} is out of bounds for {} ({} to {})",
-                        repr(v),
+                        show(v),
                         $name,
                         <$ty>::MIN,
                         <$ty>::MAX
@@ -282,7 +278,7 @@ macro_rules! float_items {
                 v.extract::<f64>().map(|x| x as $ty).map_err(|_| {
                     PyTypeError::new_err(format!(
                         "{key}: {} is not a real number (the items are {})",
-                        repr(v),
+                        show(v),
                         $name
                     ))
                 })
@@ -368,7 +364,7 @@ pub mod arg {
         }
         v.extract::<bool>()
             .map(Some)
-            .map_err(|_| PyTypeError::new_err(format!("copy: {} is not a bool or None", repr(v))))
+            .map_err(|_| PyTypeError::new_err(format!("copy: {} is not a bool or None", show(v))))
     }
 
     /// The argument `value` of `Grid.set`: a float64 item (`value` is `DeviceArray.fill`'s

@@ -4,7 +4,7 @@
 //! the arguments, applies GDP-3's lookup order, and forwards element writes to NumPy (host) or
 //! CuPy (device), as GDP-3 does.
 
-use crate::args::{self, is_int, repr, size, sizes};
+use crate::args::{self, is_int, show, size, sizes};
 use crate::fastcall::{self, Args};
 use cai_runtime::descriptor::{ArrayDescriptor, Space};
 use cai_runtime::python::array_struct::ArrayStruct;
@@ -200,7 +200,7 @@ fn dtype_arg<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py,
     numpy(py)?
         .getattr("dtype")?
         .call1((v,))
-        .map_err(|e| numpy_error_named(py, e, &format!("dtype = {}", repr(v))))
+        .map_err(|e| numpy_error_named(py, e, &format!("dtype = {}", show(v))))
 }
 
 /// A `numpy.dtype` and the element type it describes.
@@ -275,7 +275,7 @@ fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
     let names: Vec<String> = v.extract().map_err(|_| {
         PyTypeError::new_err(format!(
             "dims = {}: expected a str such as \"IJK\" or a sequence of str",
-            repr(v)
+            show(v)
         ))
     })?;
     parse_dims(&names).map_err(err)
@@ -292,7 +292,7 @@ fn opt_str(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     }
     v.extract::<String>()
         .map(Some)
-        .map_err(|_| PyTypeError::new_err(format!("{key} = {}: expected a str or None", repr(v))))
+        .map_err(|_| PyTypeError::new_err(format!("{key} = {}: expected a str or None", show(v))))
 }
 
 /// Every keyword a storage function takes: the creators' own parameters, then GDP-3's
@@ -616,14 +616,21 @@ fn status_of(state: &Bound<'_, PyAny>) -> PyResult<SyncStatus> {
     if !is_int(state) {
         return Err(PyTypeError::new_err(format!(
             "state = {}: {USE}",
-            repr(state)
+            show(state)
         )));
     }
     match state.extract::<i64>() {
         Ok(0) => Ok(SyncStatus::Clean),
         Ok(1) => Ok(SyncStatus::HostDirty),
         Ok(2) => Ok(SyncStatus::DeviceDirty),
-        _ => Err(PyValueError::new_err(format!("state = {state}: {USE}"))),
+        // The value as the int it is (`str(state)` would call a custom `__repr__`, and one
+        // that raises would be printed as an ignored exception).
+        Ok(n) => Err(PyValueError::new_err(format!("state = {n}: {USE}"))),
+        Err(e) if e.is_instance_of::<PyOverflowError>(state.py()) => Err(PyValueError::new_err(
+            format!("state = {}: {USE}", show(state)),
+        )),
+        // `__index__` itself raised: its error says more than ours would.
+        Err(e) => Err(e),
     }
 }
 
@@ -844,7 +851,7 @@ fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexItem>>> {
                 if !args::scalar(&v) {
                     return Err(PyTypeError::new_err(format!(
                         "slice indices must be integers or None, not {}",
-                        repr(&v)
+                        show(&v)
                     )));
                 }
                 match v.extract::<isize>() {
@@ -1399,10 +1406,11 @@ impl PyStorage {
             .name()
             .map(|n| n.to_string())
             .unwrap_or_else(|_| "Storage".into());
-        // The attributes as Python shows them.
+        // The attributes as Python shows them, whole (`show` would cut them for a message).
         let py = slf.py();
         let tuple = |t: PyResult<Bound<'_, PyTuple>>| {
-            t.map_or_else(|_| "?".into(), |t| args::repr(t.as_any()))
+            t.and_then(|t| t.as_any().repr().map(|r| r.to_string()))
+                .unwrap_or_else(|_| "?".into())
         };
         format!(
             "{class}(shape={}, dtype={dtype}, halo={}, dims={}, layout={})",
@@ -1464,7 +1472,7 @@ fn item_bytes(py: Python<'_>, dtype: &Dtype, value: &Bound<'_, PyAny>) -> PyResu
         .map_err(|e| {
             let what = format!(
                 "fill_value = {}: cannot be stored as {}",
-                repr(value),
+                show(value),
                 dtype.numpy
             );
             numpy_error_named(py, e, &what)
@@ -1472,7 +1480,7 @@ fn item_bytes(py: Python<'_>, dtype: &Dtype, value: &Bound<'_, PyAny>) -> PyResu
     if a.getattr("ndim")?.extract::<usize>()? != 0 {
         return Err(PyValueError::new_err(format!(
             "fill_value = {} is not a scalar",
-            repr(value)
+            show(value)
         )));
     }
     a.call_method0("tobytes")?.extract()
@@ -1698,7 +1706,7 @@ fn sync_state_arg(v: &Bound<'_, PyAny>) -> PyResult<Option<SyncState>> {
         .map_err(|_| {
             PyTypeError::new_err(format!(
                 "sync_state = {}: expected a cai.SyncState or None",
-                repr(v)
+                show(v)
             ))
         })
 }

@@ -6,6 +6,37 @@ use crate::layout::LayoutError;
 use crate::stream::{Stream, StreamError};
 use crate::typestr::{TypeStr, TypeStrError};
 
+use std::fmt;
+
+/// The longest a value is shown in a message, in characters; a longer one is cut to
+/// `SHOWN_MAX - 3` and `...`, as `repr()` of Python values is in the Python messages.
+const SHOWN_MAX: usize = 80;
+
+/// `text` cut to [`SHOWN_MAX`] characters (the last three `...`) where it is longer, so that a
+/// huge bad value is named, not repeated whole, in its error.
+pub(crate) fn shorten(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(SHOWN_MAX) {
+        None => text.into(),
+        Some(_) => {
+            let cut = text
+                .char_indices()
+                .nth(SHOWN_MAX - 3)
+                .map_or(text.len(), |(i, _)| i);
+            format!("{}...", &text[..cut]).into()
+        }
+    }
+}
+
+/// A user's value in a message: its `Debug` form (a string in quotes, a list in brackets),
+/// [`shorten`]ed.
+pub(crate) struct Shown<'a, T: ?Sized>(pub &'a T);
+
+impl<T: fmt::Debug + ?Sized> fmt::Display for Shown<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&shorten(&format!("{:?}", self.0)))
+    }
+}
+
 /// A descriptor that breaks a rule of the CUDA Array Interface or NumPy array interface.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -216,4 +247,23 @@ pub enum CopyToHostError {
     /// The host vector could not be allocated.
     #[error(transparent)]
     HostAlloc(#[from] AllocError),
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::{SHOWN_MAX, Shown, shorten};
+
+    #[test]
+    fn short_values_are_whole_and_long_ones_cut_at_a_character() {
+        assert_eq!(Shown("gpu").to_string(), r#""gpu""#);
+        let exact = "x".repeat(SHOWN_MAX);
+        assert_eq!(shorten(&exact), exact);
+        let long = "é".repeat(100_000); // two bytes a character: the cut is at a char boundary
+        let cut = shorten(&long);
+        assert_eq!(cut.chars().count(), SHOWN_MAX);
+        assert!(cut.ends_with("é...") && cut.starts_with('é'));
+        let list = Shown(&vec![7usize; 50_000]).to_string();
+        assert_eq!(list.chars().count(), SHOWN_MAX);
+        assert!(list.starts_with("[7, 7,") && list.ends_with("..."));
+    }
 }

@@ -8,6 +8,7 @@
 //! [`TypeStr::canonical`] normalises a parsed type string the way NumPy's `dtype(s).str` does,
 //! so that two spellings of one type compare equal.
 
+use crate::error::Shown;
 use std::fmt;
 use std::str::FromStr;
 
@@ -221,12 +222,12 @@ pub struct TypeStr {
 pub enum TypeStrError {
     /// Too short to hold byte order, kind and size.
     #[error(
-        "typestr {0:?} is too short: expected a byte order (<, >, | or =), a kind letter and an item size, as in '<f4'"
+        "typestr {} is too short: expected a byte order (<, >, | or =), a kind letter and an item size, as in '<f4'", Shown(.0)
     )]
     TooShort(String),
     /// The first character is not `<`, `>`, `|` or `=`.
     #[error(
-        "typestr {value:?} starts with {found:?}: the first character must be a byte order, one of <, >, | or ="
+        "typestr {} starts with {found:?}: the first character must be a byte order, one of <, >, | or =", Shown(.value)
     )]
     ByteOrder {
         /// The whole type string.
@@ -235,7 +236,7 @@ pub enum TypeStrError {
         found: char,
     },
     /// The second character is not a known kind.
-    #[error("typestr {value:?} has kind {found:?}: expected one of t b i u f c m M O S U V")]
+    #[error("typestr {} has kind {found:?}: expected one of t b i u f c m M O S U V", Shown(.value))]
     Kind {
         /// The whole type string.
         value: String,
@@ -244,11 +245,11 @@ pub enum TypeStrError {
     },
     /// The size is missing or not a decimal number.
     #[error(
-        "typestr {0:?} has no valid item size: expected decimal digits after the kind letter, as in '<f4'"
+        "typestr {} has no valid item size: expected decimal digits after the kind letter, as in '<f4'", Shown(.0)
     )]
     Size(String),
     /// The size is not one this kind has.
-    #[error("typestr {value:?}: kind '{kind}' has no item size {size} (allowed: {allowed})")]
+    #[error("typestr {}: kind '{kind}' has no item size {size} (allowed: {allowed})", Shown(.value))]
     SizeForKind {
         /// The whole type string.
         value: String,
@@ -260,7 +261,7 @@ pub enum TypeStrError {
         allowed: String,
     },
     /// A `[unit]` suffix is malformed, unknown, or given to a kind other than `m` and `M`.
-    #[error("typestr {value:?} has an invalid datetime unit: {reason}")]
+    #[error("typestr {} has an invalid datetime unit: {reason}", Shown(.value))]
     Unit {
         /// The whole type string.
         value: String,
@@ -268,7 +269,7 @@ pub enum TypeStrError {
         reason: &'static str,
     },
     /// The item size in bytes does not fit in `usize`.
-    #[error("typestr {0:?}: item size overflows")]
+    #[error("typestr {}: item size overflows", Shown(.0))]
     Overflow(String),
 }
 

@@ -445,6 +445,16 @@ def test_malformed_descriptors_raise_typed_errors(changes, exc, fragment):
     assert fragment in str(info.value)
 
 
+@pytest.mark.parametrize("typestr", ["x" * 100_000, "<f" + "9" * 100_000, "<" + "f" * 100_000])
+def test_a_huge_typestr_is_named_shortened(typestr):
+    for check in (cai.from_cuda_array_interface, cai.check_descriptor):
+        try:
+            result = str(check(base_desc(typestr=typestr)))
+        except TypeError as e:
+            result = str(e)
+        assert typestr[:20] in result and "..." in result and len(result) < 400, result[:400]
+
+
 class Exposing:
     def __init__(self, **interfaces):
         self.__dict__.update(interfaces)

@@ -384,6 +384,27 @@ def test_bad_shape_and_dtype():
         cai.empty((2**40, 2**20), dtype="u1")
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: cai.zeros("x" * 100_000),
+        lambda: cai.zeros((2,), dims=["I"] * 50_000),
+        lambda: cai.zeros((2,), dims=["x" * 100_000]),
+        lambda: cai.zeros((2,), layout=list(range(100_000))),
+        lambda: cai.zeros((2,), defaults="x" * 100_000),
+        lambda: cai.zeros((2,), managed="x" * 100_000),
+        lambda: cai.SyncState([1] * 100_000),
+        lambda: cai.as_storage(np.zeros(3), sync_state=list(range(100_000))),
+    ],
+)
+def test_a_huge_bad_value_is_shortened_in_the_message(call):
+    # The value is cut at 80 characters, as Python values are in descriptor errors (it was
+    # whole: 100 KB and more).
+    with pytest.raises((TypeError, ValueError)) as e:
+        call()
+    assert len(str(e.value)) < 300 and "..." in str(e.value), str(e.value)[:300]
+
+
 # ---------------------------------------------------------------- views
 
 
@@ -584,6 +605,8 @@ def test_storages_are_of_gdp3s_storage_types():
                  cai.full((2,), 1.0, defaults="gtx86")]:
         assert type(made) is cai.CPUStorage
     assert repr(s) == "CPUStorage(shape=(3, 4), dtype=float64, halo=((1, 1), (0, 0)), dims=('I', 'K'), layout=(0, 1))"
+    wide = cai.zeros((1,) * 40)  # a repr is whole, however long (messages cut values at 80)
+    assert f"shape={(1,) * 40}, " in repr(wide) and f"layout={tuple(range(40))})" in repr(wide)
     assert weakref.ref(s)() is s
     # All four are public, with GDP-3's other names for two of them, and made only by the
     # creation functions.
@@ -925,6 +948,30 @@ def test_sync_state_class():
         back = pickle.loads(pickle.dumps(st_, protocol=protocol))
         assert type(back) is cai.SyncState and back.state == 1 and back is not st_
     assert copy.copy(st_).state == copy.deepcopy(st_).state == 1
+
+
+def test_sync_state_names_the_int_not_its_repr(monkeypatch):
+    class Index:  # an int-like whose repr raises: the message shows the int it is
+        def __init__(self, n):
+            self.n = n
+
+        def __index__(self):
+            if self.n is None:
+                raise LookupError("no index")
+            return self.n
+
+        def __repr__(self):
+            raise RuntimeError("repr boom")
+
+    ignored = []  # str(value) printed a failing repr as an "Exception ignored" before
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    for bad in (Index(-3), np.int64(7)):
+        with pytest.raises(ValueError, match=rf"^state = {int(bad)}: use SyncState.SYNC_CLEAN"):
+            cai.SyncState(bad)
+    assert cai.SyncState(Index(2)).state == 2
+    with pytest.raises(LookupError, match="no index"):  # its own error, not ours
+        cai.SyncState(Index(None))
+    assert ignored == []
 
 
 # ---------------------------------------------------------------- properties (hypothesis)

@@ -133,17 +133,12 @@ impl Problem {
     }
 }
 
-/// `repr()` of a Python value for messages, shortened; never fails.
-pub(crate) fn show(v: &Bound<'_, PyAny>) -> String {
-    let s = v
-        .repr()
-        .map(|r| r.to_string())
-        .unwrap_or_else(|_| "<unrepresentable>".to_owned());
-    if s.chars().count() > 80 {
-        let head: String = s.chars().take(77).collect();
-        format!("{head}...")
-    } else {
-        s
+/// `repr()` of a Python value for messages, shortened to 80 characters; never fails (a
+/// `repr` that raises gives a placeholder, and is not reported as an ignored exception).
+pub fn show(v: &Bound<'_, PyAny>) -> String {
+    match v.repr() {
+        Ok(r) => crate::error::shorten(&r.to_string_lossy()).into_owned(),
+        Err(_) => "<unrepresentable>".to_owned(),
     }
 }
 

@@ -8,6 +8,7 @@ use std::fmt;
 use smallvec::SmallVec;
 
 use super::StorageError;
+use crate::error::Shown;
 
 /// One value per dimension; up to four held inline.
 pub type PerDim<T> = SmallVec<[T; 4]>;
@@ -72,7 +73,8 @@ pub fn parse_dims<S: AsRef<str>>(names: &[S]) -> Result<PerDim<Dim>, StorageErro
         let name = name.as_ref();
         let d = Dim::parse(name).ok_or_else(|| {
             bad(format!(
-                "{name:?} is not a dimension: use \"I\", \"J\", \"K\" or data dimensions \"0\", \"1\", ..."
+                "{} is not a dimension: use \"I\", \"J\", \"K\" or data dimensions \"0\", \"1\", ...",
+                Shown(name)
             ))
         })?;
         if dims.contains(&d) {

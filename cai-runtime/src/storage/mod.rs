@@ -13,6 +13,8 @@ pub mod params;
 pub mod sync_state;
 pub mod view;
 
+use crate::error::Shown;
+
 pub use alloc::{AllocationPlan, check_alignment};
 pub use array::{Buffers, DeviceBufferHandle, ElementType, Init, Selected, Side, Storage};
 pub use buffer::HostBuffer;
@@ -28,7 +30,8 @@ pub use view::{Geometry, IndexError, IndexItem};
 pub enum StorageError {
     /// `layout` is not a permutation of `0..ndim`.
     #[error(
-        "layout = {layout:?} is not a permutation of 0..{ndim} (one entry per dimension, each once; the largest entry is the contiguous dimension)"
+        "layout = {} is not a permutation of 0..{ndim} (one entry per dimension, each once; the largest entry is the contiguous dimension)",
+        Shown(.layout)
     )]
     Layout {
         /// The layout given.
@@ -90,10 +93,10 @@ pub enum StorageError {
         itemsize: usize,
     },
     /// An unknown `defaults` preset.
-    #[error("defaults = {0:?} is not a preset: use \"C\", \"F\", \"gtx86\" or \"gtcuda\"")]
+    #[error("defaults = {} is not a preset: use \"C\", \"F\", \"gtx86\" or \"gtcuda\"", Shown(.0))]
     Preset(String),
     /// A bad `dims` entry.
-    #[error("dims = {dims:?}: {why}")]
+    #[error("dims = {}: {why}", Shown(.dims))]
     Dims {
         /// The dims given.
         dims: Vec<String>,
@@ -101,16 +104,18 @@ pub enum StorageError {
         why: String,
     },
     /// A bad `device`.
-    #[error("device = {0:?}: use None (host memory) or \"gpu\"")]
+    #[error("device = {}: use None (host memory) or \"gpu\"", Shown(.0))]
     Device(String),
     /// A bad `managed`.
     #[error(
-        "managed = {0:?}: use None, \"gt4py\" (host and device mirror) or \"cuda\" (unified memory)"
+        "managed = {}: use None, \"gt4py\" (host and device mirror) or \"cuda\" (unified memory)",
+        Shown(.0)
     )]
     Managed(String),
     /// A dtype a storage cannot hold.
     #[error(
-        "dtype {0:?} cannot be stored: storages hold fixed-size plain data (numbers, booleans, bytes, structured types), not Python objects or zero-size items"
+        "dtype {} cannot be stored: storages hold fixed-size plain data (numbers, booleans, bytes, structured types), not Python objects or zero-size items",
+        Shown(.0)
     )]
     Dtype(String),
     /// The host allocation failed.
