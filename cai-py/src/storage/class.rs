@@ -1,0 +1,699 @@
+//! The `Storage` class and its GDP-3 storage-type subclasses: the interfaces
+//! (`__array_interface__`, `__cuda_array_interface__`, `__gt_data_interface__`), item
+//! access, views, the mirror methods, copying and pickling.
+
+use super::create::storage;
+use super::device::{MirrorOp, copy_storage, mirror};
+use super::dtype::{Dtype, dtype_arg};
+use super::index::{basic_index, gt_index_arrays, gt_ndarray, index_error};
+use super::keywords::dim_names;
+use super::sync_state::PySyncState;
+use super::{cupy, err, no_sync, numpy, read_through_gt};
+use crate::args::{self, sizes};
+use cai_runtime::DescriptorError;
+use cai_runtime::descriptor::{ArrayDescriptor, Space};
+use cai_runtime::python::array_struct::ArrayStruct;
+use cai_runtime::python::{self as cpy, GtData, HookKind};
+use cai_runtime::storage::gt::GtDataDescriptor;
+use cai_runtime::storage::{
+    GtDevice, Managed, PerDim, Preset, Selected, Storage, StorageError, SyncStatus,
+};
+use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple};
+
+/// A GDP-3 storage: an n-dimensional array in host memory, device memory, or both kept in
+/// step, with a halo, semantic dims, and an aligned layout. NumPy reads host storages
+/// zero-copy (`__array_interface__`), CuPy and friends device storages
+/// (`__cuda_array_interface__`), and GT4Py-style consumers both (`__gt_data_interface__`).
+///
+/// Every storage is an instance of one of GDP-3's storage types, subclasses of `Storage`
+/// chosen by where its buffers are ([`StorageType`]).
+#[pyclass(module = "cai", name = "Storage", weakref, subclass)]
+pub struct PyStorage {
+    pub(super) inner: Storage,
+    dtype: Py<PyAny>,
+}
+
+/// GDP-3's storage types ("Storage Types"): the class of a storage says where its buffers are
+/// and who keeps them in step. Storages are made by the creation functions only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StorageType {
+    /// `CPUStorage`: a host buffer only (`device=None`).
+    Cpu,
+    /// `GPUStorage`: a device buffer only (`device="gpu", managed=None`, or wrapped device
+    /// memory).
+    Gpu,
+    /// `SoftwareManagedGPUStorage`: a host and a device buffer that this package keeps in step
+    /// (`managed="gt4py"`).
+    SoftwareManaged,
+    /// `CUDAManagedGPUStorage`: unified memory, which CUDA keeps in step (`managed="cuda"`).
+    CudaManaged,
+}
+
+impl StorageType {
+    fn of(s: &Storage) -> StorageType {
+        match (s.buffers().managed, s.has_host(), s.has_device()) {
+            (Managed::Cuda, _, _) => StorageType::CudaManaged,
+            (_, true, true) => StorageType::SoftwareManaged,
+            (_, false, true) => StorageType::Gpu,
+            _ => StorageType::Cpu,
+        }
+    }
+}
+
+/// A GDP-3 storage with a host buffer only (`device=None`).
+#[pyclass(module = "cai", name = "CPUStorage", extends = PyStorage)]
+pub struct CpuStorage;
+
+/// A GDP-3 storage with a device buffer only (`device="gpu", managed=None`).
+#[pyclass(module = "cai", name = "GPUStorage", extends = PyStorage)]
+pub struct GpuStorage;
+
+/// A GDP-3 storage with a host and a device buffer kept in step by this package
+/// (`managed="gt4py"`); GDP-3 also calls it `GT4PySyncedGPUStorage`.
+#[pyclass(module = "cai", name = "SoftwareManagedGPUStorage", extends = PyStorage)]
+pub struct SoftwareManagedGpuStorage;
+
+/// A GDP-3 storage in CUDA unified memory, which CUDA keeps in step (`managed="cuda"`);
+/// GDP-3 also calls it `CUDASyncedGPUStorage` and `CudaManagedGPUStorage`.
+#[pyclass(module = "cai", name = "CUDAManagedGPUStorage", extends = PyStorage)]
+pub struct CudaManagedGpuStorage;
+
+impl PyStorage {
+    /// GDP-3's `__array__` view: the host buffer's (NumPy, brought up to date) wherever there
+    /// is one, else the device buffer's (CuPy).
+    fn array_view<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if slf.borrow().inner.has_host() {
+            Self::to_numpy(slf)
+        } else {
+            Self::to_cupy(slf)
+        }
+    }
+
+    /// The items as a NumPy array: [`Self::array_view`], copied to the host (through CuPy, as
+    /// every device read here) for a device-only storage.
+    fn host_items<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let view = Self::array_view(slf)?;
+        if slf.borrow().inner.has_host() {
+            Ok(view)
+        } else {
+            view.call_method0("get")
+        }
+    }
+
+    pub(super) fn new_py(py: Python<'_>, inner: Storage, dtype: &Dtype) -> PyResult<Py<PyStorage>> {
+        let dtype = dtype.numpy.clone().unbind();
+        PyStorage { inner, dtype }.into_object(py)
+    }
+
+    fn view(&self, py: Python<'_>, inner: Storage) -> PyResult<Py<PyStorage>> {
+        let dtype = self.dtype.clone_ref(py);
+        PyStorage { inner, dtype }.into_object(py)
+    }
+
+    /// The Python object, of the storage type its buffers make it.
+    fn into_object(self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        let kind = StorageType::of(&self.inner);
+        let base = PyClassInitializer::from(self);
+        let object = match kind {
+            StorageType::Cpu => Bound::new(py, base.add_subclass(CpuStorage))?.into_super(),
+            StorageType::Gpu => Bound::new(py, base.add_subclass(GpuStorage))?.into_super(),
+            StorageType::SoftwareManaged => {
+                Bound::new(py, base.add_subclass(SoftwareManagedGpuStorage))?.into_super()
+            }
+            StorageType::CudaManaged => {
+                Bound::new(py, base.add_subclass(CudaManagedGpuStorage))?.into_super()
+            }
+        };
+        Ok(object.unbind())
+    }
+
+    /// One side's interface dict (`attribute`), that side brought up to date first (GDP-3: a
+    /// read); `AttributeError` with `missing` when the storage has no buffer there.
+    fn interface<'py, S: Space>(
+        &self,
+        py: Python<'py>,
+        attribute: &str,
+        missing: &'static str,
+        bring_up_to_date: MirrorOp,
+        describe: impl FnOnce(&Storage) -> Option<Result<ArrayDescriptor<S>, DescriptorError>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let d = describe(&self.inner)
+            .ok_or_else(|| PyAttributeError::new_err(missing))?
+            .map_err(|e| cpy::export::export_error(e, attribute))?;
+        mirror(&self.inner, bring_up_to_date)?;
+        cpy::to_dict(py, &d)
+    }
+
+    pub(super) fn dtype<'py>(&self, py: Python<'py>) -> Dtype<'py> {
+        Dtype {
+            element: self.inner.element().clone(),
+            numpy: self.dtype.bind(py).clone(),
+        }
+    }
+
+    /// GDP-3, for a value without a data interface: a mirrored storage is on the GPU unless
+    /// its host side is newer; anything else if it has a CUDA interface.
+    fn value_on_gpu(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        if let Ok(s) = value.cast::<PyStorage>() {
+            let s = s.borrow();
+            return Ok(match s.inner.sync_status() {
+                Some(st) => st != SyncStatus::HostDirty,
+                None => s.inner.has_device(),
+            });
+        }
+        value.hasattr(pyo3::intern!(value.py(), "__cuda_array_interface__"))
+    }
+}
+
+/// Why a device-only storage has no host interface (an `AttributeError`, so that NumPy goes
+/// on to `__array__`).
+const NO_HOST_BUFFER: &str =
+    "this storage has no host buffer (device=\"gpu\", managed=None): use __cuda_array_interface__";
+
+#[pymethods]
+impl PyStorage {
+    /// The NumPy array interface of the host buffer (read after copying newer device data).
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.interface(
+            py,
+            "__array_interface__",
+            NO_HOST_BUFFER,
+            MirrorOp::DeviceToHost(false),
+            Storage::host_descriptor,
+        )
+    }
+
+    /// NumPy's C-struct form of `__array_interface__` (a capsule), which NumPy reads first
+    /// and faster (`array_struct.rs`); after copying newer device data, as the dict.
+    #[getter]
+    fn __array_struct__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let data = self
+            .inner
+            .host_ptr()
+            .ok_or_else(|| PyAttributeError::new_err(NO_HOST_BUFFER))?;
+        mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
+        ArrayStruct {
+            shape: self.inner.shape(),
+            strides: self.inner.strides(),
+            data,
+            readonly: self.inner.buffers().readonly,
+            typestr: self.inner.element().typestr,
+            descr: self.dtype.bind(py),
+        }
+        .into_capsule()
+    }
+
+    /// The CUDA Array Interface of the device buffer (read after copying newer host data).
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.interface(
+            py,
+            "__cuda_array_interface__",
+            "this storage has no device buffer (it lives in host memory): use __array_interface__",
+            MirrorOp::HostToDevice(false),
+            Storage::device_descriptor,
+        )
+    }
+
+    /// GDP-3's data interface: `{None: host entry, "gpu": device entry}`, each with `dims`,
+    /// `halo`, `acquire` (device_to_host / host_to_device) and `touch` (set_host_modified /
+    /// set_device_modified).
+    #[getter]
+    fn __gt_data_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        let py = slf.py();
+        let this = slf.borrow();
+        let host = this.inner.host_descriptor().transpose();
+        let gpu = this.inner.device_descriptor().transpose();
+        let export = |e| cpy::export::export_error(e, "__gt_data_interface__");
+        let d = GtDataDescriptor::new(
+            host.map_err(export)?,
+            gpu.map_err(export)?,
+            Some(dim_names(this.inner.dims())),
+            Some(this.inner.halo().to_vec()),
+        )
+        .map_err(cpy::gt::gt_error)?;
+        drop(this);
+        cpy::gt::gt_dict(py, &d, |device, kind| {
+            let name = match (device, kind) {
+                (GtDevice::Host, HookKind::Acquire) => "device_to_host",
+                (GtDevice::Gpu, HookKind::Acquire) => "host_to_device",
+                (GtDevice::Host, HookKind::Touch) => "set_host_modified",
+                (GtDevice::Gpu, HookKind::Touch) => "set_device_modified",
+                (_, HookKind::Release) => return Ok(None),
+            };
+            slf.getattr(name).map(Some)
+        })
+    }
+
+    /// A NumPy view of the host buffer, or a CuPy view of a device-only storage (GDP-3: the
+    /// host's wherever there is one, unlike `to_ndarray`), with NumPy's `__array__` protocol:
+    /// `dtype` converts (a view when it is the storage's own), `copy` None copies only to
+    /// convert, True always, False never (ValueError when converting).
+    #[pyo3(signature = (dtype = None, copy = None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        #[pyo3(from_py_with = args::arg::array_copy)] copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let view = Self::array_view(slf)?;
+        let arr = match dtype {
+            Some(d) => {
+                let kwargs = PyDict::new(py);
+                kwargs.set_item(pyo3::intern!(py, "copy"), false)?;
+                view.call_method("astype", (dtype_arg(py, d)?,), Some(&kwargs))?
+            }
+            None => view.clone(),
+        };
+        let converted = !arr.is(&view);
+        match copy {
+            Some(false) if converted => Err(PyValueError::new_err(format!(
+                "__array__(copy=False): unable to avoid a copy: the storage holds {} and dtype = {} \
+                 needs a conversion",
+                slf.borrow().dtype(py).numpy,
+                arr.getattr("dtype")?
+            ))),
+            Some(true) if !converted => arr.call_method0("copy"),
+            _ => Ok(arr),
+        }
+    }
+
+    /// A NumPy view of the host buffer (after copying newer device data);
+    /// `GTNoSuchBufferError` without one.
+    fn to_numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if !slf.borrow().inner.has_host() {
+            return Err(err(StorageError::NoSuchBuffer("host")));
+        }
+        numpy(slf.py())?.getattr("asarray")?.call1((slf,))
+    }
+
+    /// A CuPy view of the device buffer (after copying newer host data);
+    /// `GTNoSuchBufferError` without one.
+    fn to_cupy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if !slf.borrow().inner.has_device() {
+            return Err(err(StorageError::NoSuchBuffer("device")));
+        }
+        cupy(slf.py())?.getattr("asarray")?.call1((slf,))
+    }
+
+    /// `to_cupy()` when there is a device buffer, else `to_numpy()`.
+    fn to_ndarray<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if slf.borrow().inner.has_device() {
+            Self::to_cupy(slf)
+        } else {
+            Self::to_numpy(slf)
+        }
+    }
+
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        if let Some(items) = basic_index(key)? {
+            let this = slf.borrow();
+            match this.inner.select(&items).map_err(index_error)? {
+                Selected::View(v) => return Ok(this.view(py, v)?.into_bound(py).into_any()),
+                Selected::Item(_) => {}
+            }
+        }
+        // Items, and indices NumPy handles (arrays, None, booleans): through the ndarray.
+        let on_device = slf.borrow().inner.has_device();
+        Self::to_ndarray(slf)?.get_item(gt_index_arrays(key, on_device)?)
+    }
+
+    fn __setitem__(
+        slf: &Bound<'_, Self>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let py = slf.py();
+        let (has_host, has_device) = {
+            let s = &slf.borrow().inner;
+            (s.has_host(), s.has_device())
+        };
+        if let Some(items) = basic_index(key)? {
+            // Validate first, so a bad index raises IndexError as for a read.
+            slf.borrow().inner.select(&items).map_err(index_error)?;
+        }
+        // GDP-3 ("Choosing the Device"): a value with a data interface (an xarray DataArray
+        // through its data) is on the GPU if it has a "gpu" entry, and is read through the
+        // interface, `acquire` first; a storage value is read as the storage it is.
+        let gt_value = if read_through_gt(value)? {
+            Some(GtData::from_object(value, &no_sync())?)
+        } else {
+            None
+        };
+        // (Asked only where it decides: a failed attribute lookup costs an exception.)
+        let on_gpu = has_device
+            && (!has_host
+                || match &gt_value {
+                    Some(gt) => gt.gpu.is_some(),
+                    None => Self::value_on_gpu(value)?,
+                });
+        let key = gt_index_arrays(key, on_gpu)?;
+        let value = match gt_value {
+            Some(gt) => {
+                let device_only = gt.host.is_none();
+                let array = gt_ndarray(py, gt, on_gpu)?;
+                if device_only && !on_gpu {
+                    array.call_method0("get")?
+                } else {
+                    array
+                }
+            }
+            None => value.clone(),
+        };
+        if on_gpu {
+            let target = Self::to_cupy(slf)?;
+            target.set_item(key, cupy(py)?.getattr("asarray")?.call1((value,))?)?;
+            if let Some(state) = slf.borrow().inner.sync_state() {
+                state.set_device_modified();
+            }
+        } else {
+            let value = match value.cast::<PyStorage>() {
+                Ok(s) => Self::host_items(s)?,
+                _ => value,
+            };
+            Self::to_numpy(slf)?.set_item(key, value)?;
+            if let Some(state) = slf.borrow().inner.sync_state() {
+                state.set_host_modified();
+            }
+        }
+        Ok(())
+    }
+
+    /// The truth value as NumPy (CuPy, for a device storage) gives it: the item's for a
+    /// storage of one item, a ValueError for any other size. Without this, Python would ask
+    /// `__len__`, and a storage holding a single 0.0 would be true.
+    fn __bool__(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Self::to_ndarray(slf)?.is_truthy()
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        self.inner
+            .shape()
+            .first()
+            .copied()
+            .ok_or_else(|| PyTypeError::new_err("len() of a 0-d storage"))
+    }
+
+    /// A new storage with the same parameters and a copy of the data (its own sync state).
+    fn copy(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
+        let c = copy_storage(&self.inner).map_err(err)?;
+        self.view(py, c)
+    }
+
+    /// Pickling, as NumPy and CuPy pickle their arrays: by value. The items go as a NumPy
+    /// array ([`Self::host_items`]) and come back through `storage(items, **parameters)`
+    /// with this storage's parameters (layout, halo, dims, alignment, device, managed), so
+    /// the copy has the same type and geometry in a buffer of its own.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
+        let py = slf.py();
+        let parameters = PyDict::new(py);
+        for name in [
+            "layout",
+            "halo",
+            "dims",
+            "alignment_size",
+            "aligned_index",
+            "defaults",
+            "device",
+            "managed",
+        ] {
+            parameters.set_item(name, slf.getattr(name)?)?;
+        }
+        let rebuild = REBUILD_STORAGE
+            .get(py)
+            .ok_or_else(|| PyTypeError::new_err("cannot pickle a storage: cai is not initialized"))?
+            .bind(py)
+            .clone();
+        Ok((rebuild, (Self::host_items(slf)?, parameters)))
+    }
+
+    fn __copy__(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        self.copy(py)
+    }
+
+    #[pyo3(signature = (memo = None))]
+    fn __deepcopy__(
+        &self,
+        py: Python<'_>,
+        memo: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyStorage>> {
+        let _ = memo;
+        self.copy(py)
+    }
+
+    /// A view with the dimensions permuted: `transpose()`, `transpose(1, 0, 2)` or
+    /// `transpose((1, 0, 2))` (reversed when no axes are given).
+    #[pyo3(signature = (*axes))]
+    fn transpose(&self, py: Python<'_>, axes: &Bound<'_, PyTuple>) -> PyResult<Py<PyStorage>> {
+        let axes: Option<PerDim<usize>> = match axes.len() {
+            0 => None,
+            1 if axes.get_item(0)?.is_none() => None,
+            1 if axes.get_item(0)?.try_iter().is_ok() => Some(sizes("axes", &axes.get_item(0)?)?),
+            _ => Some(sizes("axes", axes.as_any())?),
+        };
+        let t = self.inner.transpose(axes.as_deref()).map_err(index_error)?;
+        self.view(py, t)
+    }
+
+    /// `transpose()`.
+    #[getter(T)]
+    fn t(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        let t = self.inner.transpose(None).map_err(index_error)?;
+        self.view(py, t)
+    }
+
+    /// A view of the domain: the halo removed, `[0, ..., 0]` its first point.
+    #[getter]
+    fn domain_view(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
+        self.view(py, self.inner.domain_view())
+    }
+
+    /// The shape.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.shape())
+    }
+
+    /// Byte strides.
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.strides())
+    }
+
+    /// Number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.inner.shape().len()
+    }
+
+    /// Number of items.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.shape().iter().product()
+    }
+
+    /// Bytes of the items (padding excluded).
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.inner.nbytes()
+    }
+
+    /// Bytes per item.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.inner.element().itemsize()
+    }
+
+    /// The NumPy dtype.
+    #[getter(dtype)]
+    fn get_dtype(&self, py: Python<'_>) -> Py<PyAny> {
+        self.dtype.clone_ref(py)
+    }
+
+    /// (start, end) halo per dimension.
+    #[getter]
+    fn halo<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.halo())
+    }
+
+    /// Sets the halo (ints or (start, end) pairs); the aligned point does not move.
+    #[setter]
+    fn set_halo(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let halo = args::halo(value)?;
+        self.inner.set_halo(halo).map_err(err)
+    }
+
+    /// The semantic dims.
+    #[getter]
+    fn dims<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, dim_names(self.inner.dims()))
+    }
+
+    /// The stride order (0: largest stride).
+    #[getter]
+    fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.layout_order())
+    }
+
+    /// The alignment the buffer was allocated with, in bytes.
+    #[getter]
+    fn alignment_size(&self) -> usize {
+        self.inner.info().alignment_size
+    }
+
+    /// The aligned index (None for views).
+    #[getter]
+    fn aligned_index<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        self.inner
+            .info()
+            .aligned_index
+            .as_ref()
+            .map(|a| PyTuple::new(py, a))
+            .transpose()
+    }
+
+    /// The `defaults` preset used, if any.
+    #[getter]
+    fn defaults(&self) -> Option<&'static str> {
+        self.inner.info().defaults.map(Preset::name)
+    }
+
+    /// `"gpu"` when the storage has a device buffer, else None.
+    #[getter]
+    fn device(&self) -> Option<&'static str> {
+        self.inner.has_device().then_some("gpu")
+    }
+
+    /// None, "gt4py" or "cuda".
+    #[getter]
+    fn managed(&self) -> Option<&'static str> {
+        match self.inner.buffers().managed {
+            Managed::None => None,
+            Managed::Gt4Py => Some("gt4py"),
+            Managed::Cuda => Some("cuda"),
+        }
+    }
+
+    /// The host buffer as a memoryview (None without one).
+    #[getter]
+    fn data<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if !slf.borrow().inner.has_host() {
+            return Ok(None);
+        }
+        Self::to_numpy(slf)?.getattr("data").map(Some)
+    }
+
+    /// The device buffer: CuPy's `MemoryPointer` when CuPy is installed, else the address.
+    #[getter]
+    fn device_data<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let py = slf.py();
+        let Some(ptr) = slf.borrow().inner.device_ptr() else {
+            return Ok(None);
+        };
+        match py.import("cupy") {
+            Ok(_) => Self::to_cupy(slf)?.getattr("data").map(Some),
+            Err(_) => Ok(Some(ptr.into_pyobject(py)?.into_any())),
+        }
+    }
+
+    /// The shared SyncState (mirrored storages), else None.
+    #[getter]
+    fn sync_state(&self) -> Option<PySyncState> {
+        self.inner.sync_state().map(|s| PySyncState(s.clone()))
+    }
+
+    /// Copies device to host if the device was modified (or `force`); no action unless
+    /// mirrored.
+    #[pyo3(signature = (*, force = false))]
+    fn device_to_host(&self, #[pyo3(from_py_with = args::arg::force)] force: bool) -> PyResult<()> {
+        mirror(&self.inner, MirrorOp::DeviceToHost(force)).map(drop)
+    }
+
+    /// Copies host to device if the host was modified (or `force`); no action unless mirrored.
+    #[pyo3(signature = (*, force = false))]
+    fn host_to_device(&self, #[pyo3(from_py_with = args::arg::force)] force: bool) -> PyResult<()> {
+        mirror(&self.inner, MirrorOp::HostToDevice(force)).map(drop)
+    }
+
+    /// Copies whichever side was modified to the other.
+    fn synchronize(&self) -> PyResult<()> {
+        mirror(&self.inner, MirrorOp::Synchronize).map(drop)
+    }
+
+    /// Marks the host buffer modified: the next device read copies it first.
+    fn set_host_modified(&self) {
+        if let Some(s) = self.inner.sync_state() {
+            s.set_host_modified();
+        }
+    }
+
+    /// Marks the device buffer modified: the next host read copies it first.
+    fn set_device_modified(&self) {
+        if let Some(s) = self.inner.sync_state() {
+            s.set_device_modified();
+        }
+    }
+
+    /// Marks both buffers equal (after a manual synchronization).
+    fn set_synchronized(&self) {
+        if let Some(s) = self.inner.sync_state() {
+            s.set_synchronized();
+        }
+    }
+
+    /// `CPUStorage(shape=(2, 3), dtype=float64, ...)`: the class says where the buffers are.
+    fn __repr__(slf: &Bound<'_, Self>) -> String {
+        let this = slf.borrow();
+        let dtype = this
+            .dtype
+            .bind(slf.py())
+            .str()
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        let class = slf
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "Storage".into());
+        // The attributes as Python shows them, whole (`show` would cut them for a message).
+        let py = slf.py();
+        let tuple = |t: PyResult<Bound<'_, PyTuple>>| {
+            t.and_then(|t| t.as_any().repr().map(|r| r.to_string()))
+                .unwrap_or_else(|_| "?".into())
+        };
+        format!(
+            "{class}(shape={}, dtype={dtype}, halo={}, dims={}, layout={})",
+            tuple(this.shape(py)),
+            tuple(this.halo(py)),
+            tuple(this.dims(py)),
+            tuple(this.layout(py)),
+        )
+    }
+}
+
+/// What `Storage.__reduce__` gives pickle: the function that remakes a storage and its
+/// arguments (the items, the parameters).
+type Reduced<'py> = (Bound<'py, PyAny>, (Bound<'py, PyAny>, Bound<'py, PyDict>));
+
+/// `_rebuild_storage` as the module holds it (what pickle finds again by its module and
+/// name).
+pub(super) static REBUILD_STORAGE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Unpickles a storage (`Storage.__reduce__`): `storage(items, **parameters)`.
+#[pyfunction(name = "_rebuild_storage")]
+pub(super) fn rebuild_storage(
+    py: Python<'_>,
+    items: &Bound<'_, PyAny>,
+    parameters: &Bound<'_, PyDict>,
+) -> PyResult<Py<PyStorage>> {
+    storage(py, Some(items), None, None, true, None, Some(parameters))
+}

@@ -1,0 +1,184 @@
+//! Dtypes: a `dtype=` argument or a foreign typestr resolved through NumPy into the
+//! runtime's element type and the NumPy dtype object, recent ones remembered.
+
+use super::{err, numpy, numpy_error_named};
+use crate::args::show;
+use cai_runtime::TypeStr;
+use cai_runtime::python::parse::parse_descr;
+use cai_runtime::storage::ElementType;
+use cai_runtime::typestr::{ByteOrder, Kind};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyString;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+
+/// A resolved dtype: the element type and the NumPy dtype object.
+/// The NumPy object is held as a `Bound`: a reference of the current call.
+pub(super) struct Dtype<'py> {
+    pub(super) element: ElementType,
+    pub(super) numpy: Bound<'py, PyAny>,
+}
+
+/// What a remembered dtype was resolved from.
+enum DtypeKey {
+    /// An argument object, held so that its address stays its own: the same object again
+    /// means the same dtype (only objects whose dtype cannot change are remembered).
+    Object(Py<PyAny>),
+    /// A plain type string from a foreign descriptor.
+    TypeStr(TypeStr),
+}
+
+/// Recently resolved dtypes. Resolving asks NumPy (`numpy.dtype(v)`, then `.str` and
+/// `.fields`), about 1 us, four times a small `zeros` call; programs pass a handful of dtypes.
+/// The oldest is forgotten first.
+static DTYPES: Mutex<VecDeque<(DtypeKey, ElementType, Py<PyAny>)>> = Mutex::new(VecDeque::new());
+const DTYPES_SIZE: usize = 32;
+
+fn known_dtype<'py>(py: Python<'py>, found: impl Fn(&DtypeKey) -> bool) -> Option<Dtype<'py>> {
+    let memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
+    memo.iter()
+        .find(|(key, _, _)| found(key))
+        .map(|(_, element, numpy)| Dtype {
+            element: element.clone(),
+            numpy: numpy.bind(py).clone(),
+        })
+}
+
+fn remember_dtype(key: DtypeKey, d: &Dtype<'_>) {
+    let entry = (key, d.element.clone(), d.numpy.clone().unbind());
+    let forgotten = {
+        let mut memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
+        memo.push_back(entry);
+        (memo.len() > DTYPES_SIZE).then(|| memo.pop_front())
+    };
+    // Released after the lock: dropping the last reference to an object can run Python code.
+    drop(forgotten);
+}
+
+/// Whether `numpy.dtype(v)` is the same dtype whenever it is asked of this object: an exact
+/// `str`, a NumPy scalar type or a Python number type, or a plain (field-less) `numpy.dtype`
+/// (a structured one's field names can be reassigned).
+fn dtype_is_fixed(py: Python<'_>, v: &Bound<'_, PyAny>, resolved: &Dtype<'_>) -> PyResult<bool> {
+    if v.is_exact_instance_of::<PyString>() {
+        return Ok(true);
+    }
+    let np = numpy(py)?;
+    if let Ok(t) = v.cast::<pyo3::types::PyType>() {
+        return Ok(t.is_subclass(&np.getattr("generic")?)?
+            || [
+                py.get_type::<pyo3::types::PyFloat>(),
+                py.get_type::<pyo3::types::PyInt>(),
+                py.get_type::<pyo3::types::PyComplex>(),
+                py.get_type::<pyo3::types::PyBool>(),
+            ]
+            .iter()
+            .any(|builtin| t.is(builtin)));
+    }
+    Ok(resolved.element.descr.is_none() && v.is_instance(&np.getattr("dtype")?)?)
+}
+
+/// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
+pub(super) fn dtype_of<'py>(
+    py: Python<'py>,
+    value: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Dtype<'py>> {
+    let Some(v) = value else {
+        // The default, float64, resolved once.
+        static F64: PyOnceLock<(ElementType, Py<PyAny>)> = PyOnceLock::new();
+        let (element, numpy) = F64.get_or_try_init(py, || {
+            let f64 = TypeStr::new(ByteOrder::HOST, Kind::Float, 8);
+            dtype_from_typestr(py, &f64, None).map(|d| (d.element, d.numpy.unbind()))
+        })?;
+        return Ok(Dtype {
+            element: element.clone(),
+            numpy: numpy.bind(py).clone(),
+        });
+    };
+    if let Some(d) = known_dtype(py, |k| matches!(k, DtypeKey::Object(o) if o.is(v))) {
+        return Ok(d);
+    }
+    let d = describe_dtype(dtype_arg(py, v)?)?;
+    if dtype_is_fixed(py, v, &d)? {
+        remember_dtype(DtypeKey::Object(v.clone().unbind()), &d);
+    }
+    Ok(d)
+}
+
+/// `numpy.dtype(v)` and the element type it describes.
+fn resolve_dtype<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Dtype<'py>> {
+    describe_dtype(numpy(py)?.getattr("dtype")?.call1((v,))?)
+}
+
+/// `numpy.dtype(v)` of the argument `dtype`: NumPy's error says what it cannot read, not that
+/// it was the argument `dtype`, so it is named.
+pub(super) fn dtype_arg<'py>(
+    py: Python<'py>,
+    v: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    numpy(py)?
+        .getattr("dtype")?
+        .call1((v,))
+        .map_err(|e| numpy_error_named(py, e, &format!("dtype = {}", show(v))))
+}
+
+/// A `numpy.dtype` and the element type it describes.
+fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
+    let typestr: String = dt.getattr("str")?.extract()?;
+    let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    let descr = if dt.getattr("fields")?.is_none() {
+        None
+    } else {
+        Some(parse_descr(&dt.getattr("descr")?)?)
+    };
+    let element = ElementType::new(typestr, descr).map_err(err)?;
+    Ok(Dtype { element, numpy: dt })
+}
+
+/// A dtype from a foreign descriptor's typestr / descr.
+fn dtype_from_typestr<'py>(
+    py: Python<'py>,
+    typestr: &TypeStr,
+    descr: Option<&cai_runtime::Descr>,
+) -> PyResult<Dtype<'py>> {
+    match descr.filter(|d| !d.is_simple()) {
+        None => {
+            let key = |k: &DtypeKey| matches!(k, DtypeKey::TypeStr(t) if t == typestr);
+            if let Some(d) = known_dtype(py, key) {
+                return Ok(d);
+            }
+            let d = resolve_dtype(py, PyString::new(py, &typestr.to_string()).as_any())?;
+            remember_dtype(DtypeKey::TypeStr(*typestr), &d);
+            Ok(d)
+        }
+        Some(d) => {
+            let mut text = String::new();
+            d.write_python(&mut text)
+                .map_err(|_| PyValueError::new_err("descr cannot be written"))?;
+            let list = py.eval(&std::ffi::CString::new(text)?, None, None)?;
+            resolve_dtype(py, &list)
+        }
+    }
+}
+
+/// The dtype of `data`, whose interface says `typestr` and `descr`. For a structured type, the
+/// object's own `dtype` where it has one describing the same bytes (a NumPy or CuPy array's):
+/// NumPy names the gaps of the `descr` list `f<index>` and drops `align=True`, and cannot copy
+/// items between the dtype it makes and the array's own.
+pub(super) fn data_dtype<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    typestr: &TypeStr,
+    descr: Option<&cai_runtime::Descr>,
+) -> PyResult<Dtype<'py>> {
+    if descr.is_some_and(|d| !d.is_simple())
+        && let Ok(Some(own)) = data.getattr_opt(pyo3::intern!(py, "dtype"))
+        && let Ok(d) = describe_dtype(own)
+        && d.element.typestr == *typestr
+        && d.element.descr.as_ref() == descr
+    {
+        return Ok(d);
+    }
+    dtype_from_typestr(py, typestr, descr)
+}
