@@ -26,10 +26,10 @@ pub(super) fn gt_ndarray<'py>(
     match (device, gt.host.take(), gt.gpu.take()) {
         (GtDevice::Host, Some(h), _) => numpy(py)?
             .getattr("asarray")?
-            .call1((crate::new_host_view(py, h)?,)),
+            .call1((crate::import::new_host_view(py, h)?,)),
         (_, _, Some(g)) => cupy(py)?
             .getattr("asarray")?
-            .call1((crate::new_cuda_view(py, g)?,)),
+            .call1((crate::import::new_cuda_view(py, g)?,)),
         _ => Err(PyValueError::new_err("the data describes no buffer")),
     }
 }

@@ -1,0 +1,115 @@
+//! Reading any object as GDP-3 says: `gt_data(obj)` and the `GtDataView` it returns.
+
+use crate::args::arg;
+use crate::import::{CudaArrayView, HostArrayView, new_cuda_view, new_host_view};
+use cai_runtime::python::{GtData, HookKind};
+use cai_runtime::storage::GtDevice;
+use pyo3::prelude::*;
+
+/// An object read as GDP-3 says (`cai.gt_data(obj)`): its `__gt_data_interface__`, or else its
+/// `__array_interface__` (device None) and `__cuda_array_interface__` ("gpu").
+#[pyclass(module = "cai", frozen)]
+pub struct GtDataView {
+    inner: GtData,
+    host: Option<Py<HostArrayView>>,
+    gpu: Option<Py<CudaArrayView>>,
+}
+
+fn gt_device(device: Option<&str>) -> GtDevice {
+    match device {
+        None => GtDevice::Host,
+        Some(_) => GtDevice::Gpu,
+    }
+}
+
+#[pymethods]
+impl GtDataView {
+    /// The host buffer (`None` entry), as an imported view.
+    #[getter]
+    fn host(&self, py: Python<'_>) -> Option<Py<HostArrayView>> {
+        self.host.as_ref().map(|h| h.clone_ref(py))
+    }
+
+    /// The device buffer (`"gpu"` entry), as an imported view.
+    #[getter]
+    fn gpu(&self, py: Python<'_>) -> Option<Py<CudaArrayView>> {
+        self.gpu.as_ref().map(|g| g.clone_ref(py))
+    }
+
+    /// `dims`, when given.
+    #[getter]
+    fn dims(&self) -> Option<Vec<String>> {
+        self.inner.dims.clone()
+    }
+
+    /// `halo`, when given.
+    #[getter]
+    fn halo(&self) -> Option<Vec<(usize, usize)>> {
+        self.inner.halo.clone()
+    }
+
+    /// Whether `__gt_data_interface__` was read (False: the array-interface fallback).
+    #[getter(from_gt)]
+    fn read_through_gt(&self) -> bool {
+        self.inner.from_gt
+    }
+
+    /// Calls the entry's `acquire` (no action if absent).
+    #[pyo3(signature = (device = None))]
+    fn acquire(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg::device)] device: Option<&str>,
+    ) -> PyResult<()> {
+        self.inner.call(py, gt_device(device), HookKind::Acquire)
+    }
+
+    /// Calls the entry's `touch` (no action if absent).
+    #[pyo3(signature = (device = None))]
+    fn touch(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg::device)] device: Option<&str>,
+    ) -> PyResult<()> {
+        self.inner.call(py, gt_device(device), HookKind::Touch)
+    }
+
+    /// Calls the entry's `release` (no action if absent).
+    #[pyo3(signature = (device = None))]
+    fn release(
+        &self,
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg::device)] device: Option<&str>,
+    ) -> PyResult<()> {
+        self.inner.call(py, gt_device(device), HookKind::Release)
+    }
+}
+
+/// Reads any object as GDP-3 says: `__gt_data_interface__` first, else the array interfaces.
+#[pyfunction]
+#[pyo3(signature = (obj, sync = true))]
+fn gt_data(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = arg::sync)] sync: bool,
+) -> PyResult<GtDataView> {
+    let options = cai_runtime::sync::ImportOptions {
+        sync,
+        ..Default::default()
+    };
+    let mut inner = GtData::from_object(obj, &options)?;
+    let host = inner
+        .host
+        .take()
+        .map(|h| new_host_view(py, h))
+        .transpose()?;
+    let gpu = inner.gpu.take().map(|g| new_cuda_view(py, g)).transpose()?;
+    Ok(GtDataView { inner, host, gpu })
+}
+
+/// Adds these to the module.
+pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<GtDataView>()?;
+    m.add_function(wrap_pyfunction!(gt_data, m)?)?;
+    Ok(())
+}

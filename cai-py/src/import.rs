@@ -1,0 +1,410 @@
+//! Importing foreign arrays: `from_cuda_array_interface`, `as_cuda_array`,
+//! `from_array_interface` and `as_host_array` make `CudaArrayView` / `HostArrayView` objects (a
+//! validated descriptor holding its owner); `total` is the README's typed-view example.
+
+use crate::args::{self, arg};
+use crate::cuda;
+use cai_runtime::python::{self as cpy, ForeignArray, HostArrayView as HostImport, Plain};
+use cai_runtime::{Device, Element, Host, Stream, TypeStr};
+use num_complex::Complex;
+use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+/// What an [`ArrayView`] holds: one imported array of either protocol.
+enum Imported {
+    Cuda(ForeignArray<Device>),
+    Host(ForeignArray<Host>),
+}
+
+/// An imported array: a validated descriptor and a strong reference to its owner. Base class
+/// of `CudaArrayView` and `HostArrayView`.
+#[pyclass(module = "cai", frozen, subclass)]
+pub struct ArrayView(Imported);
+
+impl ArrayView {
+    fn descriptor_parts(&self) -> (&cai_runtime::Layout, &TypeStr, cai_runtime::Data, u32) {
+        match &self.0 {
+            Imported::Cuda(a) => (
+                a.layout(),
+                &a.descriptor().typestr,
+                a.descriptor().data,
+                a.descriptor().version,
+            ),
+            Imported::Host(a) => (
+                a.layout(),
+                &a.descriptor().typestr,
+                a.descriptor().data,
+                a.descriptor().version,
+            ),
+        }
+    }
+}
+
+#[pymethods]
+impl ArrayView {
+    /// Size of each dimension.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.descriptor_parts().0.shape())
+    }
+    /// Byte strides in effect (C order computed when the descriptor said None).
+    #[getter]
+    fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.descriptor_parts().0.strides())
+    }
+    /// The type string as received.
+    #[getter]
+    fn typestr(&self) -> String {
+        self.descriptor_parts().1.to_string()
+    }
+    /// The data pointer.
+    #[getter]
+    fn ptr(&self) -> u64 {
+        self.descriptor_parts().2.ptr
+    }
+    /// Whether the producer declared the data read-only.
+    #[getter]
+    fn readonly(&self) -> bool {
+        self.descriptor_parts().2.readonly
+    }
+    /// The declared version.
+    #[getter]
+    fn version(&self) -> u32 {
+        self.descriptor_parts().3
+    }
+    /// Bytes of the items.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.descriptor_parts().0.nbytes()
+    }
+    /// The object kept alive for the memory (None if none was given).
+    #[getter]
+    fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        match &self.0 {
+            Imported::Cuda(a) => a.owner(py),
+            Imported::Host(a) => a.owner(py),
+        }
+    }
+    /// The mask's descriptor as a dict, or None.
+    #[getter]
+    fn mask<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        match &self.0 {
+            Imported::Cuda(a) => a
+                .descriptor()
+                .mask
+                .as_deref()
+                .map(|m| cpy::to_dict(py, m))
+                .transpose(),
+            Imported::Host(a) => a
+                .descriptor()
+                .mask
+                .as_deref()
+                .map(|m| cpy::to_dict(py, m))
+                .transpose(),
+        }
+    }
+    fn __repr__(&self) -> String {
+        let (layout, typestr, data, _) = self.descriptor_parts();
+        let kind = match self.0 {
+            Imported::Cuda(_) => "CudaArrayView",
+            Imported::Host(_) => "HostArrayView",
+        };
+        let ro = if data.readonly { "True" } else { "False" };
+        let dims: Vec<String> = layout.shape().iter().map(ToString::to_string).collect();
+        let comma = if dims.len() == 1 { "," } else { "" };
+        format!(
+            "{kind}(shape=({}{comma}), typestr='{typestr}', ptr={:#x}, readonly={ro})",
+            dims.join(", "),
+            data.ptr
+        )
+    }
+}
+
+/// An imported `__cuda_array_interface__`.
+#[pyclass(module = "cai", frozen, extends = ArrayView)]
+pub struct CudaArrayView;
+
+/// An imported `__array_interface__`.
+#[pyclass(module = "cai", frozen, extends = ArrayView)]
+pub struct HostArrayView;
+
+fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> &'a ForeignArray<Device> {
+    match &slf.as_super().get().0 {
+        Imported::Cuda(a) => a,
+        // Only `new_cuda_view` makes a CudaArrayView, always around `Imported::Cuda`.
+        Imported::Host(_) => unreachable!("CudaArrayView holds a CUDA import"),
+    }
+}
+
+fn host_of<'a>(slf: &'a Bound<'_, HostArrayView>) -> &'a ForeignArray<Host> {
+    match &slf.as_super().get().0 {
+        Imported::Host(a) => a,
+        // Only `new_host_view` makes a HostArrayView, always around `Imported::Host`.
+        Imported::Cuda(_) => unreachable!("HostArrayView holds a host import"),
+    }
+}
+
+pub(crate) fn new_cuda_view(
+    py: Python<'_>,
+    a: ForeignArray<Device>,
+) -> PyResult<Py<CudaArrayView>> {
+    Py::new(
+        py,
+        PyClassInitializer::from(ArrayView(Imported::Cuda(a))).add_subclass(CudaArrayView),
+    )
+}
+
+pub(crate) fn new_host_view(py: Python<'_>, a: ForeignArray<Host>) -> PyResult<Py<HostArrayView>> {
+    Py::new(
+        py,
+        PyClassInitializer::from(ArrayView(Imported::Host(a))).add_subclass(HostArrayView),
+    )
+}
+
+#[pymethods]
+impl CudaArrayView {
+    /// The producer's stream (None: no synchronization needed).
+    #[getter]
+    fn stream(slf: &Bound<'_, Self>) -> Option<u64> {
+        cuda_of(slf).stream().map(Stream::as_raw)
+    }
+    /// Whether the import called for synchronization with the producer's stream.
+    #[getter]
+    fn needs_sync(slf: &Bound<'_, Self>) -> bool {
+        cuda_of(slf).needs_sync()
+    }
+    /// What the import decided about the producer's stream: `"event-wait"`, `"synchronize"`,
+    /// or `"none: <why>"` (no stream, sync=False, streams ignored, same stream).
+    #[getter]
+    fn sync_plan(slf: &Bound<'_, Self>) -> String {
+        cuda::plan_name(cuda_of(slf).sync_plan())
+    }
+    /// Whether the plan was carried out (a build with the `cuda` feature) rather than left to
+    /// the caller.
+    #[getter]
+    fn synchronized(slf: &Bound<'_, Self>) -> bool {
+        cuda_of(slf).synchronized()
+    }
+    /// The consumer stream the import ordered the data for.
+    #[getter]
+    fn consumer_stream(slf: &Bound<'_, Self>) -> u64 {
+        cuda_of(slf).options().consumer.as_raw()
+    }
+    /// What the CUDA driver said about `data` (a dict), or None (no check made).
+    #[getter]
+    fn pointer_attributes<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        cuda_of(slf)
+            .pointer_attributes()
+            .map(|a| cuda::attributes_dict(slf.py(), a))
+            .transpose()
+    }
+    /// The items' bytes in C order, copied from the device on the consumer stream.
+    fn copy_to_host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
+        cuda::copy_view_to_host(slf.py(), cuda_of(slf))
+    }
+    /// The descriptor, re-exported (the view keeps the owner alive, so consumers of the view
+    /// are safe).
+    #[getter]
+    fn __cuda_array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        cpy::to_dict(slf.py(), cuda_of(slf).descriptor())
+    }
+}
+
+fn read_item<'py, T>(
+    py: Python<'py>,
+    a: &ForeignArray<Host>,
+    index: &[usize],
+) -> PyResult<Bound<'py, PyAny>>
+where
+    T: Plain + IntoPyObject<'py>,
+{
+    let v = a.typed::<T>()?.get(index).ok_or_else(|| {
+        PyIndexError::new_err(format!(
+            "index {index:?} is out of bounds for shape {:?}",
+            a.layout().shape()
+        ))
+    })?;
+    v.into_bound_py_any(py)
+}
+
+#[pymethods]
+impl HostArrayView {
+    /// The items' bytes in C order (a copy), read through the imported descriptor;
+    /// MemoryError when they do not fit in memory.
+    fn tobytes<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
+        Ok(PyBytes::new(slf.py(), &host_of(slf).to_bytes()?))
+    }
+
+    /// Item `index`, read through a typed view (integer, float and complex types).
+    fn get<'py>(
+        slf: &Bound<'py, Self>,
+        #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (py, a) = (slf.py(), host_of(slf));
+        let t = a.descriptor().typestr;
+        macro_rules! try_types {
+            ($($ty:ty),*) => {$(
+                if <$ty as Element>::DTYPE.typestr().same_type(&t) {
+                    return read_item::<$ty>(py, a, &index);
+                }
+            )*};
+        }
+        try_types!(
+            i8,
+            i16,
+            i32,
+            i64,
+            u8,
+            u16,
+            u32,
+            u64,
+            f32,
+            f64,
+            Complex<f32>,
+            Complex<f64>
+        );
+        Err(PyTypeError::new_err(format!(
+            "get() reads native-order integer, float and complex items; typestr is '{t}'"
+        )))
+    }
+
+    /// Writes item `index` through a mutable typed view (float64, float32 and integer items);
+    /// read-only data is refused with ValueError.
+    fn set(
+        slf: &Bound<'_, Self>,
+        #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let a = host_of(slf);
+        // A mutable view needs an owned import: import the same descriptor again, with the
+        // same owner kept alive.
+        let desc = cpy::to_dict(slf.py(), a.descriptor())?;
+        let owner = a.owner(slf.py());
+        let mut fresh = ForeignArray::<Host>::from_interface(&desc, owner.as_ref(), false)?;
+        let t = fresh.descriptor().typestr;
+        let shape = fresh.layout().shape().to_vec();
+        macro_rules! try_types {
+            ($($ty:ty),*) => {$(
+                if <$ty as Element>::DTYPE.typestr().same_type(&t) {
+                    let v = <$ty as args::ItemValue>::read("value", value)?;
+                    return if fresh.typed_mut::<$ty>()?.set(&index, v) {
+                        Ok(())
+                    } else {
+                        Err(PyIndexError::new_err(format!("index {index:?} is out of bounds for shape {shape:?}")))
+                    };
+                }
+            )*};
+        }
+        try_types!(f64, f32, i8, i16, i32, i64, u8, u16, u32, u64);
+        Err(PyTypeError::new_err(format!(
+            "set() writes native-order integer and float items; typestr is '{t}'"
+        )))
+    }
+
+    /// The descriptor, re-exported (the view keeps the owner alive).
+    #[getter]
+    fn __array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
+        cpy::to_dict(slf.py(), host_of(slf).descriptor())
+    }
+}
+
+/// Imports a `__cuda_array_interface__` dict (the spec's `from_cuda_array_interface`); see
+/// `cuda::import_options` for the keyword arguments.
+#[pyfunction]
+#[pyo3(signature = (desc, owner = None, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
+fn from_cuda_array_interface(
+    desc: &Bound<'_, PyAny>,
+    owner: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = arg::sync)] sync: bool,
+    stream: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = arg::mode)] mode: &str,
+    #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
+) -> PyResult<Py<CudaArrayView>> {
+    let options = cuda::import_options(sync, stream, mode, check_pointer)?;
+    new_cuda_view(
+        desc.py(),
+        ForeignArray::from_interface_with(desc, owner, &options)?,
+    )
+}
+
+/// Imports an object exposing `__cuda_array_interface__`, keeping it alive (the spec's
+/// `as_cuda_array`).
+#[pyfunction]
+#[pyo3(signature = (obj, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
+fn as_cuda_array(
+    obj: &Bound<'_, PyAny>,
+    #[pyo3(from_py_with = arg::sync)] sync: bool,
+    stream: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = arg::mode)] mode: &str,
+    #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
+) -> PyResult<Py<CudaArrayView>> {
+    let options = cuda::import_options(sync, stream, mode, check_pointer)?;
+    new_cuda_view(obj.py(), ForeignArray::from_object_with(obj, &options)?)
+}
+
+/// Imports an `__array_interface__` dict.
+#[pyfunction]
+#[pyo3(signature = (desc, owner = None))]
+fn from_array_interface(
+    desc: &Bound<'_, PyAny>,
+    owner: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Py<HostArrayView>> {
+    new_host_view(desc.py(), ForeignArray::from_interface(desc, owner, false)?)
+}
+
+/// Imports an object exposing `__array_interface__`, keeping it alive.
+#[pyfunction]
+fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
+    new_host_view(obj.py(), ForeignArray::from_object(obj, false)?)
+}
+
+/// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
+/// through a typed view (the README's import example).
+#[pyfunction]
+fn total(a: HostImport) -> PyResult<f64> {
+    let t = a.typed::<f64>()?;
+    let n = a.layout().shape().first().copied().unwrap_or(1);
+    if a.layout().ndim() != 1 {
+        return Err(PyValueError::new_err("total() takes a 1-D array"));
+    }
+    Ok((0..n).filter_map(|i| t.get(&[i])).sum())
+}
+
+/// Test support: `(fast, full)`, what import's fast path and its full parser make of a
+/// descriptor (`Debug` text, `None` where the fast path declines or the parser refuses).
+#[pyfunction]
+fn _import_paths(desc: &Bound<'_, PyAny>, device: bool) -> (Option<String>, Option<String>) {
+    if device {
+        cai_runtime::python::both_paths::<cai_runtime::Device>(desc)
+    } else {
+        cai_runtime::python::both_paths::<cai_runtime::Host>(desc)
+    }
+}
+
+/// Benchmark support: nanoseconds per `ForeignArray::<Host>::from_object(obj)` over `n` runs
+/// in Rust, without the Python call and the view object around each import.
+#[pyfunction]
+fn _import_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(ForeignArray::<Host>::from_object(obj, false)?);
+    }
+    Ok(start.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
+}
+
+/// Adds these to the module.
+pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<ArrayView>()?;
+    m.add_class::<CudaArrayView>()?;
+    m.add_class::<HostArrayView>()?;
+    m.add_function(wrap_pyfunction!(from_cuda_array_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(as_cuda_array, m)?)?;
+    m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
+    m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
+    m.add_function(wrap_pyfunction!(total, m)?)?;
+    m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
+    m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
+    Ok(())
+}
