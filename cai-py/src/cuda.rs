@@ -97,6 +97,21 @@ pub fn copy_view_to_host<'py>(
     }
 }
 
+/// Releases an import ([`ForeignArray::release`]): `"event-wait"` when the producer's stream
+/// now waits for the consumer's, else the import's own `"none: <why>"`.
+pub fn release_view(view: &ForeignArray<Device>) -> PyResult<String> {
+    if view.release_plan().is_none() {
+        return Ok(plan_name(view.sync_plan()));
+    }
+    #[cfg(feature = "cuda")]
+    {
+        view.release()?;
+        Ok("event-wait".into())
+    }
+    #[cfg(not(feature = "cuda"))]
+    Err(no_cuda())
+}
+
 /// Whether CUDA can be used here, and if not why: `(True, "")` or `(False, reason)`.
 #[pyfunction]
 fn cuda_available() -> (bool, String) {
@@ -360,6 +375,40 @@ mod device_array {
                 self.streams.enqueued_on(self.side.clone());
             }
             Ok(())
+        }
+
+        /// Enqueues copying the items of `source` (an imported device array, C-contiguous,
+        /// with as many bytes as this whole buffer) into this buffer on the exported stream,
+        /// and returns at once: a consumer's work on imported data, on its own stream. Order
+        /// the import after its producer first (import with `stream=` this array's stream),
+        /// and `source.release()` afterwards.
+        fn copy_from(&self, source: &Bound<'_, crate::import::CudaArrayView>) -> PyResult<()> {
+            let src = crate::import::cuda_of(source);
+            if !src.layout().is_c_contiguous() || src.layout().nbytes() != self.buf.len() {
+                return Err(PyValueError::new_err(format!(
+                    "copy_from(source): source must be C-contiguous with {} bytes (this buffer's \
+                     size); it has shape {:?}, strides {:?}, {} bytes",
+                    self.buf.len(),
+                    src.layout().shape(),
+                    src.layout().strides(),
+                    src.layout().nbytes()
+                )));
+            }
+            // Keeps the source's memory alive until the copy is done: the view holds it.
+            let dst = self.buf.as_device_ptr().as_raw();
+            // SAFETY: `dst` is this whole buffer, freed only after its streams are (see
+            // `fill`); `src` covers the view's bytes, checked to fit its allocation on import,
+            // and kept alive by its owner, which the view holds (the caller keeps the view or
+            // the producer alive until the stream has run the copy, as for any consumer work).
+            unsafe {
+                cuda::copy_async(
+                    dst,
+                    src.ptr(),
+                    self.buf.len(),
+                    self.streams.exported().stream(),
+                )
+            }
+            .map_err(driver)
         }
 
         /// Blocks until all work on the data (every stream) has finished.

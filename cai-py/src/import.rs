@@ -130,7 +130,7 @@ pub struct CudaArrayView;
 #[pyclass(module = "cai", frozen, extends = ArrayView)]
 pub struct HostArrayView;
 
-fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> &'a ForeignArray<Device> {
+pub(crate) fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> &'a ForeignArray<Device> {
     match &slf.as_super().get().0 {
         Imported::Cuda(a) => a,
         // Only `new_cuda_view` makes a CudaArrayView, always around `Imported::Cuda`.
@@ -203,6 +203,28 @@ impl CudaArrayView {
     /// The items' bytes in C order, copied from the device on the consumer stream.
     fn copy_to_host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
         cuda::copy_view_to_host(slf.py(), cuda_of(slf))
+    }
+    /// Says the consumer's work on the data is enqueued on the consumer stream: the
+    /// producer's stream waits for it (an event wait; the host is not blocked), so that work
+    /// the producer enqueues later cannot overtake it, as the spec asks of a consumer. Call it
+    /// after the last work on the data (again after more); `with` calls it on leaving the
+    /// block. Returns `"event-wait"`, or the import's `"none: <why>"` where the import ordered
+    /// nothing (then neither does this).
+    fn release(slf: &Bound<'_, Self>) -> PyResult<String> {
+        cuda::release_view(cuda_of(slf))
+    }
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+    /// `release()`, however the block is left.
+    fn __exit__(
+        slf: &Bound<'_, Self>,
+        _exc_type: &Bound<'_, PyAny>,
+        _exc: &Bound<'_, PyAny>,
+        _traceback: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
+        Self::release(slf)?;
+        Ok(false)
     }
     /// The descriptor, re-exported (the view keeps the owner alive, so consumers of the view
     /// are safe).

@@ -11,6 +11,8 @@
 //!   [`SyncMode::Synchronize`] blocks until the producer's stream is idle, as CuPy and Numba do.
 //!   `sync=false` per call, environment variable [`IGNORE_STREAMS_ENV`]`=0` or
 //!   [`set_ignore_streams`] ignore the stream (the spec's optional consumer override).
+//! - Consumer, afterwards: [`release_plan`] orders the producer's stream after the work the
+//!   consumer enqueued on the data, so that the producer's next work cannot overtake it.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -202,6 +204,33 @@ pub fn plan(
     }
 }
 
+/// What a consumer does once its work on the data is enqueued: `producer` (the stream the
+/// producer exported) waits for the work enqueued so far on `consumer`, without blocking the
+/// host. The spec: a consumer that synchronizes on the provided stream "must ensure that no
+/// computation can take place in the provided stream until its operations in its own choice of
+/// stream have taken place", here by "placing a wait on an event in the provided stream".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReleasePlan {
+    /// The stream the producer exported: it waits.
+    pub producer: Stream,
+    /// The stream the consumer worked on: it is waited for.
+    pub consumer: Stream,
+}
+
+/// What releasing an import made with plan `import` and consumer stream `consumer` does:
+/// the reverse of the import's ordering where the import ordered the streams (an event wait or
+/// a host synchronization), `None` where it did not. With no stream the producer has no
+/// stream to order; on the same stream the work is serialized already; with `sync=false` or
+/// [`ignore_streams`] the user orders the streams both ways, as the spec's override says.
+pub fn release_plan(import: SyncPlan, consumer: Stream) -> Option<ReleasePlan> {
+    match import {
+        SyncPlan::Nothing(_) => None,
+        SyncPlan::EventWait { producer, consumer } => Some(ReleasePlan { producer, consumer }),
+        // `plan` gives a synchronization only for another stream than the consumer's.
+        SyncPlan::Synchronize { producer } => Some(ReleasePlan { producer, consumer }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,6 +286,48 @@ mod tests {
         assert_eq!(
             plan(Some(p), Stream::PerThreadDefault, Synchronize, true, false),
             SyncPlan::Synchronize { producer: p }
+        );
+    }
+
+    #[test]
+    fn release_reverses_what_the_import_ordered() {
+        let (p, c) = (handle(0x7000), handle(0x8000));
+        let both = ReleasePlan {
+            producer: p,
+            consumer: c,
+        };
+        for mode in [SyncMode::Enqueue, SyncMode::Synchronize] {
+            assert_eq!(
+                release_plan(plan(Some(p), c, mode, true, false), c),
+                Some(both),
+                "{mode:?}"
+            );
+            // The import ordered nothing: neither does the release.
+            for (producer, consumer, sync, ignore) in [
+                (None, c, true, false),
+                (Some(p), c, false, false),
+                (Some(p), c, true, true),
+                (Some(p), p, true, false),
+            ] {
+                let import = plan(producer, consumer, mode, sync, ignore);
+                assert!(matches!(import, SyncPlan::Nothing(_)), "{import:?}");
+                assert_eq!(release_plan(import, consumer), None, "{import:?}");
+            }
+        }
+        // The default streams are streams like any other.
+        let legacy = plan(
+            Some(Stream::LegacyDefault),
+            c,
+            SyncMode::Enqueue,
+            true,
+            false,
+        );
+        assert_eq!(
+            release_plan(legacy, c),
+            Some(ReleasePlan {
+                producer: Stream::LegacyDefault,
+                consumer: c
+            })
         );
     }
 

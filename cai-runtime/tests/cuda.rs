@@ -16,7 +16,7 @@ use cai_runtime::storage::gt::HookError;
 use cai_runtime::storage::{
     ElementType, Init, Managed, Storage, StorageDevice, StorageError, StorageParams, SyncStatus,
 };
-use cai_runtime::sync::{ImportOptions, NoSyncReason, SyncMode, SyncPlan};
+use cai_runtime::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncMode, SyncPlan};
 use cai_runtime::{
     CudaArrayInterface, DescriptorError, GtDataInterface, GtHooks, Stream, StreamError,
 };
@@ -463,6 +463,59 @@ fn import_waits_with_an_event_or_synchronizes() {
     let mut check = [0u8; 16];
     buf.index(0..16).copy_to(&mut check[..]).unwrap();
     assert!(check.iter().all(|&b| b == 9));
+}
+
+/// The consumer's other duty: once its work on the data is enqueued, the release makes the
+/// producer's stream wait for it, so that the producer's next write cannot overtake the
+/// consumer's read. The control (no release) shows the overtaking on the emulator every time;
+/// on a GPU it is a race, so only the release is checked there.
+#[test]
+fn release_orders_the_producer_after_the_consumer() {
+    let Some(_ctx) = gpu("release_orders_the_producer_after_the_consumer") else {
+        return;
+    };
+    let (producer, consumer) = (stream(), stream());
+    let (p, c) = (
+        cuda::stream::from_raw_handle(producer.as_inner().cast()),
+        cuda::stream::from_raw_handle(consumer.as_inner().cast()),
+    );
+    let n = big();
+    let data = DeviceBuffer::<u8>::zeroed(n).unwrap();
+    let read = DeviceBuffer::<u8>::zeroed(n).unwrap();
+    let (data_ptr, read_ptr) = (data.as_device_ptr().as_raw(), read.as_device_ptr().as_raw());
+    let runs: &[bool] = if emulated() { &[false, true] } else { &[true] };
+    for &release in runs {
+        slow_fill(&data, 5, p, 1);
+        let opts = ImportOptions {
+            consumer: c,
+            ..ImportOptions::default()
+        };
+        let import = cuda::synchronize_import(Some(p), &opts).unwrap();
+        // The consumer's work: it reads the data on its own stream.
+        // SAFETY: both buffers outlive the work (every stream is synchronized below).
+        unsafe { cuda::copy_async(read_ptr, data_ptr, n, c).unwrap() };
+        if release {
+            assert_eq!(
+                cuda::release_import(import, c).unwrap(),
+                Some(ReleasePlan {
+                    producer: p,
+                    consumer: c
+                })
+            );
+        }
+        // The producer's next work on the data, finished before anyone looks at the read.
+        slow_fill(&data, 9, p, 20);
+        producer.synchronize().unwrap();
+        let tail = cuda::copy_to_host(read_ptr + n as u64 - 64, 64, c).unwrap();
+        let expected = if release { 5 } else { 9 };
+        assert!(
+            tail.iter().all(|&b| b == expected),
+            "release {release}: the consumer read {tail:?}"
+        );
+    }
+    // Nothing ordered on import, nothing to release: no driver call, no error.
+    let none = SyncPlan::Nothing(NoSyncReason::NoStream);
+    assert_eq!(cuda::release_import(none, c).unwrap(), None);
 }
 
 /// A host mirror the hooks may write through `&self`: its items are `UnsafeCell`s.

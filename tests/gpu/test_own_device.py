@@ -102,6 +102,51 @@ def test_import_orders_the_consumer_after_the_producer(mode):
     assert (np.frombuffer(v.copy_to_host(), dtype=np.uint8)[-64:] == 5).all()
 
 
+@pytest.mark.parametrize("mode", ["enqueue", "synchronize"])
+def test_release_orders_the_producer_after_the_consumer(mode):
+    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))  # the producer
+    b = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))  # the consumer, on its own stream
+    for value in (5, 6):
+        a.fill(value)
+        with cai.as_cuda_array(a, stream=b.stream, mode=mode) as v:
+            b.copy_from(v)  # enqueued on the consumer's stream; returns at once
+        assert v.release() == "event-wait"  # again: harmless
+        a.fill(9, rounds=20)  # the producer's next write, after the consumer's read
+        a.synchronize()
+        assert (np.frombuffer(b.to_bytes(), dtype=np.uint8)[-64:] == value).all()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("CAI_GPU_SUITE_EMULATED"),
+    reason="on a GPU the unreleased read races the producer's write; the emulator loses every time",
+)
+def test_the_emulator_shows_an_unreleased_read_overtaken():
+    a = cai.DeviceArray(np.zeros(1 << 10, dtype=np.uint8))
+    b = cai.DeviceArray(np.zeros(1 << 10, dtype=np.uint8))
+    a.fill(5)
+    v = cai.as_cuda_array(a, stream=b.stream)
+    b.copy_from(v)
+    a.fill(9)
+    a.synchronize()
+    assert (np.frombuffer(b.to_bytes(), dtype=np.uint8) == 9).all()
+    v.release()
+
+
+def test_copy_from_refuses_a_source_of_another_size_or_layout():
+    a = cai.DeviceArray(np.zeros((4, 4), dtype=np.float32))
+    b = cai.DeviceArray(np.zeros(16, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"must be C-contiguous with 64 bytes .* shape \[4, 2\], strides \[16, 4\], 32 bytes"):
+        b.copy_from(cai.as_cuda_array(a.view((4, 2), (16, 4))))
+    with pytest.raises(ValueError, match=r"shape \[2, 2\], strides \[8, 4\], 16 bytes"):
+        b.copy_from(cai.as_cuda_array(a.view((2, 2))))
+    with pytest.raises(ValueError, match=r"shape \[4, 4\], strides \[4, 16\], 64 bytes"):
+        b.copy_from(cai.as_cuda_array(a.view((4, 4), (4, 16))))  # F order
+    a = cai.DeviceArray(np.arange(16, dtype=np.float32).reshape(4, 4))
+    with cai.as_cuda_array(a, stream=b.stream) as v:
+        b.copy_from(v)
+    assert b.to_bytes() == a.to_bytes()
+
+
 def test_a_freed_pointer_is_refused():
     a = cai.DeviceArray(np.zeros(256, dtype=np.float32))
     desc = dict(a.__cuda_array_interface__, stream=None)

@@ -76,6 +76,26 @@ def test_our_side_stream_work_is_ordered_before_the_exported_stream(cp, numba_cu
         a.synchronize()
 
 
+def test_release_keeps_our_next_write_behind_the_consumers_work(cp):
+    a = cai.DeviceArray(np.zeros(N, dtype=np.float32))
+    a.fill(5)
+    consumer = cp.cuda.Stream(non_blocking=True)
+    with cai.as_cuda_array(a, stream=consumer.ptr) as v:
+        assert v.sync_plan == "event-wait"
+        with consumer:
+            x = cp.asarray(v)
+            y = cp.empty_like(x)
+            for _ in range(PASSES):  # long work reading `a` on the consumer's stream
+                y[...] = x
+    # Left the block: our stream waits for the consumer's. Our next write is enqueued at once
+    # and must not overtake the reads (without the release it would race them).
+    a.fill(9, rounds=PASSES)
+    consumer.synchronize()
+    assert (y[-4:].get().view(np.uint8) == 5).all()
+    a.synchronize()
+    assert (np.frombuffer(a.to_bytes(), dtype=np.uint8)[-16:] == 9).all()
+
+
 def test_export_stream_none_option():
     a = cai.DeviceArray(np.zeros(4, dtype=np.float32))
     assert a.__cuda_array_interface__["stream"] == a.stream

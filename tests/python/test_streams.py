@@ -50,6 +50,35 @@ def test_import_plans(stream, kwargs, plan):
     assert w.sync_plan == plan
 
 
+@pytest.mark.parametrize(
+    "stream, kwargs, plan",
+    [
+        (None, {}, "none: no stream"),
+        (5, {"sync": False}, "none: sync=False"),
+        (5, {"stream": 5}, "none: same stream"),
+    ],
+)
+def test_release_of_an_import_that_ordered_nothing_does_nothing(stream, kwargs, plan):
+    v = cai.as_cuda_array(matrix(stream), **kwargs)
+    assert v.release() == plan
+    assert v.release() == plan  # as often as asked
+    with cai.as_cuda_array(matrix(stream), **kwargs) as w:
+        assert isinstance(w, cai.CudaArrayView)
+
+
+def test_release_of_an_ordered_import_needs_the_driver():
+    for kwargs in ({}, {"mode": "synchronize"}):
+        v = cai.as_cuda_array(matrix(5), **kwargs)
+        with pytest.raises(RuntimeError, match="no CUDA support"):
+            v.release()
+    # Leaving a `with` block releases, whatever ends the block; an error of the release
+    # itself is raised (here, chained to the block's own).
+    with pytest.raises(RuntimeError, match="no CUDA support") as e:
+        with cai.as_cuda_array(matrix(5)):
+            raise KeyError("the block's own error")
+    assert isinstance(e.value.__context__, KeyError)
+
+
 def test_bad_import_options_are_typed_errors_naming_the_option():
     # The consumer's stream is read as a descriptor's `stream` entry is, and named.
     with pytest.raises(ValueError, match=r"^stream: `stream` = 0 is disallowed"):

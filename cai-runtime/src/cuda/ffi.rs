@@ -65,6 +65,12 @@ unsafe extern "C" {
         bytes: usize,
         stream: CUstream,
     ) -> c_int;
+    pub fn cuMemcpyDtoDAsync_v2(
+        dst: CUdeviceptr,
+        src: CUdeviceptr,
+        bytes: usize,
+        stream: CUstream,
+    ) -> c_int;
     pub fn cuMemsetD8Async(dst: CUdeviceptr, value: u8, n: usize, stream: CUstream) -> c_int;
     pub fn cuMemAlloc_v2(dptr: *mut CUdeviceptr, bytes: usize) -> c_int;
     pub fn cuMemAllocManaged(dptr: *mut CUdeviceptr, bytes: usize, flags: c_uint) -> c_int;

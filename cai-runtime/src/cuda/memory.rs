@@ -154,14 +154,43 @@ pub unsafe fn memset_async(
     len: usize,
     stream: Stream,
 ) -> Result<(), DriverError> {
+    enqueue("cuMemsetD8Async", len, stream, |s| {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::cuMemsetD8Async(dst, value, len, s) }
+    })
+}
+
+/// Enqueues copying `len` bytes from device address `src` to device address `dst` on
+/// `stream`, without waiting. Nothing to copy (`len` 0) is no call at all.
+///
+/// # Safety
+/// `src .. src + len` must be device memory alive until the work completes, `dst .. dst + len`
+/// device memory the caller may write, alive as long, and `stream` a live stream.
+pub unsafe fn copy_async(
+    dst: u64,
+    src: u64,
+    len: usize,
+    stream: Stream,
+) -> Result<(), DriverError> {
+    enqueue("cuMemcpyDtoDAsync", len, stream, |s| {
+        // SAFETY: the caller's contract.
+        unsafe { ffi::cuMemcpyDtoDAsync_v2(dst, src, len, s) }
+    })
+}
+
+/// Enqueues the driver call `name` (`call`, given the stream's raw handle) on `stream` for
+/// `len` bytes, or nothing when there are none.
+fn enqueue(
+    name: &'static str,
+    len: usize,
+    stream: Stream,
+    call: impl FnOnce(ffi::CUstream) -> std::os::raw::c_int,
+) -> Result<(), DriverError> {
     super::init()?;
     if len == 0 {
         return Ok(());
     }
-    // SAFETY: the caller's contract.
-    ffi::check("cuMemsetD8Async", unsafe {
-        ffi::cuMemsetD8Async(dst, value, len, raw_handle(stream))
-    })
+    ffi::check(name, call(raw_handle(stream)))
 }
 
 #[cfg(test)]

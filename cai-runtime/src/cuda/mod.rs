@@ -5,7 +5,8 @@
 //!   [`crate::DeviceMemory`] (and [`crate::RawDeviceMemory`] for memory allocated elsewhere).
 //! - [`stream`]: cust's `Stream` as a derive's `#[cai(stream)]` field; [`stream::PendingStreams`]
 //!   for data with work pending on several streams; [`stream::order_after`], the event wait.
-//! - [`sync`]: what an import does about the producer's stream ([`crate::sync::plan`]), done.
+//! - [`sync`]: what an import does about the producer's stream ([`crate::sync::plan`]), done;
+//!   [`sync::release_import`], the producer's stream ordered after the consumer's work.
 //! - [`pointer`](mod@pointer): pointer attributes and the import checks built on them.
 //!
 //! Nothing here needs a GPU to compile or link: without a CUDA installation, link against the
@@ -22,10 +23,12 @@ pub mod sync;
 use std::sync::{Mutex, OnceLock};
 
 pub use crate::error::DriverError;
-pub use memory::{copy_from_host, copy_to_host, copy_to_host_into, gather_to_host, memset_async};
+pub use memory::{
+    copy_async, copy_from_host, copy_to_host, copy_to_host_into, gather_to_host, memset_async,
+};
 pub use pointer::{ImportCheckError, check_device_pointer, pointer_attributes};
 pub use stream::{ExportStream, PendingStreams, order_after};
-pub use sync::{execute, synchronize_import};
+pub use sync::{execute, release_import, synchronize_import};
 
 /// Initializes the driver API once (`cuInit(0)`); later calls return the first outcome. Every
 /// function of this module calls it first.

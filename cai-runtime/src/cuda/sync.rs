@@ -1,9 +1,10 @@
-//! The consumer side: carrying out [`crate::sync::plan`]'s decision with the driver.
+//! The consumer side: carrying out [`crate::sync::plan`]'s decision with the driver, and
+//! [`crate::sync::release_plan`]'s once the consumer's work is enqueued.
 
 use super::stream::{order_after, synchronize};
 use crate::error::DriverError;
 use crate::stream::Stream;
-use crate::sync::{ImportOptions, SyncPlan, ignore_streams, plan};
+use crate::sync::{ImportOptions, ReleasePlan, SyncPlan, ignore_streams, plan, release_plan};
 
 /// Carries out a plan: an event wait, a host synchronization, or nothing.
 pub fn execute(plan: SyncPlan) -> Result<(), DriverError> {
@@ -29,4 +30,20 @@ pub fn synchronize_import(
     );
     execute(p)?;
     Ok(p)
+}
+
+/// Releases an import made with plan `import` and consumer stream `consumer`: the producer's
+/// stream waits for the work enqueued so far on the consumer's (an event wait; the host is not
+/// blocked), where the import ordered the streams; returns what was done. Both streams must be
+/// alive: the producer's lives as long as the object that exported it (the spec's Lifetime
+/// section), which an import from an object keeps alive.
+pub fn release_import(
+    import: SyncPlan,
+    consumer: Stream,
+) -> Result<Option<ReleasePlan>, DriverError> {
+    let r = release_plan(import, consumer);
+    if let Some(ReleasePlan { producer, consumer }) = r {
+        order_after(producer, consumer)?;
+    }
+    Ok(r)
 }

@@ -16,7 +16,7 @@ use crate::layout::Layout;
 use crate::pointer::PointerAttributes;
 use crate::storage::buffer::byte_vec;
 use crate::stream::Stream;
-use crate::sync::{ImportOptions, NoSyncReason, SyncPlan};
+use crate::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncPlan};
 
 /// A foreign array: the spec's `from_cuda_array_interface` / `as_cuda_array` result in Rust
 /// (and the same for `__array_interface__` with [`Host`]).
@@ -230,6 +230,13 @@ impl<S: Space> ForeignArray<S> {
     /// The options the import used.
     pub fn options(&self) -> &ImportOptions {
         &self.options
+    }
+
+    /// What releasing the import does ([`crate::sync::release_plan`]): the producer's stream
+    /// waits for the consumer's work, where the import ordered the streams; `None` where it
+    /// did not. With the `cuda` feature, `release` (on device arrays) does it.
+    pub fn release_plan(&self) -> Option<ReleasePlan> {
+        crate::sync::release_plan(self.sync_plan, self.options.consumer)
     }
 
     /// What the driver said about the data pointer (`cuda` feature, pointer checks on,
@@ -476,6 +483,31 @@ fn stream_error(what: String, e: crate::error::DriverError) -> PyErr {
 
 #[cfg(feature = "cuda")]
 impl ForeignArray<Device> {
+    /// Tells the producer that the consumer's work on the data is enqueued on the consumer's
+    /// stream ([`ImportOptions::consumer`]): the producer's stream waits for it, without
+    /// blocking the host, so that work the producer enqueues later (a write, a free) cannot
+    /// overtake it. The spec asks this of a consumer that synchronized on the producer's
+    /// stream; call it after enqueueing the last work on the data (it may be called again after
+    /// more). Does nothing where the import ordered nothing; returns what was done. The
+    /// producer's stream must be alive: it is while the producer is, which a view imported
+    /// from an object keeps alive.
+    pub fn release(&self) -> PyResult<Option<ReleasePlan>> {
+        let Some(plan) = self.release_plan() else {
+            return Ok(None);
+        };
+        let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
+        crate::cuda::ensure_context(ordinal).map_err(driver_error)?;
+        crate::cuda::release_import(self.sync_plan, self.options.consumer).map_err(|e| {
+            stream_error(
+                format!(
+                    "cannot order the producer's `stream` = {} after the consumer's stream {}",
+                    plan.producer, plan.consumer
+                ),
+                e,
+            )
+        })
+    }
+
     /// The items' bytes in C order (a copy), whatever the strides: the bytes the array spans
     /// are copied to the host on the consumer's stream, which is then synchronized.
     pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
