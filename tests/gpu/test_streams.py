@@ -96,6 +96,21 @@ def test_release_keeps_our_next_write_behind_the_consumers_work(cp):
     assert (np.frombuffer(a.to_bytes(), dtype=np.uint8)[-16:] == 9).all()
 
 
+def test_a_wrapped_array_exported_without_a_stream_has_no_pending_work(cp):
+    producer = cp.cuda.Stream(non_blocking=True)
+    reader = cp.cuda.Stream(non_blocking=True)
+    x, tail, desc = pending_cupy_array(cp, producer)
+    with producer:  # CuPy exports the current stream: x's pending work is on it
+        s = cai.as_storage(device_data=x)
+    # The storage says nothing is pending, so a reader on a non-blocking stream does not wait:
+    # the wrap must have waited for the producer (an event wait would order only the legacy
+    # default stream, which a non-blocking stream does not follow).
+    assert s.__cuda_array_interface__["stream"] is None
+    with reader:
+        last = cp.asarray(s)[-4:].get()
+    assert (last == PASSES).all(), last
+
+
 def test_export_stream_none_option():
     a = cai.DeviceArray(np.zeros(4, dtype=np.float32))
     assert a.__cuda_array_interface__["stream"] == a.stream

@@ -8,7 +8,7 @@ use super::dtype::{Dtype, dtype_arg};
 use super::index::{basic_index, gt_index_arrays, gt_ndarray, index_error};
 use super::keywords::dim_names;
 use super::sync_state::PySyncState;
-use super::{cupy, err, no_sync, numpy, read_through_gt};
+use super::{cupy, err, numpy, read_options, read_through_gt};
 use crate::args::{self, sizes};
 use cai_runtime::DescriptorError;
 use cai_runtime::descriptor::{ArrayDescriptor, Space};
@@ -344,7 +344,7 @@ impl PyStorage {
         // through its data) is on the GPU if it has a "gpu" entry, and is read through the
         // interface, `acquire` first; a storage value is read as the storage it is.
         let gt_value = if read_through_gt(value)? {
-            Some(GtData::from_object(value, &no_sync())?)
+            Some(GtData::from_object(value, &read_options())?)
         } else {
             None
         };

@@ -7,7 +7,7 @@ use super::dtype::{Dtype, data_dtype, dtype_of};
 use super::keywords::{Keyword, read_call, read_kwargs, shape_arg};
 use super::sync_state::sync_state_arg;
 use super::wrap::{NO_DEVICE_BUFFER, wrap};
-use super::{err, no_sync, numpy, numpy_error_named};
+use super::{err, numpy, numpy_error_named, read_options};
 use crate::args::{self, show};
 use crate::fastcall::{self, Args};
 use cai_runtime::python::GtData;
@@ -233,7 +233,7 @@ fn template<'py>(
         let s = s.borrow();
         return Ok((s.inner.shape().to_vec(), s.dtype(py), s.inner.data_params()));
     }
-    let gt = GtData::from_object(data, &no_sync())?;
+    let gt = GtData::from_object(data, &read_options())?;
     let (shape, typestr, descr, strides) = match (&gt.host, &gt.gpu) {
         (Some(h), _) => {
             let d = h.descriptor();

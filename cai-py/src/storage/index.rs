@@ -1,7 +1,7 @@
 //! Indexing a storage: basic indices (ints, slices, `...`) make views in Rust; anything else
 //! goes to NumPy or CuPy, with GDP-3's data-interface objects read as arrays.
 
-use super::{cupy, no_sync, numpy, read_through_gt};
+use super::{cupy, numpy, read_options, read_through_gt};
 use crate::args::{self, is_int, show};
 use cai_runtime::python::{GtData, HookKind};
 use cai_runtime::storage::{GtDevice, IndexItem};
@@ -54,7 +54,7 @@ pub(super) fn gt_index_arrays<'py>(
         if plain(&k)? {
             return Ok(k);
         }
-        gt_ndarray(py, GtData::from_object(&k, &no_sync())?, on_device)
+        gt_ndarray(py, GtData::from_object(&k, &read_options())?, on_device)
     };
     let Ok(t) = key.cast::<PyTuple>() else {
         return read(key.clone());

@@ -123,8 +123,9 @@ fn numpy_error_named(py: Python<'_>, e: PyErr, what: &str) -> PyErr {
     named
 }
 
-/// Import options for wrapping: the producer's stream is waited for (as any import).
-fn no_sync() -> ImportOptions {
+/// Import options for reading an argument's buffers: the producer's stream is waited for (as
+/// any import).
+fn read_options() -> ImportOptions {
     ImportOptions::default()
 }
 

@@ -4,13 +4,14 @@ use super::class::PyStorage;
 use super::dtype::data_dtype;
 use super::keywords::read_kwargs;
 use super::sync_state::sync_state_arg;
-use super::{err, no_sync, numpy, numpy_array_or_scalar, read_through_gt};
+use super::{err, numpy, numpy_array_or_scalar, read_options, read_through_gt};
 use cai_runtime::python::GtData;
 use cai_runtime::storage::array::{AllocInfo, layout_following, stride_order};
 use cai_runtime::storage::{
     Buffers, DeviceBufferHandle, HostBuffer, Managed, PerDim, Side, Storage, StorageDevice,
     StorageParams, SyncState, SyncStatus, check_alignment, parse_dims,
 };
+use cai_runtime::sync::{ImportOptions, SyncMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -117,7 +118,13 @@ pub(super) fn wrap(
     // A memory buffer (GDP-3: "the memory buffer or storage") is wrapped as NumPy views it.
     let buffer_view = data.map(|d| buffer_as_array(py, d)).transpose()?.flatten();
     let data = buffer_view.as_ref().or(data);
-    let options = no_sync();
+    // The storage exports its device buffer with `stream: None`, which tells consumers on any
+    // stream that no work on the data is pending: so the host waits here for the producer's
+    // stream (an event wait would order only the legacy default stream after it).
+    let options = ImportOptions {
+        mode: SyncMode::Synchronize,
+        ..read_options()
+    };
     let mut from = data
         .map(|d| GtData::from_object(d, &options).map_err(|e| not_wrappable(function, d, e)))
         .transpose()?;
