@@ -111,6 +111,19 @@ def test_a_wrapped_array_exported_without_a_stream_has_no_pending_work(cp):
     assert (last == PASSES).all(), last
 
 
+def test_a_device_write_through_cupy_is_done_when_setitem_returns(cp):
+    s = cai.zeros((8,), dtype=np.float32, device="gpu", managed="gt4py")
+    producer = cp.cuda.Stream(non_blocking=True)
+    x, tail, desc = pending_cupy_array(cp, producer)
+    with producer:
+        s[4:] = tail  # queued on the current stream, behind PASSES passes over 1 GiB
+    assert s.sync_state.state == cai.SyncState.SYNC_DEVICE_DIRTY
+    # The mirror copy to the host runs on the legacy default stream, which does not wait for
+    # a non-blocking stream; so does a reader told `stream: None`.
+    assert (s.to_numpy()[4:] == PASSES).all(), s.to_numpy()
+    assert s.__cuda_array_interface__["stream"] is None
+
+
 def test_export_stream_none_option():
     a = cai.DeviceArray(np.zeros(4, dtype=np.float32))
     assert a.__cuda_array_interface__["stream"] == a.stream

@@ -369,8 +369,15 @@ impl PyStorage {
             None => value.clone(),
         };
         if on_gpu {
+            let cp = cupy(py)?;
             let target = Self::to_cupy(slf)?;
-            target.set_item(key, cupy(py)?.getattr("asarray")?.call1((value,))?)?;
+            target.set_item(key, cp.getattr("asarray")?.call1((value,))?)?;
+            // CuPy wrote on its current stream, which the storage's mirror copies (on the
+            // legacy default stream) and its consumers (told `stream: None`) need not wait
+            // for, a non-blocking one least of all: the write is done before this returns.
+            cp.getattr(pyo3::intern!(py, "cuda"))?
+                .call_method0(pyo3::intern!(py, "get_current_stream"))?
+                .call_method0(pyo3::intern!(py, "synchronize"))?;
             if let Some(state) = slf.borrow().inner.sync_state() {
                 state.set_device_modified();
             }
