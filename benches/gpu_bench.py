@@ -2,7 +2,8 @@
 (never asserted). Run on the GPU machine from the bundle (README, "GPU suite"):
 
   1. exchange overhead: importing an array whose producer stream is busy, with our event wait
-     (the host is not blocked) against a full stream synchronize (what CuPy and Numba do);
+     (the host is not blocked), alone and with the release that orders the producer's stream
+     after the consumer's, against a full stream synchronize (what CuPy and Numba do);
   2. import: `cai.as_cuda_array` against `numba.cuda.as_cuda_array`, `cupy.asarray` and
      `torch.as_tensor` on the same object, one exposing only a CuPy array's descriptor (with
      stream None, then with stream 1);
@@ -43,13 +44,15 @@ def main():
         big = cp.zeros(1 << 26, dtype=cp.float32)
         desc = big[:16].__cuda_array_interface__
 
-    def exchange(mode, reps=200):
+    def exchange(mode, reps=200, release=False):
         total = 0.0
         for _ in range(reps):
             with producer:
                 cp.add(big, 1, out=big)  # in place; `big += 1` would make `big` local here
             t0 = time.perf_counter()
-            cai.from_cuda_array_interface(desc, owner=big, stream=consumer.ptr, mode=mode)
+            v = cai.from_cuda_array_interface(desc, owner=big, stream=consumer.ptr, mode=mode)
+            if release:  # the producer's stream then waits for the consumer's
+                v.release()
             total += time.perf_counter() - t0
         producer.synchronize()
         consumer.synchronize()
@@ -57,8 +60,10 @@ def main():
 
     exchange("enqueue", 20)
     ev, sync = exchange("enqueue"), exchange("synchronize")
+    both = exchange("enqueue", release=True)
     print("1. exchange with a busy producer stream (host time per import)")
     row("event wait (cai default)", ev, sync, "stream synchronize")
+    row("event wait, then release()", both, sync, "stream synchronize")
 
     # Control for the stream tests: with sync=False a consumer on another stream can read
     # unfinished work, which is what the event wait prevents (a race: reported, not asserted).
