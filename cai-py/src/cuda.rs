@@ -396,10 +396,12 @@ mod device_array {
             }
             // Keeps the source's memory alive until the copy is done: the view holds it.
             let dst = self.buf.as_device_ptr().as_raw();
-            // SAFETY: `dst` is this whole buffer, freed only after its streams are (see
-            // `fill`); `src` covers the view's bytes, checked to fit its allocation on import,
-            // and kept alive by its owner, which the view holds (the caller keeps the view or
-            // the producer alive until the stream has run the copy, as for any consumer work).
+            // SAFETY: `dst` is this whole buffer (`len` bytes), freed only after its streams
+            // are (see `fill`). `src .. src + len` are the view's bytes (C-contiguous, `len` of
+            // them, checked above), which the import checked against their allocation (or, with
+            // `check_pointer=False`, which the producer vouches for, as for any import) and
+            // whose owner the view holds; the caller keeps the view or the producer alive until
+            // the stream has run the copy, as for any work a consumer enqueues.
             unsafe {
                 cuda::copy_async(
                     dst,
