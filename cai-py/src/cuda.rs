@@ -394,7 +394,6 @@ mod device_array {
                     src.layout().nbytes()
                 )));
             }
-            // Keeps the source's memory alive until the copy is done: the view holds it.
             let dst = self.buf.as_device_ptr().as_raw();
             // SAFETY: `dst` is this whole buffer (`len` bytes), freed only after its streams
             // are (see `fill`). `src .. src + len` are the view's bytes (C-contiguous, `len` of
