@@ -351,6 +351,8 @@ pub mod arg {
         on: bool = flag;
         #[cfg(feature = "cuda")]
         on_side_stream: bool = flag;
+        #[cfg(feature = "cuda")]
+        non_blocking: bool = flag;
         order: &'static str = |k, v| one_of(k, v, &["C", "F"]);
         mode: &'static str = |k, v| one_of(k, v, &["enqueue", "synchronize"]);
         interface: &'static str = |k, v| one_of(k, v, &["cuda", "host"]);

@@ -185,7 +185,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 mod device_array {
     use std::sync::Arc;
 
-    use cai_runtime::cuda::{self, PendingStreams};
+    use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
     use cai_runtime::python::HostArrayView as HostImport;
     use cai_runtime::{
         CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
@@ -203,10 +203,15 @@ mod device_array {
         PyRuntimeError::new_err(e.to_string())
     }
 
-    /// A new stream. cust 0.3 drops `NON_BLOCKING`, so it is a blocking stream (it and the
-    /// legacy default stream wait for each other's earlier work); the flag states the intent.
-    fn new_stream() -> PyResult<CuStream> {
-        CuStream::new(StreamFlags::NON_BLOCKING, None)
+    /// A new stream: a non-blocking one (`NonBlockingStream`), or a cust stream, which is a
+    /// blocking stream (it and the legacy default stream wait for each other's earlier work;
+    /// cust 0.3 drops `NON_BLOCKING`).
+    fn new_stream(non_blocking: bool) -> PyResult<ExportStream> {
+        if non_blocking {
+            return Ok(NonBlockingStream::new().map_err(driver)?.into());
+        }
+        CuStream::new(StreamFlags::DEFAULT, None)
+            .map(ExportStream::from)
             .map_err(|e| driver(format!("cuStreamCreate failed: {e}")))
     }
 
@@ -223,7 +228,7 @@ mod device_array {
         strides: Option<Vec<isize>>,
         offset: usize,
         streams: Arc<PendingStreams>,
-        side: Arc<CuStream>,
+        side: ExportStream,
     }
 
     impl CudaArrayInterface for DeviceArray {
@@ -265,19 +270,20 @@ mod device_array {
             }
             .map_err(|e| PyValueError::new_err(e.to_string()))
         }
-
-        fn stream_value(s: &CuStream) -> cai_runtime::Stream {
-            cuda::stream::from_raw_handle(s.as_inner().cast())
-        }
     }
 
     #[cai_runtime::pymethods(cuda)]
     impl DeviceArray {
         /// Copies a host array (anything exposing `__array_interface__`, e.g. a NumPy array)
-        /// to new device memory, stored in C or F order.
+        /// to new device memory, stored in C or F order. Its two streams (exported and side)
+        /// are blocking cust streams, or non-blocking ones with `non_blocking=True`.
         #[new]
-        #[pyo3(signature = (obj, *, order = "C"))]
-        fn new(obj: HostImport, #[pyo3(from_py_with = arg::order)] order: &str) -> PyResult<Self> {
+        #[pyo3(signature = (obj, *, order = "C", non_blocking = false))]
+        fn new(
+            obj: HostImport,
+            #[pyo3(from_py_with = arg::order)] order: &str,
+            #[pyo3(from_py_with = arg::non_blocking)] non_blocking: bool,
+        ) -> PyResult<Self> {
             let order = match order {
                 "F" => Order::F,
                 _ => Order::C,
@@ -303,8 +309,8 @@ mod device_array {
                 shape,
                 strides,
                 offset: 0,
-                streams: Arc::new(PendingStreams::new(new_stream()?)),
-                side: Arc::new(new_stream()?),
+                streams: Arc::new(PendingStreams::new(new_stream(non_blocking)?)),
+                side: new_stream(non_blocking)?,
             })
         }
 
@@ -355,7 +361,7 @@ mod device_array {
             #[pyo3(from_py_with = arg::rounds)] rounds: usize,
         ) -> PyResult<()> {
             let stream = if on_side_stream {
-                Self::stream_value(&self.side)
+                self.side.stream()
             } else {
                 self.streams.exported().stream()
             };
@@ -428,7 +434,7 @@ mod device_array {
         /// The side stream's handle.
         #[getter]
         fn side_stream(&self) -> u64 {
-            Self::stream_value(&self.side).as_raw()
+            self.side.stream().as_raw()
         }
 
         /// Streams with work not yet ordered before the exported stream.

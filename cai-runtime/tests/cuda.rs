@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use cai_runtime::cuda::{self, ExportStream, PendingStreams};
+use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
 use cai_runtime::layout::Extent;
 use cai_runtime::pointer::{MemoryType, PointerError};
 use cai_runtime::storage::GtDevice;
@@ -463,6 +463,51 @@ fn import_waits_with_an_event_or_synchronizes() {
     let mut check = [0u8; 16];
     buf.index(0..16).copy_to(&mut check[..]).unwrap();
     assert!(check.iter().all(|&b| b == 9));
+}
+
+#[derive(CudaArrayInterface)]
+struct OnNonBlocking {
+    #[cai(data)]
+    bytes: DeviceBuffer<u8>,
+    #[cai(stream)]
+    stream: NonBlockingStream,
+}
+
+/// A non-blocking stream (which cust 0.3 cannot make) exports its handle, and does not follow
+/// the legacy default stream: a read there after legacy-stream work sees the old bytes on the
+/// emulator (on a GPU, a race) until it is ordered after that work.
+#[test]
+fn non_blocking_streams_export_and_do_not_follow_the_legacy_stream() {
+    let Some(_ctx) = gpu("non_blocking_streams_export_and_do_not_follow_the_legacy_stream") else {
+        return;
+    };
+    let a = OnNonBlocking {
+        bytes: DeviceBuffer::<u8>::zeroed(64).unwrap(),
+        stream: NonBlockingStream::new().unwrap(),
+    };
+    let s = a.stream.stream();
+    let d = a.cuda_array_interface().unwrap();
+    assert_eq!(d.stream(), Some(s));
+    assert!(matches!(s, Stream::Handle(_)));
+    a.bytes.copy_to(&mut [0u8; 64][..]).unwrap(); // the zeroing is done
+    let ptr = a.bytes.as_device_ptr().as_raw();
+    // SAFETY: the buffer outlives the work (the streams are synchronized below).
+    unsafe { cuda::memset_async(ptr, 4, 64, Stream::LegacyDefault).unwrap() };
+    if emulated() {
+        let unordered = cuda::copy_to_host(ptr, 64, s).unwrap();
+        assert_eq!(
+            unordered, [0u8; 64],
+            "the non-blocking stream followed the legacy one"
+        );
+    }
+    cuda::order_after(s, Stream::LegacyDefault).unwrap();
+    assert_eq!(cuda::copy_to_host(ptr, 64, s).unwrap(), [4u8; 64]);
+    // An exported stream of its own kind in `PendingStreams`, kept alive by the Arc.
+    let p = PendingStreams::new(NonBlockingStream::new().unwrap());
+    p.enqueued_on(ExportStream::from(a.stream));
+    assert_eq!(p.pending(), [s]);
+    p.order_pending().unwrap();
+    assert!(p.pending().is_empty());
 }
 
 /// The consumer's other duty: once its work on the data is enqueued, the release makes the

@@ -75,9 +75,11 @@ def test_int_arguments_out_of_range_name_the_argument_and_the_value():
     assert a.view(np.int8(4), strides=None, offset=np.uint8(2)).to_bytes() == bytes([3] * 4)
 
 
-def test_side_stream_work_is_ordered_before_the_exported_stream():
-    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))
-    consumer = cai.DeviceArray(np.zeros(1, dtype=np.uint8))  # another stream to read on
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_side_stream_work_is_ordered_before_the_exported_stream(non_blocking):
+    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8), non_blocking=non_blocking)
+    # Another stream to read on.
+    consumer = cai.DeviceArray(np.zeros(1, dtype=np.uint8), non_blocking=non_blocking)
     for value in (7, 9):
         a.fill(value, on_side_stream=True, rounds=20)
         assert a.pending_streams == [a.side_stream]
@@ -90,10 +92,11 @@ def test_side_stream_work_is_ordered_before_the_exported_stream():
     a.synchronize()
 
 
+@pytest.mark.parametrize("non_blocking", [False, True])
 @pytest.mark.parametrize("mode", ["enqueue", "synchronize"])
-def test_import_orders_the_consumer_after_the_producer(mode):
-    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))
-    consumer = cai.DeviceArray(np.zeros(1, dtype=np.uint8))
+def test_import_orders_the_consumer_after_the_producer(mode, non_blocking):
+    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8), non_blocking=non_blocking)
+    consumer = cai.DeviceArray(np.zeros(1, dtype=np.uint8), non_blocking=non_blocking)
     a.fill(5, rounds=20)  # on the exported stream
     v = cai.from_cuda_array_interface(
         a.__cuda_array_interface__, owner=a, stream=consumer.stream, mode=mode
@@ -102,10 +105,12 @@ def test_import_orders_the_consumer_after_the_producer(mode):
     assert (np.frombuffer(v.copy_to_host(), dtype=np.uint8)[-64:] == 5).all()
 
 
+@pytest.mark.parametrize("non_blocking", [False, True])
 @pytest.mark.parametrize("mode", ["enqueue", "synchronize"])
-def test_release_orders_the_producer_after_the_consumer(mode):
-    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))  # the producer
-    b = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))  # the consumer, on its own stream
+def test_release_orders_the_producer_after_the_consumer(mode, non_blocking):
+    # The producer, and the consumer on its own stream.
+    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8), non_blocking=non_blocking)
+    b = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8), non_blocking=non_blocking)
     for value in (5, 6):
         a.fill(value)
         with cai.as_cuda_array(a, stream=b.stream, mode=mode) as v:
@@ -130,6 +135,33 @@ def test_the_emulator_shows_an_unreleased_read_overtaken():
     a.synchronize()
     assert (np.frombuffer(b.to_bytes(), dtype=np.uint8) == 9).all()
     v.release()
+
+
+def test_non_blocking_streams_do_not_follow_the_legacy_default_stream():
+    a = cai.DeviceArray(np.zeros(1 << 10, dtype=np.uint8), non_blocking=True)
+    assert a.__cuda_array_interface__["stream"] == a.stream not in (1, 2)
+    assert a.side_stream not in (1, 2, a.stream)
+    # Work on the legacy default stream (1) is not followed by a non-blocking consumer
+    # stream: only the import's event wait orders it (the emulator runs work lazily, so a
+    # missing wait reads the old bytes every time; tests/cuda.rs has the control).
+    b = cai.DeviceArray(np.zeros(1 << 10, dtype=np.uint8))  # a blocking producer stream
+    b.fill(3, rounds=5)
+    desc = dict(b.__cuda_array_interface__, stream=1)  # as if the work were on stream 1
+    v = cai.from_cuda_array_interface(desc, owner=b, stream=a.stream)
+    assert v.sync_plan == "event-wait"
+    assert (np.frombuffer(v.copy_to_host(), dtype=np.uint8) == 3).all()
+
+
+def test_a_wrapped_device_array_has_no_pending_work_for_a_non_blocking_reader():
+    dev = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8), non_blocking=True)
+    reader = cai.DeviceArray(np.zeros(1, dtype=np.uint8), non_blocking=True)
+    dev.fill(7, rounds=20)  # pending on dev's stream when wrapped
+    d = cai.as_storage(device_data=dev)
+    # The storage says nothing is pending, so the reader does not wait: the wrap waited.
+    assert d.__cuda_array_interface__["stream"] is None
+    v = cai.as_cuda_array(d, stream=reader.stream)
+    assert v.sync_plan == "none: no stream"
+    assert (np.frombuffer(v.copy_to_host(), dtype=np.uint8)[-64:] == 7).all()
 
 
 def test_copy_from_refuses_a_source_of_another_size_or_layout():

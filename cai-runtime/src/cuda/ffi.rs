@@ -18,6 +18,7 @@ pub type CUdeviceptr = u64;
 pub const CU_STREAM_LEGACY: CUstream = 0x1 as CUstream;
 pub const CU_STREAM_PER_THREAD: CUstream = 0x2 as CUstream;
 pub const CU_EVENT_DISABLE_TIMING: c_uint = 0x2;
+pub const CU_STREAM_NON_BLOCKING: c_uint = 0x1;
 
 pub const CU_POINTER_ATTRIBUTE_CONTEXT: c_int = 1;
 pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: c_int = 2;
@@ -38,6 +39,8 @@ unsafe extern "C" {
     pub fn cuCtxSetCurrent(ctx: CUcontext) -> c_int;
     pub fn cuStreamGetCtx(stream: CUstream, pctx: *mut CUcontext) -> c_int;
     pub fn cuStreamSynchronize(stream: CUstream) -> c_int;
+    pub fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> c_int;
+    pub fn cuStreamDestroy_v2(stream: CUstream) -> c_int;
     pub fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint) -> c_int;
     pub fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> c_int;
     pub fn cuEventRecord(event: CUevent, stream: CUstream) -> c_int;

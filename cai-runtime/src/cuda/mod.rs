@@ -27,7 +27,7 @@ pub use memory::{
     copy_async, copy_from_host, copy_to_host, copy_to_host_into, gather_to_host, memset_async,
 };
 pub use pointer::{ImportCheckError, check_device_pointer, pointer_attributes};
-pub use stream::{ExportStream, PendingStreams, order_after};
+pub use stream::{ExportStream, NonBlockingStream, PendingStreams, order_after};
 pub use sync::{execute, release_import, synchronize_import};
 
 /// Initializes the driver API once (`cuInit(0)`); later calls return the first outcome. Every

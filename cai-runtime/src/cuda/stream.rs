@@ -1,5 +1,6 @@
-//! Streams on the producer side: cust's `Stream` as an exported stream, data with work pending
-//! on several streams, and the event wait that orders one stream after another.
+//! Streams on the producer side: cust's `Stream` and our [`NonBlockingStream`] as exported
+//! streams, data with work pending on several streams, and the event wait that orders one
+//! stream after another.
 
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +32,67 @@ pub fn from_raw_handle(handle: *mut std::ffi::c_void) -> Stream {
 impl AsStream for CuStream {
     fn cai_stream(&self) -> Option<Stream> {
         Some(from_raw_handle(self.as_inner().cast()))
+    }
+}
+
+/// A stream created with `CU_STREAM_NON_BLOCKING`, which cust 0.3's `Stream::new` cannot make
+/// (it drops the flag, Rust-CUDA issue 15): work on it does not wait for the legacy default
+/// stream's, nor that stream's for it, as with CuPy's and PyTorch's usual streams. It is made in
+/// the current context and destroyed in it when dropped; it exports its handle, and the struct
+/// holding it keeps it alive, as a cust stream.
+#[derive(Debug)]
+pub struct NonBlockingStream {
+    handle: ffi::CUstream,
+    ctx: ffi::CUcontext,
+}
+
+// SAFETY: a stream handle and its context are driver objects that any thread may use (the
+// driver API is thread-safe); this type only passes them to the driver, and destroys the
+// stream once, when dropped.
+unsafe impl Send for NonBlockingStream {}
+// SAFETY: as above; no method mutates the struct.
+unsafe impl Sync for NonBlockingStream {}
+
+impl NonBlockingStream {
+    /// A new non-blocking stream in the current context (make one current first: see
+    /// [`super::ensure_context`]).
+    pub fn new() -> Result<Self, DriverError> {
+        super::init()?;
+        let mut handle: ffi::CUstream = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the flag is a cuda.h constant.
+        ffi::check("cuStreamCreate", unsafe {
+            ffi::cuStreamCreate(&mut handle, ffi::CU_STREAM_NON_BLOCKING)
+        })?;
+        let mut s = NonBlockingStream {
+            handle,
+            ctx: std::ptr::null_mut(),
+        };
+        // On error `s` is dropped, destroying the stream in the current context, its own.
+        s.ctx = stream_context(s.stream())?;
+        Ok(s)
+    }
+
+    /// The exported value: the handle.
+    pub fn stream(&self) -> Stream {
+        from_raw_handle(self.handle.cast())
+    }
+}
+
+impl Drop for NonBlockingStream {
+    fn drop(&mut self) {
+        // SAFETY: the handle is ours and destroyed once, in its own context; work still
+        // enqueued on it completes first (cuStreamDestroy's contract).
+        let _ = with_context(self.ctx, || {
+            ffi::check("cuStreamDestroy", unsafe {
+                ffi::cuStreamDestroy_v2(self.handle)
+            })
+        });
+    }
+}
+
+impl AsStream for NonBlockingStream {
+    fn cai_stream(&self) -> Option<Stream> {
+        Some(self.stream())
     }
 }
 
@@ -92,15 +154,17 @@ pub fn synchronize(stream: Stream) -> Result<(), DriverError> {
 }
 
 /// A stream that can be exported and outlives every export: one of the default streams, or a
-/// cust stream kept alive by reference counting.
+/// cust or non-blocking stream kept alive by reference counting.
 #[derive(Clone, Debug)]
 pub enum ExportStream {
     /// The legacy default stream (exported as 1).
     LegacyDefault,
     /// The per-thread default stream (exported as 2).
     PerThreadDefault,
-    /// A stream created with cust.
+    /// A stream created with cust (a blocking stream: cust 0.3 drops `NON_BLOCKING`).
     Owned(Arc<CuStream>),
+    /// A non-blocking stream.
+    NonBlocking(Arc<NonBlockingStream>),
 }
 
 impl ExportStream {
@@ -110,6 +174,7 @@ impl ExportStream {
             ExportStream::LegacyDefault => Stream::LegacyDefault,
             ExportStream::PerThreadDefault => Stream::PerThreadDefault,
             ExportStream::Owned(s) => from_raw_handle(s.as_inner().cast()),
+            ExportStream::NonBlocking(s) => s.stream(),
         }
     }
 }
@@ -123,6 +188,18 @@ impl From<CuStream> for ExportStream {
 impl From<Arc<CuStream>> for ExportStream {
     fn from(s: Arc<CuStream>) -> Self {
         ExportStream::Owned(s)
+    }
+}
+
+impl From<NonBlockingStream> for ExportStream {
+    fn from(s: NonBlockingStream) -> Self {
+        ExportStream::NonBlocking(Arc::new(s))
+    }
+}
+
+impl From<Arc<NonBlockingStream>> for ExportStream {
+    fn from(s: Arc<NonBlockingStream>) -> Self {
+        ExportStream::NonBlocking(s)
     }
 }
 
