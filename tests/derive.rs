@@ -292,3 +292,186 @@ fn offset_points_inside_the_buffer_for_negative_strides() {
     assert_eq!(d.strides, Some(vec![-4]));
     d.check_within(BASE, 20).unwrap();
 }
+
+/// Every optional field form at once: an offset field, strides that may be absent, a
+/// read-only flag that is off, and a mask that is always there.
+#[derive(CudaArrayInterface)]
+#[cai(shape = [2, 2])]
+struct Window {
+    #[cai(data)]
+    buf: RawDeviceMemory<f32>,
+    #[cai(offset)]
+    skip: usize,
+    #[cai(strides)]
+    pitch: Option<Vec<isize>>,
+    #[cai(readonly)]
+    frozen: bool,
+    #[cai(mask)]
+    valid: Flags2x2,
+}
+
+#[derive(CudaArrayInterface)]
+#[cai(shape = [2, 2])]
+struct Flags2x2 {
+    #[cai(data)]
+    flags: RawDeviceMemory<bool>,
+}
+
+#[test]
+fn offset_field_optional_strides_flag_and_plain_mask() {
+    let w = |pitch: Option<Vec<isize>>| Window {
+        buf: dev(12),
+        skip: 8,
+        pitch,
+        frozen: false,
+        valid: Flags2x2 { flags: dev(4) },
+    };
+    let d = w(None).cuda_array_interface().unwrap();
+    assert_eq!((d.data.ptr, d.strides.clone()), (BASE + 8, None));
+    assert!(!d.data.readonly);
+    assert_eq!(d.mask.as_ref().unwrap().shape, [2, 2]);
+    // Rows of 4 items, 2 used: the window of a 3x4 matrix at [0:2, 2:4].
+    let d = w(Some(vec![16, 4])).cuda_array_interface().unwrap();
+    assert_eq!(d.strides, Some(vec![16, 4]));
+    // A pitch of 10 items leaves the 12-item buffer: bytes [8, 52) of 48.
+    assert!(w(Some(vec![40, 4])).cuda_array_interface().is_err());
+}
+
+#[derive(ArrayInterface)]
+struct HostFlags {
+    #[cai(data)]
+    flags: Vec<bool>,
+}
+
+#[derive(ArrayInterface)]
+struct HostMasked {
+    #[cai(data)]
+    values: Vec<f32>,
+    #[cai(mask)]
+    valid: HostFlags,
+}
+
+#[derive(ArrayInterface)]
+struct MaybeMasked {
+    #[cai(data)]
+    values: Vec<f32>,
+    #[cai(mask)]
+    valid: Option<HostFlags>,
+}
+
+#[test]
+fn host_masks_plain_and_optional() {
+    let flags = || HostFlags {
+        flags: vec![true, false, true],
+    };
+    let d = HostMasked {
+        values: vec![1.0, 2.0, 3.0],
+        valid: flags(),
+    }
+    .array_interface()
+    .unwrap();
+    assert_eq!(d.mask.as_ref().unwrap().typestr.to_string(), "|b1");
+    let some = MaybeMasked {
+        values: vec![1.0, 2.0, 3.0],
+        valid: Some(flags()),
+    };
+    assert_eq!(some.array_interface().unwrap().mask.unwrap().shape, [3]);
+    let none = MaybeMasked {
+        values: vec![1.0],
+        valid: None,
+    };
+    assert!(none.array_interface().unwrap().mask.is_none());
+}
+
+/// Generic code holding a reference exports what the value itself exports.
+#[test]
+fn references_export_like_their_values() {
+    fn device<T: CudaArrayInterface>(t: T) -> (String, bool) {
+        let built = t
+            .__cai_builder()
+            .map(|b| b.unwrap().build().unwrap().to_string());
+        (
+            t.cuda_array_interface().unwrap().to_string(),
+            built.is_some(),
+        )
+    }
+    fn host<T: ArrayInterface>(t: T) -> (String, bool) {
+        let built = t
+            .__cai_builder()
+            .map(|b| b.unwrap().build().unwrap().to_string());
+        (t.array_interface().unwrap().to_string(), built.is_some())
+    }
+    let v = Vector { buf: dev(5) };
+    let direct = v.cuda_array_interface().unwrap().to_string();
+    assert_eq!(device(&v), (direct, true));
+    let h = Host {
+        buf: vec![1, 2, 3, 4],
+    };
+    let direct = h.array_interface().unwrap().to_string();
+    assert_eq!(host(&h), (direct, true));
+}
+
+/// A user's own device buffer type implements only what `DeviceMemory` requires; the rest
+/// (emptiness, writability) has defaults. Same for host memory.
+struct MyDeviceBuffer {
+    ptr: u64,
+    items: usize,
+}
+
+// SAFETY: never dereferenced; the test only computes descriptors.
+unsafe impl DeviceMemory for MyDeviceBuffer {
+    type Elem = u32;
+    fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.items
+    }
+}
+
+struct MyHostBuffer(Vec<u32>);
+
+// SAFETY: the Vec's pointer and length, valid while `self` lives.
+unsafe impl cai_runtime::HostMemory for MyHostBuffer {
+    type Elem = u32;
+    fn host_ptr(&self) -> *const u32 {
+        self.0.as_ptr()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[derive(CudaArrayInterface)]
+#[cai(offset = &self.skip)]
+struct Mine {
+    #[cai(data)]
+    buf: MyDeviceBuffer,
+    skip: usize,
+}
+
+#[derive(ArrayInterface)]
+struct MineOnHost {
+    #[cai(data)]
+    buf: MyHostBuffer,
+}
+
+#[test]
+fn user_memory_types_get_the_defaults() {
+    let buf = MyDeviceBuffer {
+        ptr: BASE,
+        items: 4,
+    };
+    assert!(buf.is_writable() && !buf.is_empty());
+    let d = Mine { buf, skip: 4 }.cuda_array_interface().unwrap();
+    assert_eq!((d.data.ptr, d.shape.as_slice()), (BASE + 4, &[3usize][..]));
+    assert!(!d.data.readonly);
+    let h = MineOnHost {
+        buf: MyHostBuffer(vec![1, 2]),
+    };
+    assert!(cai_runtime::HostMemory::is_writable(&h.buf));
+    assert!(!h.array_interface().unwrap().data.readonly);
+    // References forward: the expressions `offset = &...` and `readonly = ...` may borrow.
+    assert!(cai_runtime::AsReadonly::is_readonly(&&true));
+    assert!(!cai_runtime::AsReadonly::is_readonly(&&false));
+}

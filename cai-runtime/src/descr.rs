@@ -371,5 +371,27 @@ mod tests {
         s.clear();
         write_py_str(&mut s, "a\\b\n").unwrap();
         assert_eq!(s, "'a\\\\b\\n'");
+        // What Python's repr() gives for each (checked with CPython 3.11).
+        for (input, repr) in [
+            ("a'b\"c", r#"'a\'b"c'"#),
+            ("say \"hi\"", r#"'say "hi"'"#),
+            ("\0\x1f \x7e\x7f", r"'\x00\x1f ~\x7f'"),
+            ("\t\r", r"'\t\r'"),
+            ("é", "'é'"),
+        ] {
+            s.clear();
+            write_py_str(&mut s, input).unwrap();
+            assert_eq!(s, repr, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn numpy_default_names_are_f_and_digits() {
+        for name in ["f0", "f1", "f42"] {
+            assert!(is_default_name(name), "{name}");
+        }
+        for name in ["", "f", "fx", "f1x", "g1", "0", "F1"] {
+            assert!(!is_default_name(name), "{name}");
+        }
     }
 }

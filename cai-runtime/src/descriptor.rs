@@ -682,6 +682,113 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_array_may_start_at_the_end_of_its_buffer() {
+        // NumPy's `a[6:]` of 6 items: no items, pointer one past the end (exported as 0).
+        let d = DescriptorBuilder::device(&dev(6))
+            .offset(24)
+            .shape([0])
+            .build()
+            .unwrap();
+        assert_eq!((d.data.ptr, d.shape.as_slice()), (0, &[0usize][..]));
+    }
+
+    #[test]
+    fn check_within_names_the_bytes_relative_to_the_allocation() {
+        // Items 4 bytes apart, 3 of them, backwards from 8 bytes into a 12-byte allocation.
+        let d = DescriptorBuilder::device(&dev(6))
+            .shape([3])
+            .strides(Some(vec![-4]))
+            .offset(8)
+            .build()
+            .unwrap();
+        d.check_within(0x7f00_0000_0000, 12).unwrap();
+        // The same array seen from an allocation starting 4 bytes later: bytes [-4, 8).
+        let e = d.check_within(0x7f00_0000_0004, 12).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DescriptorError::OutOfBounds {
+                    lo: -4,
+                    hi: 8,
+                    alloc_len: 12,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // And from one 4 bytes earlier, too short: bytes [4, 16) of 12.
+        let e = d.check_within(0x7eff_ffff_fffc, 12).unwrap_err();
+        assert!(
+            matches!(e, DescriptorError::OutOfBounds { lo: 4, hi: 16, .. }),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn read_only_memory_exports_read_only_data() {
+        let ro = dev(6).read_only();
+        for d in [
+            DescriptorBuilder::device(&ro).build().unwrap(),
+            DescriptorBuilder::device(&&ro).build().unwrap(),
+            DescriptorBuilder::device(&std::sync::Arc::new(ro))
+                .build()
+                .unwrap(),
+        ] {
+            assert!(d.data.readonly);
+            assert_eq!(
+                (d.data.ptr, d.shape.as_slice()),
+                (0x7f00_0000_0000, &[6usize][..])
+            );
+        }
+        let rw = dev(6);
+        assert!(
+            !DescriptorBuilder::device(&rw)
+                .build()
+                .unwrap()
+                .data
+                .readonly
+        );
+        assert!(
+            !DescriptorBuilder::device(&std::sync::Arc::new(rw))
+                .build()
+                .unwrap()
+                .data
+                .readonly
+        );
+    }
+
+    /// The Python export memo reuses a descriptor while the builder is equal: every field
+    /// must count.
+    #[test]
+    fn builders_differing_in_any_field_are_unequal() {
+        let f4 = &<f32 as crate::element::Element>::DTYPE;
+        let base = || DescriptorBuilder::<Device>::new(0x1000, 64, f4, true);
+        // An equal dtype held in another place is the same dtype (in a debug build: an
+        // optimized one may merge the two constants into one place).
+        static F4_ELSEWHERE: DType = <f32 as crate::element::Element>::DTYPE;
+        assert!(base() == DescriptorBuilder::new(0x1000, 64, &F4_ELSEWHERE, true));
+        let mask = || base().shape([4]).build().unwrap();
+        let changed = [
+            DescriptorBuilder::new(0x2000, 64, f4, true),
+            DescriptorBuilder::new(0x1000, 32, f4, true),
+            DescriptorBuilder::new(0x1000, 64, &<i32 as crate::element::Element>::DTYPE, true),
+            DescriptorBuilder::new(0x1000, 64, f4, false),
+            base().offset(4),
+            base().shape([4]),
+            base().strides(Some(vec![4])),
+            base().order(Order::F),
+            base().readonly(true),
+            base().version(2),
+            base().stream(Some(Stream::LegacyDefault)),
+            base().mask(Some(mask())),
+        ];
+        for (i, b) in changed.iter().enumerate() {
+            assert!(base() != *b, "field {i} is ignored");
+        }
+        assert!(base().mask(Some(mask())) == base().mask(Some(mask())));
+    }
+
+    #[test]
     fn stream_needs_version_3() {
         let e = DescriptorBuilder::device(&dev(6))
             .version(2)

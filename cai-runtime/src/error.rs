@@ -250,6 +250,40 @@ pub enum CopyToHostError {
 }
 
 #[cfg(test)]
+mod driver_error_tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_call_the_code_and_what_to_do() {
+        let e = |code| DriverError {
+            operation: "cuInit",
+            code,
+        };
+        assert_eq!(
+            e(100).to_string(),
+            "cuInit failed: CUDA_ERROR_NO_DEVICE (100): no CUDA-capable device is visible (check CUDA_VISIBLE_DEVICES)"
+        );
+        assert!(
+            e(34)
+                .to_string()
+                .starts_with("cuInit failed: CUDA_ERROR_STUB_LIBRARY (34): this libcuda is a stub")
+        );
+        assert!(e(35).to_string().starts_with(
+            "cuInit failed: CUDA_ERROR_INSUFFICIENT_DRIVER (35): the installed NVIDIA driver is older"
+        ));
+        assert_eq!(
+            e(400).to_string(),
+            "cuInit failed: CUDA_ERROR_INVALID_HANDLE (400)"
+        );
+        assert_eq!(e(12345).to_string(), "cuInit failed: CUDA error (12345)");
+        let no_device: Vec<u32> = (0..1000).filter(|c| e(*c).is_no_device()).collect();
+        assert_eq!(no_device, [34, 35, 100, 999]);
+        let invalid: Vec<u32> = (0..1000).filter(|c| e(*c).is_invalid_handle()).collect();
+        assert_eq!(invalid, [400]);
+    }
+}
+
+#[cfg(test)]
 mod shown_tests {
     use super::{SHOWN_MAX, Shown, shorten};
 

@@ -572,12 +572,24 @@ mod tests {
         );
         let e = v.extent().unwrap();
         assert_eq!((e.lo, e.hi), (-8, 32));
+        assert_eq!((e.len(), e.is_empty(), v.itemsize()), (40, false, 2));
+        let none = Extent { lo: 4, hi: 4 };
+        assert!(none.is_empty());
+        assert_eq!(none.len(), 0);
         assert!(v.fits_in(off, base.nbytes()));
         assert!(!v.fits_in(0, base.nbytes()));
     }
 
     #[test]
     fn overflow_is_an_error() {
+        // The largest item size NumPy allows (`npy_intp`) is isize::MAX, and one more is not.
+        let max = isize::MAX as usize;
+        assert_eq!(checked_nbytes(&[1], max), Some(max));
+        assert_eq!(checked_nbytes(&[0, 7], max), Some(0));
+        assert_eq!(checked_nbytes(&[1], max + 1), None);
+        assert_eq!(checked_nbytes(&[2], max), None);
+        assert_eq!(checked_nbytes(&[max, 1], 1), Some(max));
+        assert_eq!(checked_nbytes(&[max + 1], 1), None);
         assert!(matches!(
             Layout::c_contiguous(&[usize::MAX, 2], 1),
             Err(LayoutError::ShapeOverflow { .. })

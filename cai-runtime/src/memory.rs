@@ -176,3 +176,29 @@ unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<T> {
         (**self).is_writable()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emptiness_and_writability() {
+        // SAFETY: never dereferenced.
+        let (empty, two) = unsafe {
+            (
+                RawDeviceMemory::<f32>::from_raw_parts(0, 0),
+                RawDeviceMemory::<f32>::from_raw_parts(0x1000, 2),
+            )
+        };
+        assert!(empty.is_empty() && !two.is_empty());
+        assert!(two.is_writable() && !two.read_only().is_writable());
+        let arc = std::sync::Arc::new(two.read_only());
+        assert_eq!((arc.device_ptr(), arc.len()), (0x1000, 2));
+        assert!(!arc.is_writable() && !<&_ as DeviceMemory>::is_writable(&&arc));
+        assert!(<&_ as DeviceMemory>::is_writable(&&two));
+        assert!(HostMemory::is_empty(&Vec::<u8>::new()));
+        assert!(!HostMemory::is_empty(&[1u8]));
+        assert!(HostMemory::is_writable(&vec![1u8]));
+        assert!(!HostMemory::is_writable(&&[1u8][..]));
+    }
+}

@@ -143,5 +143,38 @@ mod tests {
                 .to_string()
                 .starts_with("`stream` = 0 is disallowed")
         );
+        assert_eq!(Stream::from_raw(0xbeef).unwrap().to_string(), "48879");
+        assert_eq!(Stream::PerThreadDefault.to_string(), "2");
+    }
+
+    /// A producer whose export step gives another stream than `cai_stream` (as one with work
+    /// on several streams does), so that forwarding each method to the other shows.
+    struct Pending;
+
+    impl AsStream for Pending {
+        fn cai_stream(&self) -> Option<Stream> {
+            Some(Stream::PerThreadDefault)
+        }
+        fn prepare_export(&self) -> Result<Option<Stream>, StreamError> {
+            Ok(Some(Stream::LegacyDefault))
+        }
+    }
+
+    #[test]
+    fn references_and_arcs_forward_both_methods() {
+        fn both(s: &impl AsStream) -> (Option<Stream>, Result<Option<Stream>, StreamError>) {
+            (s.cai_stream(), s.prepare_export())
+        }
+        let expected = (
+            Some(Stream::PerThreadDefault),
+            Ok(Some(Stream::LegacyDefault)),
+        );
+        assert_eq!(both(&Pending), expected);
+        assert_eq!(both(&&Pending), expected);
+        assert_eq!(both(&std::sync::Arc::new(Pending)), expected);
+        let none: Option<Stream> = None;
+        assert_eq!(both(&none), (None, Ok(None)));
+        let some = Some(Stream::LegacyDefault);
+        assert_eq!(both(&some), (some, Ok(some)));
     }
 }

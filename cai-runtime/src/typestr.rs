@@ -492,6 +492,11 @@ mod tests {
             ("<S5", "|S5"),
             ("|U3", "<U3"),
             (">U3", ">U3"),
+            ("<U1", "<U1"),
+            (">U1", ">U1"),
+            ("=U1", "<U1"),
+            (">f8", ">f8"),
+            ("<i2", "<i2"),
             ("<V2", "|V2"),
             ("<O8", "|O"),
             ("M8[ns]", "<M8[ns]"),
@@ -535,6 +540,12 @@ mod tests {
             TypeStr::parse("<M8[xx]"),
             Err(TypeStrError::Unit { .. })
         ));
+        // NumPy 2.4 accepts a zero multiplier, then fails on it (`astype` raises SystemError);
+        // a unit of zero seconds means nothing, so it is refused here.
+        assert!(matches!(
+            TypeStr::parse("<M8[0s]"),
+            Err(TypeStrError::Unit { .. })
+        ));
         assert!(matches!(
             TypeStr::parse("<V99999999999999999999999"),
             Err(TypeStrError::Overflow(_))
@@ -549,6 +560,10 @@ mod tests {
     fn itemsize_by_kind() {
         assert_eq!(TypeStr::parse("<U3").unwrap().itemsize(), 12);
         assert_eq!(TypeStr::parse("<t1").unwrap().itemsize(), 1);
+        // Bits, rounded up to whole bytes.
+        assert_eq!(TypeStr::parse("<t2").unwrap().itemsize(), 1);
+        assert_eq!(TypeStr::parse("<t16").unwrap().itemsize(), 2);
+        assert_eq!(TypeStr::parse("<t64").unwrap().itemsize(), 8);
         assert_eq!(TypeStr::parse("|V12").unwrap().itemsize(), 12);
         assert_eq!(TypeStr::parse("<c16").unwrap().itemsize(), 16);
     }
@@ -568,6 +583,26 @@ mod tests {
         ] {
             assert_eq!(TypeStr::parse(s).unwrap().to_string(), s);
         }
+        let t = TypeStr::parse("<m8[10us]").unwrap();
+        assert_eq!((t.count(), t.kind()), (8, Kind::TimeDelta));
+        assert_eq!(
+            t.unit(),
+            Some(TimeUnit {
+                count: 10,
+                base: TimeUnitBase::Micro
+            })
+        );
+        assert_eq!(TypeStr::parse("<U3").unwrap().count(), 3);
+        assert!(
+            !TypeStr::parse("<f4")
+                .unwrap()
+                .same_type(&TypeStr::parse("<i4").unwrap())
+        );
+        assert!(
+            !TypeStr::parse("<f4")
+                .unwrap()
+                .same_type(&TypeStr::parse(">f4").unwrap())
+        );
         // NumPy prints objects without a size; both spellings are one type.
         assert!(
             TypeStr::parse("|O8")

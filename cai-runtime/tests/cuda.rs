@@ -124,6 +124,41 @@ fn without_a_driver_every_call_is_a_typed_error() {
     }
 }
 
+// Declared here with a plain integer code (cust_raw's takes its enum, which cannot hold every
+// u32); the symbol comes from the libcuda that cust links.
+unsafe extern "C" {
+    fn cuGetErrorName(code: u32, name: *mut *const std::ffi::c_char) -> u32;
+}
+
+/// The names our messages give `CUresult` codes (written without a driver, for the messages
+/// about a missing one) are the driver's own.
+#[test]
+fn error_names_are_the_drivers() {
+    let Some(_ctx) = gpu("error_names_are_the_drivers") else {
+        return;
+    };
+    let mut checked = 0;
+    for code in 0..1000u32 {
+        let ours = cai_runtime::error::driver_error_name(code);
+        if ours == "CUDA error" {
+            continue;
+        }
+        let mut name: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: a valid out-pointer; the driver sets it to a static string on success.
+        let rc = unsafe { cuGetErrorName(code, &mut name) };
+        if rc != 0 && emulated() {
+            continue; // the emulator knows only the codes it returns
+        }
+        assert_eq!(rc, 0, "the driver has no code {code} ({ours})");
+        // SAFETY: on success, a NUL-terminated static string.
+        let theirs = unsafe { std::ffi::CStr::from_ptr(name) };
+        assert_eq!(theirs.to_str(), Ok(ours), "code {code}");
+        checked += 1;
+    }
+    eprintln!("{checked} error names checked against the driver");
+    assert!(checked >= 8, "{checked}");
+}
+
 fn f64s() -> ElementType {
     ElementType::new(cai_runtime::TypeStr::parse("<f8").unwrap(), None).unwrap()
 }
@@ -219,7 +254,8 @@ fn unified_and_device_only_storages() {
         Init::Fill(7.0f64.to_le_bytes().to_vec()),
     )
     .expect("device only");
-    assert!(!d.has_host() && d.sync_state().is_none());
+    assert!(!d.has_host() && d.has_device() && d.sync_state().is_none());
+    assert!(u.has_host() && u.has_device());
     assert_eq!(device_items(&d), vec![7.0; 6]);
     let view = d.transpose(None).unwrap();
     let c = cuda::storage::copy(&view).unwrap();

@@ -258,6 +258,39 @@ mod tests {
         assert!(AllocationPlan::new(&[3], 8, &[0], 4, &[0]).is_ok());
     }
 
+    /// Up to 128 dimensions are checked with a bit set, beyond with a vector: both agree.
+    #[test]
+    fn permutations_of_any_length() {
+        for n in [0, 1, 3, 127, 128, 129, 200] {
+            let identity: Vec<usize> = (0..n).collect();
+            let reversed: Vec<usize> = (0..n).rev().collect();
+            assert!(check_layout(&identity, n).is_ok(), "{n}");
+            assert!(check_layout(&reversed, n).is_ok(), "{n}");
+            assert!(check_layout(&identity, n + 1).is_err(), "{n}: too short");
+            if n == 0 {
+                continue;
+            }
+            // An entry repeated, one out of range (n itself: for 128, past the bit set).
+            let mut repeated = identity.clone();
+            repeated[n - 1] = 0;
+            let mut out_of_range = identity.clone();
+            out_of_range[n - 1] = n;
+            for bad in [repeated, out_of_range]
+                .into_iter()
+                .filter(|b| *b != identity)
+            {
+                assert_eq!(
+                    check_layout(&bad, n),
+                    Err(StorageError::Layout {
+                        layout: bad.clone(),
+                        ndim: n
+                    }),
+                    "{n}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn zero_dimensional_and_empty() {
         let p = AllocationPlan::new(&[], 4, &[], 16, &[]).unwrap();

@@ -717,6 +717,141 @@ mod tests {
     }
 
     #[test]
+    fn copies_read_views_at_their_offset_into_aligned_buffers() {
+        // The aligned item [0, 1] lands on 32 bytes, so the buffer starts at a padding of 8
+        // or 24 bytes (host allocations are 16-aligned): never 0.
+        let aligned = || StorageParams {
+            alignment_size: Some(32),
+            halo: Some(smallvec::smallvec![(0, 0), (1, 0)]),
+            ..Default::default()
+        };
+        let s = zeros(&[2, 3], aligned());
+        assert_ne!(s.host_ptr().unwrap() % 32, 0);
+        let Selected::View(row) = s.select(&[IndexItem::Int(1)]).unwrap() else {
+            panic!()
+        };
+        row.fill_host(&2.5f64.to_le_bytes()).unwrap();
+        // A view drops the aligned index (it is the allocated view's), not the alignment.
+        assert_eq!(s.info().aligned_index.as_deref(), Some(&[0, 1][..]));
+        assert_eq!(
+            (row.info().aligned_index.clone(), row.info().alignment_size),
+            (None, 32)
+        );
+        let c = row.copy_host().unwrap();
+        assert_eq!(
+            (0..3).map(|i| read(&c, i * 8)).collect::<Vec<_>>(),
+            [2.5; 3]
+        );
+        // Into a view that starts one item into its own (aligned) buffer: items 1 to 3.
+        let dst = zeros(&[4], aligned_1d());
+        let Selected::View(tail) = dst
+            .select(&[IndexItem::Slice {
+                start: Some(1),
+                stop: None,
+                step: None,
+            }])
+            .unwrap()
+        else {
+            panic!()
+        };
+        row.copy_items_host(&tail).unwrap();
+        let items: Vec<f64> = (0..4).map(|i| read(&dst, i * 8)).collect();
+        assert_eq!(items, [0.0, 2.5, 2.5, 2.5]);
+        // Same item size, another shape: refused, nothing copied.
+        let other = zeros(&[3, 2], StorageParams::default());
+        let e = s.copy_items_host(&other).unwrap_err();
+        assert!(
+            e.to_string().contains("cannot copy items of shape [2, 3]"),
+            "{e}"
+        );
+        assert_eq!(read(&other, 5 * 8), 0.0);
+    }
+
+    fn aligned_1d() -> StorageParams {
+        StorageParams {
+            alignment_size: Some(64),
+            halo: Some(smallvec::smallvec![(1, 0)]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn accessors_and_the_parameters_a_like_call_reuses() {
+        let mut s = zeros(&[4, 5], StorageParams::default());
+        assert!(s.has_host() && !s.has_device());
+        assert_eq!((s.sync_state().is_none(), s.sync_status()), (true, None));
+        assert_eq!((s.device_ptr(), s.dims()), (None, &[Dim::I, Dim::J][..]));
+        s.set_halo(smallvec::smallvec![(1, 2), (0, 5)]).unwrap();
+        assert_eq!(s.halo(), [(1, 2), (0, 5)]);
+        assert!(s.set_halo(smallvec::smallvec![(3, 2), (0, 0)]).is_err());
+        assert!(s.set_halo(smallvec::smallvec![(0, 0)]).is_err());
+        assert_eq!(s.halo(), [(1, 2), (0, 5)], "a refused halo changes nothing");
+        let p = s.data_params();
+        assert_eq!(p.halo.as_deref(), Some(&[(1, 2), (0, 5)][..]));
+        assert_eq!(p.dims.as_deref(), Some(&[Dim::I, Dim::J][..]));
+        assert_eq!(p.layout.as_deref(), Some(&[0, 1][..]));
+        assert_eq!(
+            (p.alignment_size, p.device),
+            (Some(1), Some(StorageDevice::Host))
+        );
+    }
+
+    #[test]
+    fn wrap_wants_one_entry_per_dimension() {
+        let buffers = || Buffers {
+            host: None,
+            device: None,
+            span: 0,
+            sync: None,
+            device_kind: StorageDevice::Host,
+            managed: crate::storage::Managed::None,
+            readonly: false,
+            stream: None,
+        };
+        let layout = Layout::c_contiguous(&[2, 3], 8).unwrap();
+        let two = || -> PerDim<(usize, usize)> { smallvec::smallvec![(0, 0); 2] };
+        let dims = || -> PerDim<Dim> { smallvec::smallvec![Dim::I, Dim::J] };
+        let order = || -> PerDim<usize> { smallvec::smallvec![0, 1] };
+        let e = Storage::wrap(
+            buffers(),
+            layout.clone(),
+            f64(),
+            smallvec::smallvec![(0, 0)],
+            dims(),
+            order(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            StorageError::Length {
+                param: "halo",
+                got: 1,
+                ndim: 2
+            }
+        );
+        let e = Storage::wrap(
+            buffers(),
+            layout.clone(),
+            f64(),
+            two(),
+            dims(),
+            smallvec::smallvec![0],
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                StorageError::Length {
+                    param: "layout",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(Storage::wrap(buffers(), layout, f64(), two(), dims(), order()).is_ok());
+    }
+
+    #[test]
     fn object_dtype_refused() {
         assert!(ElementType::new(TypeStr::parse("|O").unwrap(), None).is_err());
     }

@@ -216,6 +216,7 @@ mod tests {
         let bytes = unsafe { std::slice::from_raw_parts(b.ptr(), 64) };
         assert_eq!(&bytes[..9], &[1, 2, 3, 4, 5, 6, 7, 8, 1]);
         assert_eq!(&bytes[56..], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert!(!b.is_empty() && b.is_owned());
         assert!(HostBuffer::zeroed(0).unwrap().is_empty());
         assert_eq!(
             HostBuffer::uninit(usize::MAX).unwrap_err(),

@@ -306,4 +306,21 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("appears twice"));
     }
+
+    #[test]
+    fn every_dims_and_halo_spelling_reads_the_same() {
+        let ijk = ["I", "J", "K"].map(String::from).to_vec();
+        assert_eq!("IJK".to_dims(), ijk);
+        assert_eq!(String::from("IJK").to_dims(), ijk);
+        assert_eq!((&&String::from("IJK")).to_dims(), ijk);
+        assert_eq!(vec!["I", "J", "K"].to_dims(), ijk);
+        let pairs = vec![(1, 2), (0, 3)];
+        assert_eq!(<&_ as AsHalo>::to_halo(&&pairs), pairs);
+        assert_eq!([1usize, 2].to_halo(), [(1, 1), (2, 2)]);
+        assert_eq!(<&_ as AsHalo>::to_halo(&&vec![4usize]), [(4, 4)]);
+        assert_eq!(
+            (GtDevice::Host.key(), GtDevice::Gpu.key()),
+            (None, Some("gpu"))
+        );
+    }
 }

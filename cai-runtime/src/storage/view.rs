@@ -323,6 +323,22 @@ mod tests {
             ((0, 0), 720, -240)
         );
         assert_eq!(a.select(&[]).unwrap(), Selection::View(a.clone()));
+        // `...` first: the index applies to the last dimension.
+        let Selection::View(v) = a.select(&[Ellipsis, Int(2)]).unwrap() else {
+            panic!()
+        };
+        assert_eq!((v.layout.shape(), v.offset), (&[4usize, 5][..], 16));
+        assert_eq!(v.dims.as_slice(), [Dim::I, Dim::J]);
+        // Negative starts count from the end, as in Python: `[-3:]` of 4 is items 1 to 3.
+        let Selection::View(v) = a.select(&[s(Some(-3), None)]).unwrap() else {
+            panic!()
+        };
+        assert_eq!((v.layout.shape()[0], v.offset), (3, 240));
+        assert_eq!(v.halo[0], (0, 1));
+        let Selection::View(v) = a.select(&[s(Some(-9), Some(-3))]).unwrap() else {
+            panic!()
+        };
+        assert_eq!((v.layout.shape()[0], v.offset, v.halo[0]), (1, 0, (1, 0)));
     }
 
     #[test]
