@@ -629,6 +629,17 @@ mod tests {
             .unwrap();
         assert_eq!(d.strides, Some(vec![4, 8]));
         assert_eq!(d.stream(), Some(Stream::PerThreadDefault));
+        // F order of shape (2, 1) is also C-contiguous: no strides exported, and the layout
+        // returned is the one the descriptor reads back as (C strides, not F's (4, 8)).
+        let (d, layout) = DescriptorBuilder::device(&dev(6))
+            .shape([2, 1])
+            .order(Order::F)
+            .build_with_layout()
+            .unwrap();
+        assert_eq!(
+            (d.strides.as_deref(), layout.strides()),
+            (None, &[4isize, 4][..])
+        );
     }
 
     #[test]
