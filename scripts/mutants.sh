@@ -2,7 +2,7 @@
 # Mutation testing of the runtime's pure logic (descriptors, type strings, layouts, streams,
 # storages): cargo-mutants changes the code one small way at a time (an operator, a return
 # value, a match arm) and runs the Rust tests of the whole workspace against each change. A
-# "missed" mutant is a change no test notices. Not part of scripts/test.sh: about 25 minutes
+# "missed" mutant is a change no test notices. Not part of scripts/test.sh: about 30 minutes
 # on 2 cores. Needs `cargo install --locked cargo-mutants`. Arguments go to cargo-mutants
 # (`scripts/mutants.sh --file cai-runtime/src/layout.rs`, `--list`); results in mutants.out/.
 #
