@@ -610,6 +610,15 @@ mod tests {
         unsafe { RawDeviceMemory::from_raw_parts(0x7f00_0000_0000, len) }
     }
 
+    /// `items` f32s running backwards (stride -4) from byte `offset` of `dev(6)`.
+    fn backwards(items: usize, offset: usize) -> Result<CudaArrayDescriptor, DescriptorError> {
+        DescriptorBuilder::device(&dev(6))
+            .shape([items])
+            .strides(Some(vec![-4]))
+            .offset(offset)
+            .build()
+    }
+
     #[test]
     fn default_is_one_dimension_c_order_v3() {
         let d = DescriptorBuilder::device(&dev(6)).build().unwrap();
@@ -665,20 +674,10 @@ mod tests {
 
     #[test]
     fn offset_allows_negative_strides() {
-        let d = DescriptorBuilder::device(&dev(6))
-            .shape([6])
-            .strides(Some(vec![-4]))
-            .offset(20)
-            .build()
-            .unwrap();
+        let d = backwards(6, 20).unwrap();
         assert_eq!(d.data.ptr, 0x7f00_0000_0000 + 20);
         d.check_within(0x7f00_0000_0000, 24).unwrap();
-        let e = DescriptorBuilder::device(&dev(6))
-            .shape([6])
-            .strides(Some(vec![-4]))
-            .offset(16)
-            .build()
-            .unwrap_err();
+        let e = backwards(6, 16).unwrap_err();
         assert_eq!(
             e.to_string(),
             "`shape` = (6,) with `strides` = (-4,) touches bytes [-4, 20) but the buffer holds 24 bytes"
@@ -698,12 +697,7 @@ mod tests {
     #[test]
     fn check_within_names_the_bytes_relative_to_the_allocation() {
         // Items 4 bytes apart, 3 of them, backwards from 8 bytes into a 12-byte allocation.
-        let d = DescriptorBuilder::device(&dev(6))
-            .shape([3])
-            .strides(Some(vec![-4]))
-            .offset(8)
-            .build()
-            .unwrap();
+        let d = backwards(3, 8).unwrap();
         d.check_within(0x7f00_0000_0000, 12).unwrap();
         // The same array seen from an allocation starting 4 bytes later: bytes [-4, 8).
         let e = d.check_within(0x7f00_0000_0004, 12).unwrap_err();
