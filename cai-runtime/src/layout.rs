@@ -504,23 +504,30 @@ fn adjust_slice(
             v.min(hi)
         }
     };
-    let (start, stop) = if step > 0 {
+    // The caller has refused a zero step.
+    let forward = step.is_positive();
+    let (start, stop) = if forward {
         (
             start.map_or(0, |s| clamp(s, 0, len)),
             stop.map_or(len, |s| clamp(s, 0, len)),
         )
     } else {
+        let last = len - 1;
         (
-            start.map_or(len - 1, |s| clamp(s, -1, len - 1)),
-            stop.map_or(-1, |s| clamp(s, -1, len - 1)),
+            start.map_or(last, |s| clamp(s, -1, last)),
+            stop.map_or(-1, |s| clamp(s, -1, last)),
         )
     };
-    // `start` and `stop` are clamped to [-1, len], so their difference cannot overflow; the
-    // step is divided as unsigned, so that `isize::MIN` needs no negation.
-    let count = if step > 0 && stop > start {
-        (stop - start - 1) as usize / step.unsigned_abs() + 1
-    } else if step < 0 && start > stop {
-        (start - stop - 1) as usize / step.unsigned_abs() + 1
+    // The items run from `start` towards `stop`, which they never reach. Both are clamped to
+    // [-1, len], so `hi - lo` cannot overflow; the step is divided as unsigned, so that
+    // `isize::MIN` needs no negation.
+    let (lo, hi) = if forward {
+        (start, stop)
+    } else {
+        (stop, start)
+    };
+    let count = if hi > lo {
+        (hi - lo - 1) as usize / step.unsigned_abs() + 1
     } else {
         0
     };
@@ -617,6 +624,13 @@ mod tests {
         assert_eq!(adjust_slice(10, Some(100), Some(-100), -3), (9, 4));
         assert_eq!(adjust_slice(10, Some(5), Some(2), 1), (5, 0));
         assert_eq!(adjust_slice(0, None, None, -1), (-1, 0));
+        // Empty where the bounds meet, or run against the step (`[3:3]`, `[2:5:-1]`).
+        assert_eq!(adjust_slice(10, Some(3), Some(3), 1), (3, 0));
+        assert_eq!(adjust_slice(10, Some(3), Some(3), -1), (3, 0));
+        assert_eq!(adjust_slice(10, Some(2), Some(5), -1), (2, 0));
+        // Backwards with a stop past the end, and a start past it clamped to the last item.
+        assert_eq!(adjust_slice(10, Some(5), Some(20), -1), (5, 0));
+        assert_eq!(adjust_slice(10, Some(20), Some(7), -1), (9, 2));
         // Bounds and steps at the ends of the index range (Python clamps larger ints there).
         assert_eq!(adjust_slice(10, None, None, isize::MIN), (9, 1));
         assert_eq!(adjust_slice(10, None, None, isize::MAX), (0, 1));
