@@ -8,8 +8,10 @@
 #
 # What the Rust tests cannot see, and is left to other suites (so reported missed here):
 # - cai-runtime/src/python/ and the `stream_entry` of the descriptor spaces: the pytest suites;
-# - the driver paths (`Storage::device_descriptor`, staging `on_buffers`, `DriverError` hints):
-#   the `cuda` feature's tests, run against the emulated driver by scripts/test.sh;
+# - the driver paths (`Storage::device_descriptor`, staging `on_buffers`): the `cuda` feature's
+#   tests, run against the emulated driver by scripts/test.sh;
+# - `driver_error_name`'s table: checked against cust's bindings, also with `cuda` (all 21 of
+#   its mutants caught: `scripts/mutants.sh --features cuda --re driver_error_name`);
 # - `HostBuffer`'s `Drop`: Miri's leak check (scripts/miri.sh).
 # Excluded below, with why:
 # - `hugepages`: advice to the kernel, which changes timings only (benches/storage_bench.py);
