@@ -370,11 +370,8 @@ impl Layout {
         let mut hi = 0isize;
         for (&d, &s) in self.shape.iter().zip(&self.strides) {
             let span = isize::try_from(d - 1).ok()?.checked_mul(s)?;
-            if span < 0 {
-                lo = lo.checked_add(span)?;
-            } else {
-                hi = hi.checked_add(span)?;
-            }
+            lo = lo.checked_add(span.min(0))?;
+            hi = hi.checked_add(span.max(0))?;
         }
         let hi = hi.checked_add(isize::try_from(self.itemsize).ok()?)?;
         Some(Extent { lo, hi })
@@ -451,14 +448,13 @@ impl Layout {
             shape: self.shape.to_vec(),
             strides: self.strides.to_vec(),
         };
-        // The stride times the step, as NumPy gives it. A slice of one item never moves by
-        // its stride, so where a huge step (`[::2**62]`) overflows the product, which NumPy
-        // would wrap, it keeps the dimension's stride.
-        let stride = match self.strides[axis].checked_mul(step) {
-            Some(stride) => stride,
-            None if count == 1 => self.strides[axis],
-            None => return Err(overflow()),
-        };
+        // The stride times the step, as NumPy gives it. The product overflows only for a
+        // huge step (`[::2**62]`): two or more items need |step| < len, and (len - 1) times
+        // the stride fits (the extent is checked). So such a slice has one item, which never
+        // moves by its stride: it keeps the dimension's stride where NumPy would wrap.
+        let stride = self.strides[axis]
+            .checked_mul(step)
+            .unwrap_or(self.strides[axis]);
         // Cannot overflow: `start` indexes an existing item, inside the checked extent.
         let offset = start * self.strides[axis];
         let mut out = self.clone();
