@@ -179,12 +179,14 @@ impl Geometry {
                     let len = layout.shape()[axis];
                     let (l, off) = layout.slice(axis, start, stop, step)?;
                     let count = l.shape()[axis];
-                    halo.push(if step == 1 && count > 0 {
-                        // The view covers [first, first + count) of the dimension.
+                    halo.push(if step == 1 {
+                        // The view covers [first, first + count) of the dimension (none of it
+                        // when empty, so the halo is (0, 0)). The halo's two parts fit in the
+                        // dimension (checked when set), so they do not overlap in the view.
                         let first = slice_start(start, len);
                         let lo = self.halo[i].0.saturating_sub(first).min(count);
                         let tail = len - (first + count);
-                        let hi = self.halo[i].1.saturating_sub(tail).min(count - lo);
+                        let hi = self.halo[i].1.saturating_sub(tail).min(count);
                         (lo, hi)
                     } else {
                         (0, 0)
@@ -282,6 +284,37 @@ mod tests {
             start,
             stop,
             step: None,
+        }
+    }
+
+    /// Every step-1 slice of every halo of short dimensions keeps, at each end, the halo
+    /// points that are still inside the view: counted one by one here.
+    #[test]
+    fn slices_keep_the_halo_points_inside_them() {
+        for len in 0..=5usize {
+            for h0 in 0..=len {
+                for h1 in 0..=len - h0 {
+                    let a = g(&[len], &[(h0, h1)]);
+                    let bounds = (-7..=7).map(Some).chain([None]);
+                    for (start, stop) in bounds
+                        .clone()
+                        .flat_map(|a| bounds.clone().map(move |b| (a, b)))
+                    {
+                        let Selection::View(v) = a.select(&[s(start, stop)]).unwrap() else {
+                            panic!()
+                        };
+                        let first = (v.offset / 8) as usize;
+                        let inside = first..first + v.layout.shape()[0];
+                        let lo = inside.clone().filter(|&j| j < h0).count();
+                        let hi = inside.filter(|&j| j >= len - h1).count();
+                        assert_eq!(
+                            v.halo[0],
+                            (lo, hi),
+                            "len {len}, halo ({h0}, {h1}), [{start:?}:{stop:?}]"
+                        );
+                    }
+                }
+            }
         }
     }
 
