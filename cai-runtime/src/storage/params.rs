@@ -370,6 +370,15 @@ mod tests {
             }),
             "dims has 3 entries but the storage has 2 dimensions"
         );
+        // Each preset's name is the one `defaults=` takes (and Python's `storage.defaults`).
+        for (name, preset) in [
+            ("C", Preset::C),
+            ("F", Preset::F),
+            ("gtx86", Preset::GtX86),
+            ("gtcuda", Preset::GtCuda),
+        ] {
+            assert_eq!((Preset::parse(name), preset.name()), (Ok(preset), name));
+        }
         assert!(
             Preset::parse("gtmc")
                 .unwrap_err()
