@@ -2,10 +2,15 @@
 //! configuration option to always set stream to None"; off by default). A process-wide switch,
 //! so it is tested in its own test binary (its own process), in one test, in order.
 
+use cai_runtime::layout::Layout;
+use cai_runtime::storage::{
+    Buffers, DeviceBufferHandle, Dim, ElementType, Managed, PerDim, Side, Storage, StorageDevice,
+};
 use cai_runtime::sync::{
     EXPORT_STREAM_NONE_ENV, export_stream_none, ignore_streams, set_export_stream_none,
     set_ignore_streams,
 };
+use cai_runtime::typestr::TypeStr;
 use cai_runtime::{CudaArrayInterface, RawDeviceMemory, Stream};
 
 #[derive(CudaArrayInterface)]
@@ -26,6 +31,39 @@ fn exported() -> Option<Stream> {
     a.cuda_array_interface().unwrap().stream()
 }
 
+/// What a storage wrapping device memory on a stream exports (storages build their
+/// descriptors themselves, not through the derive's builder).
+fn exported_by_storage() -> Option<Stream> {
+    let buffers = Buffers {
+        host: None,
+        device: Some(Side {
+            buffer: DeviceBufferHandle {
+                ptr: 0x1000,
+                len: 32,
+                keep: Box::new(()),
+            },
+            origin: 0,
+        }),
+        span: 32,
+        sync: None,
+        device_kind: StorageDevice::Gpu,
+        managed: Managed::None,
+        readonly: false,
+        stream: Some(Stream::PerThreadDefault),
+    };
+    let element = ElementType::new(TypeStr::parse("<f8").unwrap(), None).unwrap();
+    let layout = Layout::c_contiguous(&[4], 8).unwrap();
+    let (halo, dims, order) = (
+        PerDim::from_slice(&[(0, 0)]),
+        PerDim::from_slice(&[Dim::I]),
+        PerDim::from_slice(&[0]),
+    );
+    let s = Storage::wrap(buffers, layout, element, halo, dims, order).unwrap();
+    let d = s.device_descriptor().expect("a device side").unwrap();
+    assert_eq!(d.data.ptr, 0x1000);
+    d.stream()
+}
+
 #[test]
 fn stream_none_option_environment_then_api() {
     // Off by default...
@@ -35,12 +73,13 @@ fn stream_none_option_environment_then_api() {
     // SAFETY: this test binary runs this one test; no other thread reads the environment.
     unsafe { std::env::set_var(EXPORT_STREAM_NONE_ENV, "1") };
     assert!(export_stream_none());
-    assert_eq!(exported(), None);
+    assert_eq!((exported(), exported_by_storage()), (None, None));
     // The API overrides the environment, both ways.
     set_export_stream_none(false);
-    assert_eq!(exported(), Some(Stream::PerThreadDefault));
+    let stream = Some(Stream::PerThreadDefault);
+    assert_eq!((exported(), exported_by_storage()), (stream, stream));
     set_export_stream_none(true);
-    assert_eq!(exported(), None);
+    assert_eq!((exported(), exported_by_storage()), (None, None));
     set_export_stream_none(false);
     set_ignore_streams(true);
     assert!(ignore_streams());
