@@ -17,9 +17,9 @@
 # - `driver_error_name`'s table: checked against cust's bindings, with `cuda` (all 21 of its
 #   mutants caught: `scripts/mutants.sh --features cuda --re driver_error_name`);
 # - `HostBuffer`'s `Drop`: Miri's leak check (scripts/miri.sh).
-# Equivalent mutants that stay: `<Host as Space>::stream_entry` returns the unit `NoStream`
-# either way; the timeout on `name_clashing_padding`'s `==` (the padding's new name is never
-# free, so the loop never ends) is a catch.
+# An equivalent mutant that stays: `<Host as Space>::stream_entry` returns the unit `NoStream`
+# either way. The one timeout, on `name_clashing_padding`'s `==`, is a catch: the padding's
+# new name is then never free, so the loop never ends.
 # Excluded below, with why:
 # - `hugepages`: advice to the kernel, which changes timings only (benches/storage_bench.py);
 # - `Init::Uninit`'s arm in `allocate_host`: zeroed memory is one possible uninitialized
