@@ -290,6 +290,10 @@ mod tests {
     /// Every step-1 slice of every halo of short dimensions keeps, at each end, the halo
     /// points that are still inside the view: counted one by one here.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "safe arithmetic only, and 14,000 slices take Miri 4 minutes"
+    )]
     fn slices_keep_the_halo_points_inside_them() {
         for len in 0..=5usize {
             for h0 in 0..=len {
