@@ -112,6 +112,18 @@ pub fn release_view(view: &ForeignArray<Device>) -> PyResult<String> {
     Err(no_cuda())
 }
 
+/// The stream half of GDP-3's `release` on a `"gpu"` entry read by `gt_data`: what
+/// [`release_view`] does, where the driver applied the import's plan. Without the `cuda`
+/// feature the import ordered nothing, and neither does this: a GDP-3 consumer calls `release`
+/// on every object it was given, and a descriptor carrying a stream must not make that fail.
+pub fn release_gt_entry(view: &ForeignArray<Device>) -> PyResult<()> {
+    #[cfg(feature = "cuda")]
+    view.release()?;
+    #[cfg(not(feature = "cuda"))]
+    let _ = view;
+    Ok(())
+}
+
 /// Whether CUDA can be used here, and if not why: `(True, "")` or `(False, reason)`.
 #[pyfunction]
 fn cuda_available() -> (bool, String) {

@@ -1,7 +1,7 @@
 //! Reading any object as GDP-3 says: `gt_data(obj)` and the `GtDataView` it returns.
 
 use crate::args::arg;
-use crate::import::{CudaArrayView, HostArrayView, new_cuda_view, new_host_view};
+use crate::import::{CudaArrayView, HostArrayView, cuda_of, new_cuda_view, new_host_view};
 use cai_runtime::python::{GtData, HookKind};
 use cai_runtime::storage::GtDevice;
 use pyo3::prelude::*;
@@ -74,29 +74,37 @@ impl GtDataView {
         self.inner.call(py, gt_device(device), HookKind::Touch)
     }
 
-    /// Calls the entry's `release` (no action if absent).
+    /// Calls the entry's `release` (no action if absent). For `"gpu"`, the device view is
+    /// released first (`CudaArrayView.release()`): the producer's stream waits for the work
+    /// enqueued on the consumer's stream, so the producer's hook, and its next write, come
+    /// after the consumer's reads.
     #[pyo3(signature = (device = None))]
     fn release(
         &self,
         py: Python<'_>,
         #[pyo3(from_py_with = arg::device)] device: Option<&str>,
     ) -> PyResult<()> {
-        self.inner.call(py, gt_device(device), HookKind::Release)
+        let device = gt_device(device);
+        if let (GtDevice::Gpu, Some(gpu)) = (device, &self.gpu) {
+            crate::cuda::release_gt_entry(cuda_of(gpu.bind(py)))?;
+        }
+        self.inner.call(py, device, HookKind::Release)
     }
 }
 
 /// Reads any object as GDP-3 says: `__gt_data_interface__` first, else the array interfaces.
+/// The `"gpu"` entry is imported as `as_cuda_array` imports, with the same keywords.
 #[pyfunction]
-#[pyo3(signature = (obj, sync = true))]
+#[pyo3(signature = (obj, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
 fn gt_data(
     py: Python<'_>,
     obj: &Bound<'_, PyAny>,
     #[pyo3(from_py_with = arg::sync)] sync: bool,
+    stream: Option<&Bound<'_, PyAny>>,
+    #[pyo3(from_py_with = arg::mode)] mode: &str,
+    #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
 ) -> PyResult<GtDataView> {
-    let options = cai_runtime::sync::ImportOptions {
-        sync,
-        ..Default::default()
-    };
+    let options = crate::cuda::import_options(sync, stream, mode, check_pointer)?;
     let mut inner = GtData::from_object(obj, &options)?;
     let host = inner
         .host

@@ -121,6 +121,33 @@ def test_release_orders_the_producer_after_the_consumer(mode, non_blocking):
         assert (np.frombuffer(b.to_bytes(), dtype=np.uint8)[-64:] == value).all()
 
 
+@pytest.mark.parametrize("mode", ["enqueue", "synchronize"])
+def test_gt_data_release_orders_the_producer_after_the_consumer(mode):
+    # A GDP-3 consumer on its own stream calls the entry's `release` when done, and knows
+    # nothing of CudaArrayView.release(): GtDataView.release("gpu") does that first.
+    a = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))
+    b = cai.DeviceArray(np.zeros(1 << 20, dtype=np.uint8))
+    calls = []
+
+    class Producer:
+        @property
+        def __gt_data_interface__(self):
+            return {"gpu": dict(a.__cuda_array_interface__, release=lambda: calls.append("release"))}
+
+    for value in (5, 6):
+        a.fill(value)
+        d = cai.gt_data(Producer(), stream=b.stream, mode=mode)
+        assert d.gpu.consumer_stream == b.stream
+        assert d.gpu.sync_plan == ("event-wait" if mode == "enqueue" else "synchronize")
+        b.copy_from(d.gpu)  # enqueued on the consumer's stream
+        d.release()  # the host entry: there is none, and the device view stays unreleased
+        d.release("gpu")
+        a.fill(9, rounds=20)  # the producer's next write, after the consumer's read
+        a.synchronize()
+        assert (np.frombuffer(b.to_bytes(), dtype=np.uint8)[-64:] == value).all()
+    assert calls == ["release", "release"]  # the producer's hook, once per release("gpu")
+
+
 @pytest.mark.skipif(
     not os.environ.get("CAI_GPU_SUITE_EMULATED"),
     reason="on a GPU the unreleased read races the producer's write; the emulator loses every time",

@@ -747,6 +747,8 @@ M = np.zeros((2, 3))
         (lambda v: cai.from_cuda_array_interface({}, mode=v), None, "mode = {v}: expected"),
         (lambda v: cai.check_descriptor({}, v), None, "interface = {v}: expected 'cuda' or 'host'"),
         (lambda v: cai.gt_data(M, v), TypeError, "sync: {v} is not a bool"),
+        (lambda v: cai.gt_data(M, mode=v), None, "mode = {v}: expected 'enqueue' or 'synchronize'"),
+        (lambda v: cai.gt_data(M, check_pointer=v), TypeError, "check_pointer: {v} is not a bool"),
         (lambda v: cai.gt_data(M).acquire(v), None, "device = {v}: expected None or 'gpu'"),
         (lambda v: cai.gt_data(M).touch(device=v), None, "device = {v}: expected None or 'gpu'"),
         (lambda v: cai.gt_data(M).release(v), None, "device = {v}: expected None or 'gpu'"),

@@ -239,10 +239,20 @@ class GtDataView:
     def from_gt(self) -> bool: ...
     def acquire(self, device: Optional[Literal["gpu"]] = None) -> None: ...
     def touch(self, device: Optional[Literal["gpu"]] = None) -> None: ...
-    def release(self, device: Optional[Literal["gpu"]] = None) -> None: ...
+    def release(self, device: Optional[Literal["gpu"]] = None) -> None:
+        """The entry's ``release`` hook; for ``"gpu"``, after ``self.gpu.release()`` (a
+        ``cuda`` build's stream ordering)."""
 
-def gt_data(obj: Any, sync: bool = True) -> GtDataView:
-    """Read ``obj``'s ``__gt_data_interface__``, else its array interfaces."""
+def gt_data(
+    obj: Any,
+    sync: bool = True,
+    *,
+    stream: Optional[int] = None,
+    mode: _Mode = "enqueue",
+    check_pointer: bool = True,
+) -> GtDataView:
+    """Read ``obj``'s ``__gt_data_interface__``, else its array interfaces; the ``"gpu"``
+    entry is imported as ``as_cuda_array`` imports, with the same keywords."""
 
 @final
 class SyncState:

@@ -401,7 +401,10 @@ impl GtData {
             .map(|f| f.bind(py).clone())
     }
 
-    /// Calls the hook (no action when absent, as GDP-3 says).
+    /// Calls the hook (no action when absent, as GDP-3 says). Hooks only: before the `"gpu"`
+    /// entry's `release`, release the device view itself (`gpu.release()`, with the `cuda`
+    /// feature) so the producer's stream waits for the consumer's work, as Python's
+    /// `GtDataView.release("gpu")` does.
     pub fn call(&self, py: Python<'_>, device: GtDevice, kind: HookKind) -> PyResult<()> {
         if let Some(f) = self.hook(py, device, kind) {
             f.call0()?;
