@@ -3,7 +3,9 @@
 # they reach for undefined behaviour (out-of-bounds or misaligned access, use after free,
 # reads of uninitialized bytes, aliasing violations) and for leaks: the runtime's unit and
 # property tests (descriptors, layouts, the storages' own allocations, fills and copies) and
-# the derive tests (the generated unsafe impls and layout checks).
+# the derive tests (the generated unsafe impls and layout checks). A test that reaches only
+# safe code and is slow under Miri is `#[cfg_attr(miri, ignore = "...")]`, the reason given
+# (`grep -rn 'cfg_attr(miri' -A2` lists them); its native run is unchanged.
 #
 # Needs the pinned nightly toolchain with Miri (MIRI_TOOLCHAIN below; CAI_MIRI_TOOLCHAIN picks
 # another): `rustup toolchain install nightly-2026-10-29 --profile minimal --component
