@@ -9,7 +9,7 @@
 # against the emulated driver (tests/cuda-emu), one at a time as scripts/gpu-run.sh does.
 #
 # What the plain run cannot see, and is left to other suites (so reported missed there):
-# - cai-runtime/src/python/ and `<Device as Space>::stream_entry`: the pytest suites;
+# - cai-runtime/src/python/: the pytest suites;
 # - the device side of storages (`Storage::has_device`, `device_ptr`, `device_descriptor`,
 #   `sync_state`, `sync_status`, staging `on_buffers`...): without `cuda` every storage is a
 #   host one. With `--emulated` the `cuda` tests catch all of them (`scripts/mutants.sh

@@ -619,6 +619,22 @@ mod tests {
             .build()
     }
 
+    /// The parsers build a descriptor's `stream` entry through `Space::stream_entry`: the
+    /// device protocol keeps the stream it was given, the host one has no entry to keep it in.
+    #[test]
+    fn stream_entries_round_trip_through_their_space() {
+        let handle = Stream::from_raw(0xdead_beef).unwrap();
+        for s in [
+            None,
+            Some(Stream::LegacyDefault),
+            Some(Stream::PerThreadDefault),
+            Some(handle),
+        ] {
+            assert_eq!(Device::stream_of(&Device::stream_entry(s)), s);
+            assert_eq!(Host::stream_of(&Host::stream_entry(s)), None);
+        }
+    }
+
     #[test]
     fn default_is_one_dimension_c_order_v3() {
         let d = DescriptorBuilder::device(&dev(6)).build().unwrap();
