@@ -620,9 +620,10 @@ mod tests {
     }
 
     /// The parsers build a descriptor's `stream` entry through `Space::stream_entry`: the
-    /// device protocol keeps the stream it was given, the host one has no entry to keep it in.
+    /// device protocol keeps the stream it was given. (The host one has no entry: its
+    /// `NoStream` has one value, so there is nothing there a test could catch.)
     #[test]
-    fn stream_entries_round_trip_through_their_space() {
+    fn device_stream_entries_keep_their_stream() {
         let handle = Stream::from_raw(0xdead_beef).unwrap();
         for s in [
             None,
@@ -631,7 +632,6 @@ mod tests {
             Some(handle),
         ] {
             assert_eq!(Device::stream_of(&Device::stream_entry(s)), s);
-            assert_eq!(Host::stream_of(&Host::stream_entry(s)), None);
         }
     }
 
