@@ -300,7 +300,8 @@ mod device_array {
                 "F" => Order::F,
                 _ => Order::C,
             };
-            let dtype = crate::examples::dtype_for(&obj.descriptor().typestr.to_string())?;
+            let dtype =
+                crate::examples::dtype_for("DeviceArray", &obj.descriptor().typestr.to_string())?;
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
             cuda::ensure_context(0).map_err(driver)?;

@@ -217,8 +217,9 @@ struct Record {
     value: f64,
 }
 
-/// The elements `Buffer` can hold, looked up by type string.
-pub(crate) fn dtype_for(typestr: &str) -> PyResult<&'static DType> {
+/// The elements `Buffer` (and `DeviceArray`) can hold, looked up by type string; an error
+/// names `class`, the class the user called.
+pub(crate) fn dtype_for(class: &str, typestr: &str) -> PyResult<&'static DType> {
     static TABLE: [&DType; 16] = [
         &<bool as Element>::DTYPE,
         &<i8 as Element>::DTYPE,
@@ -244,7 +245,7 @@ pub(crate) fn dtype_for(typestr: &str) -> PyResult<&'static DType> {
         .find(|d| d.typestr().same_type(&t))
         .ok_or_else(|| {
             PyTypeError::new_err(format!(
-                "Buffer has no element type for typestr {typestr:?}"
+                "{class} has no element type for typestr {typestr:?}"
             ))
         })
 }
@@ -314,7 +315,7 @@ impl Buffer {
         let b = Buffer {
             storage: zeros(nbytes.div_ceil(8))?,
             nbytes,
-            dtype: dtype_for(&typestr)?,
+            dtype: dtype_for("Buffer", &typestr)?,
             shape,
             strides,
             offset,

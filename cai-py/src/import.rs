@@ -87,21 +87,22 @@ impl ArrayView {
             Imported::Host(a) => a.owner(py),
         }
     }
-    /// The mask's descriptor as a dict, or None.
+    /// The mask's descriptor as a dict, or None (its own masks' holders keep the view alive).
     #[getter]
-    fn mask<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        match &self.0 {
+    fn mask<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let (py, keep) = (slf.py(), Some(slf.as_any()));
+        match &slf.get().0 {
             Imported::Cuda(a) => a
                 .descriptor()
                 .mask
                 .as_deref()
-                .map(|m| cpy::to_dict(py, m))
+                .map(|m| cpy::to_dict_kept(py, m, keep))
                 .transpose(),
             Imported::Host(a) => a
                 .descriptor()
                 .mask
                 .as_deref()
-                .map(|m| cpy::to_dict(py, m))
+                .map(|m| cpy::to_dict_kept(py, m, keep))
                 .transpose(),
         }
     }
@@ -227,10 +228,10 @@ impl CudaArrayView {
         Ok(false)
     }
     /// The descriptor, re-exported (the view keeps the owner alive, so consumers of the view
-    /// are safe).
+    /// are safe; a mask's holder keeps the view).
     #[getter]
     fn __cuda_array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-        cpy::to_dict(slf.py(), cuda_of(slf).descriptor())
+        cpy::to_dict_kept(slf.py(), cuda_of(slf).descriptor(), Some(slf.as_any()))
     }
 }
 
@@ -304,7 +305,10 @@ impl HostArrayView {
         // same owner kept alive.
         let desc = cpy::to_dict(slf.py(), a.descriptor())?;
         let owner = a.owner(slf.py());
-        let mut fresh = ForeignArray::<Host>::from_interface(&desc, owner.as_ref(), false)?;
+        // SAFETY: `desc` is the descriptor this view imported, of memory the view keeps alive
+        // (its owner, dicts, masks, buffers) while `fresh`, a temporary, is used.
+        let mut fresh =
+            unsafe { ForeignArray::<Host>::from_interface(&desc, owner.as_ref(), false)? };
         let t = fresh.descriptor().typestr;
         let shape = fresh.layout().shape().to_vec();
         macro_rules! try_types {
@@ -325,10 +329,11 @@ impl HostArrayView {
         )))
     }
 
-    /// The descriptor, re-exported (the view keeps the owner alive).
+    /// The descriptor, re-exported (the view keeps the owner alive; a mask's holder keeps the
+    /// view).
     #[getter]
     fn __array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-        cpy::to_dict(slf.py(), host_of(slf).descriptor())
+        cpy::to_dict_kept(slf.py(), host_of(slf).descriptor(), Some(slf.as_any()))
     }
 }
 
@@ -345,10 +350,11 @@ fn from_cuda_array_interface(
     #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
 ) -> PyResult<Py<CudaArrayView>> {
     let options = cuda::import_options(sync, stream, mode, check_pointer)?;
-    new_cuda_view(
-        desc.py(),
-        ForeignArray::from_interface_with(desc, owner, &options)?,
-    )
+    // SAFETY: the Python caller handing over a descriptor dict is its producer and answers for
+    // it, as the spec's `from_cuda_array_interface` and NumPy trust a producer's dict; the view
+    // keeps `desc` and `owner` alive.
+    let view = unsafe { ForeignArray::from_interface_with(desc, owner, &options)? };
+    new_cuda_view(desc.py(), view)
 }
 
 /// Imports an object exposing `__cuda_array_interface__`, keeping it alive (the spec's
@@ -373,7 +379,9 @@ fn from_array_interface(
     desc: &Bound<'_, PyAny>,
     owner: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Py<HostArrayView>> {
-    new_host_view(desc.py(), ForeignArray::from_interface(desc, owner, false)?)
+    // SAFETY: as in `from_cuda_array_interface`.
+    let view = unsafe { ForeignArray::from_interface(desc, owner, false)? };
+    new_host_view(desc.py(), view)
 }
 
 /// Imports an object exposing `__array_interface__`, keeping it alive.

@@ -24,7 +24,7 @@ use args::arg;
 /// Every violation of the spec in `obj`'s `__cuda_array_interface__` and/or
 /// `__array_interface__`, each with the rule it breaks.
 #[pyfunction]
-fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
+fn check(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Violation>> {
     cpy::check(obj)
 }
 
@@ -35,7 +35,7 @@ fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
 fn check_descriptor(
     desc: &Bound<'_, PyAny>,
     #[pyo3(from_py_with = arg::interface)] interface: &str,
-) -> Vec<Violation> {
+) -> PyResult<Vec<Violation>> {
     cpy::check_descriptor(desc, interface == "cuda")
 }
 

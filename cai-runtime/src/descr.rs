@@ -58,6 +58,14 @@ impl Descr {
         })
     }
 
+    /// Whether some field, at any depth, holds Python objects (`O`).
+    pub fn has_object(&self) -> bool {
+        self.0.iter().any(|f| match &f.format {
+            DescrFormat::Type(t) => t.kind() == crate::typestr::Kind::Object,
+            DescrFormat::Nested(d) => d.has_object(),
+        })
+    }
+
     /// Whether this is the descr of a plain (non-structured) type: one unnamed entry.
     pub fn is_simple(&self) -> bool {
         matches!(self.0.as_slice(), [f] if f.name.is_empty() && f.title.is_none() && f.shape.is_empty() && matches!(f.format, DescrFormat::Type(_)))

@@ -353,6 +353,54 @@ impl Layout {
         })
     }
 
+    /// The items' bytes as contiguous runs `(offset relative to the data pointer, length)`,
+    /// every item's bytes in exactly one run (for items that do not overlap), never a byte
+    /// between items: what a copy of exactly the described items moves. Dimensions whose
+    /// items follow each other are merged, so a contiguous array (in any order) is one run and
+    /// `a[::2, :]` of a C array one run per row. Nothing for an array with no items.
+    pub fn runs(&self) -> Runs {
+        if self.is_empty() {
+            return Runs {
+                outer: Vec::new(),
+                index: Vec::new(),
+                base: 0,
+                block: 0,
+                done: true,
+            };
+        }
+        // Negative strides walked forwards from their lowest item; dimensions of one item
+        // address nothing. Offsets stay inside the validated extent: no overflow.
+        let mut base = 0isize;
+        let mut dims: Vec<(usize, usize)> = Vec::with_capacity(self.ndim());
+        for (&n, &s) in self.shape.iter().zip(&self.strides) {
+            if n == 1 {
+                continue;
+            }
+            if s < 0 {
+                base += (n as isize - 1) * s;
+            }
+            dims.push((n, s.unsigned_abs()));
+        }
+        // Outermost (largest stride) first; merge inner dimensions while each one's stride is
+        // the size of the block inside it.
+        dims.sort_by_key(|&(_, s)| std::cmp::Reverse(s));
+        let mut block = self.itemsize;
+        while let Some(&(n, s)) = dims.last() {
+            if s != block {
+                break;
+            }
+            block *= n;
+            dims.pop();
+        }
+        Runs {
+            index: vec![0; dims.len()],
+            outer: dims,
+            base,
+            block,
+            done: false,
+        }
+    }
+
     /// The bytes touched relative to the data pointer, or `None` for an array with no items.
     pub fn extent(&self) -> Option<Extent> {
         if self.is_empty() {
@@ -528,6 +576,46 @@ fn adjust_slice(
         0
     };
     (start, count)
+}
+
+/// The contiguous runs of an array's bytes ([`Layout::runs`]): `(offset, length)` pairs.
+#[derive(Clone, Debug)]
+pub struct Runs {
+    /// The dimensions not merged into a run: `(extent, byte stride)`, outermost first.
+    outer: Vec<(usize, usize)>,
+    /// The next run's index in `outer`.
+    index: Vec<usize>,
+    /// Offset of the lowest item.
+    base: isize,
+    /// Bytes per run.
+    block: usize,
+    done: bool,
+}
+
+impl Iterator for Runs {
+    type Item = (isize, usize);
+
+    fn next(&mut self) -> Option<(isize, usize)> {
+        if self.done {
+            return None;
+        }
+        let offset = self
+            .index
+            .iter()
+            .zip(&self.outer)
+            .fold(self.base, |o, (&i, &(_, s))| o + (i * s) as isize);
+        // Odometer step over the outer dimensions, last fastest.
+        self.done = true;
+        for (i, &(n, _)) in self.index.iter_mut().zip(&self.outer).rev() {
+            *i += 1;
+            if *i < n {
+                self.done = false;
+                break;
+            }
+            *i = 0;
+        }
+        Some((offset, self.block))
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ fn exported() -> Option<Stream> {
 /// descriptors themselves, not through the derive's builder).
 fn exported_by_storage() -> Option<Stream> {
     let buffers = Buffers {
+        items: None,
         host: None,
         device: Some(Side {
             buffer: DeviceBufferHandle {

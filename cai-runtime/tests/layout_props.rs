@@ -217,3 +217,49 @@ fn element_itemsizes_match_size_of() {
     check::<f32>();
     check::<f64>();
 }
+
+/// A C-contiguous array of `shape` sliced with a step (possibly negative) and start on each
+/// axis, then permuted: the views a mirror copy must copy exactly.
+fn sliced_view() -> impl Strategy<Value = Layout> {
+    (prop::collection::vec(1usize..6, 0..4), 1usize..9).prop_flat_map(|(shape, itemsize)| {
+        let n = shape.len();
+        (
+            Just(shape.clone()),
+            Just(itemsize),
+            prop::collection::vec((0isize..3, prop_oneof![-3isize..0, 1isize..4]), n),
+            Just((0..n).collect::<Vec<_>>()).prop_shuffle(),
+        )
+            .prop_map(|(shape, itemsize, steps, axes)| {
+                let mut l = Layout::c_contiguous(&shape, itemsize).unwrap();
+                for (axis, &(start, step)) in steps.iter().enumerate() {
+                    // (The offset to the new first item does not change the runs' shape.)
+                    l = l.slice(axis, Some(start), None, step).unwrap().0;
+                }
+                l.permute(&axes).unwrap()
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `Layout::runs` covers each item's bytes exactly once and no byte between items.
+    #[test]
+    fn runs_cover_exactly_the_items(l in sliced_view()) {
+        let item_bytes = |offsets: &mut dyn Iterator<Item = (isize, usize)>| {
+            let mut bytes: Vec<isize> = offsets.flat_map(|(o, n)| o..o + n as isize).collect();
+            bytes.sort_unstable();
+            bytes
+        };
+        let itemsize = l.itemsize();
+        let expected = item_bytes(&mut l.item_offsets().map(|o| (o, itemsize)));
+        let runs: Vec<(isize, usize)> = l.runs().collect();
+        let got = item_bytes(&mut runs.iter().copied());
+        // Sorted byte lists equal: the same bytes, none twice (a view's items never overlap).
+        prop_assert_eq!(&got, &expected);
+        // Runs are maximal within a row: a contiguous array (in any order) is one run.
+        if l.nbytes() > 0 && l.extent().unwrap().len() == l.nbytes() {
+            prop_assert_eq!(runs.len(), 1);
+        }
+    }
+}

@@ -144,8 +144,11 @@ def test_objects_without_or_with_broken_interfaces():
         def __cuda_array_interface__(self):
             raise RuntimeError("device lost")
 
-    (v,) = cai.check(Raises())
-    assert "device lost" in v.message and v.rule == "dict"
+    # Only AttributeError means "does not expose": the getter's own error propagates.
+    with pytest.raises(RuntimeError, match="device lost"):
+        cai.check(Raises())
+    broken = run_cli("check", "type('R', (), {'__cuda_array_interface__': property(lambda s: 1 / 0)})()")
+    assert broken.returncode == 2 and "raised ZeroDivisionError" in broken.stderr
 
     class NotADict:
         __cuda_array_interface__ = [1, 2]

@@ -34,12 +34,12 @@ pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
     let (name, body, doc) = match property {
         Property::Cuda => (
             quote!(__cuda_array_interface__),
-            quote!(#krate::python::cuda_array_interface(py, self)),
+            quote!(#krate::python::cuda_array_interface(slf.py(), &*slf.try_borrow()?, Some(slf.as_any()))),
             "The CUDA Array Interface (version 3) descriptor of this object's device memory.",
         ),
         Property::Host => (
             quote!(__array_interface__),
-            quote!(#krate::python::array_interface(py, self)),
+            quote!(#krate::python::array_interface(slf.py(), &*slf.try_borrow()?, Some(slf.as_any()))),
             "The NumPy array interface (version 3) descriptor of this object's memory.",
         ),
         Property::Gt => {
@@ -55,7 +55,7 @@ pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
     let dict_getter = quote! {
         #[doc = #doc]
         #[getter]
-        fn #name<'py>(&self, py: #pyo3::Python<'py>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
+        fn #name<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
             #body
         }
     };
@@ -67,8 +67,8 @@ pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
         #dict_getter
         #[doc = "NumPy's C-struct form of `__array_interface__` (a capsule), which NumPy reads first."]
         #[getter]
-        fn __array_struct__<'py>(&self, py: #pyo3::Python<'py>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
-            #krate::python::array_struct(py, self)
+        fn __array_struct__<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
+            #krate::python::array_struct(slf.as_any(), &*slf.try_borrow()?)
         }
     }
 }

@@ -69,7 +69,11 @@ def main(argv=None):
         except Exception as e:  # noqa: BLE001 - report any failure of the user's expression
             print(f"{expression}: could not evaluate: {type(e).__name__}: {e}", file=sys.stderr)
             return 2
-        violations = check(obj)
+        try:
+            violations = check(obj)
+        except Exception as e:  # noqa: BLE001 - the object's own getter raised
+            print(f"{expression}: reading its interface raised {type(e).__name__}: {e}", file=sys.stderr)
+            return 2
         failed |= any(v.severity == "error" or args.strict for v in violations)
         report = _report(expression, violations, args.json)
         if report is not None:

@@ -190,19 +190,22 @@ impl PyStorage {
     /// NumPy's C-struct form of `__array_interface__` (a capsule), which NumPy reads first
     /// and faster (`array_struct.rs`); after copying newer device data, as the dict.
     #[getter]
-    fn __array_struct__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let data = self
+    fn __array_struct__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let this = slf.borrow();
+        let data = this
             .inner
             .host_ptr()
             .ok_or_else(|| PyAttributeError::new_err(NO_HOST_BUFFER))?;
-        mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
+        mirror(&this.inner, MirrorOp::DeviceToHost(false))?;
         ArrayStruct {
-            shape: self.inner.shape(),
-            strides: self.inner.strides(),
+            shape: this.inner.shape(),
+            strides: this.inner.strides(),
             data,
-            readonly: self.inner.buffers().readonly,
-            typestr: self.inner.element().typestr,
-            descr: self.dtype.bind(py),
+            readonly: this.inner.buffers().readonly,
+            typestr: this.inner.element().typestr,
+            descr: this.dtype.bind(slf.py()),
+            // The capsule keeps the storage, and so its buffers, alive.
+            exporter: slf.as_any(),
         }
         .into_capsule()
     }

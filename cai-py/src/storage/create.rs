@@ -323,12 +323,7 @@ pub fn storage(
 ) -> PyResult<Py<PyStorage>> {
     let p = read_kwargs("storage", kwargs)?;
     if !copy {
-        if dtype.is_some() {
-            return Err(PyValueError::new_err(
-                "storage(copy=False) wraps the buffer as it is: dtype cannot be changed without a copy",
-            ));
-        }
-        return wrap(py, "storage", data, device_data, sync_state, &p);
+        return wrap(py, "storage", data, device_data, dtype, sync_state, &p);
     }
     let data = data.filter(|d| !d.is_none());
     let device_data = device_data.filter(|d| !d.is_none());

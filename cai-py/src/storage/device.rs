@@ -24,6 +24,16 @@ pub(super) fn allocate_gpu(
     _: &cai_runtime::storage::params::ResolvedParams,
     _: Init,
 ) -> Result<Storage, StorageError> {
+    wrap_device().map(|()| unreachable!("no device without CUDA"))
+}
+
+/// Whether a storage may have a device side: not without CUDA, which could neither keep it
+/// in step with the host side nor copy it (creating and wrapping device memory are refused
+/// alike, with RuntimeError).
+pub(super) fn wrap_device() -> Result<(), StorageError> {
+    if cfg!(feature = "cuda") {
+        return Ok(());
+    }
     Err(StorageError::NoGpu(
         "this build of cai has no CUDA support; install the CUDA build (README, \"CUDA\")".into(),
     ))

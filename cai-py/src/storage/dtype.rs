@@ -123,8 +123,18 @@ pub(super) fn dtype_arg<'py>(
         .map_err(|e| numpy_error_named(py, e, &format!("dtype = {}", show(v))))
 }
 
-/// A `numpy.dtype` and the element type it describes.
+/// A `numpy.dtype` and the element type it describes; a dtype holding Python objects anywhere
+/// (NumPy's `hasobject`: a field, a sub-array such as `('O', (2,))`, whose `str` is `|V16`)
+/// is refused.
 fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
+    if dt
+        .getattr(pyo3::intern!(dt.py(), "hasobject"))?
+        .is_truthy()?
+    {
+        return Err(err(cai_runtime::storage::StorageError::Dtype(
+            dt.repr()?.to_string(),
+        )));
+    }
     let typestr: String = dt.getattr("str")?.extract()?;
     let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
     let descr = if dt.getattr("fields")?.is_none() {

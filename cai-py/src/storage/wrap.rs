@@ -1,11 +1,13 @@
 //! Storages over existing buffers, without a copy: `as_storage` and `storage(copy=False)`.
 
 use super::class::PyStorage;
-use super::dtype::data_dtype;
+use super::device::wrap_device;
+use super::dtype::{data_dtype, dtype_of};
 use super::keywords::read_kwargs;
 use super::sync_state::sync_state_arg;
 use super::{err, numpy, numpy_array_or_scalar, read_options, read_through_gt};
-use cai_runtime::python::GtData;
+use crate::args::show;
+use cai_runtime::python::{ForeignArray, GtData};
 use cai_runtime::storage::array::{AllocInfo, layout_following, stride_order};
 use cai_runtime::storage::{
     Buffers, DeviceBufferHandle, HostBuffer, Managed, PerDim, Side, Storage, StorageDevice,
@@ -28,7 +30,7 @@ pub fn as_storage(
     kwargs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyStorage>> {
     let p = read_kwargs("as_storage", kwargs)?;
-    wrap(py, "as_storage", data, device_data, sync_state, &p)
+    wrap(py, "as_storage", data, device_data, None, sync_state, &p)
 }
 
 /// A memory buffer given as the data to wrap (an object with the buffer protocol and none of
@@ -95,16 +97,48 @@ fn not_wrappable(function: &str, data: &Bound<'_, PyAny>, e: PyErr) -> PyErr {
     ))
 }
 
+/// The host and device views a mirrored storage keeps in step must be one array twice: the
+/// same element type (the same layout is checked with the shapes), and both writable, since a
+/// mirror copy writes either side.
+fn check_mirror_pair(
+    host: &ForeignArray<cai_runtime::Host>,
+    gpu: &ForeignArray<cai_runtime::Device>,
+) -> PyResult<()> {
+    let (h, g) = (host.descriptor(), gpu.descriptor());
+    let structured = |d: &Option<cai_runtime::Descr>| d.clone().filter(|d| !d.is_simple());
+    if !h.typestr.same_type(&g.typestr) || structured(&h.descr) != structured(&g.descr) {
+        return Err(PyValueError::new_err(format!(
+            "data and device_data must be two copies of one array: typestr '{}' on the host, '{}' on the device",
+            h.typestr, g.typestr
+        )));
+    }
+    if host.readonly() || gpu.readonly() {
+        let side = if host.readonly() {
+            "data (the host side)"
+        } else {
+            "device_data (the device side)"
+        };
+        return Err(PyValueError::new_err(format!(
+            "{side} is read-only, but a mirrored storage copies each side into the other: wrap \
+             read-only memory alone (as_storage(data) or as_storage(device_data=...)), or copy \
+             it (storage(data, device_data))"
+        )));
+    }
+    Ok(())
+}
+
 /// What `device_data` must be.
 pub(super) const NO_DEVICE_BUFFER: &str =
     "device_data describes no device buffer (no \"gpu\" entry or __cuda_array_interface__)";
 
-/// `as_storage`, or `storage(copy=False)` (`function`, named in errors).
+/// `as_storage`, or `storage(copy=False)` (`function`, named in errors), which may name the
+/// `dtype` the data must already have.
 pub(super) fn wrap(
     py: Python<'_>,
     function: &str,
     data: Option<&Bound<'_, PyAny>>,
     device_data: Option<&Bound<'_, PyAny>>,
+    dtype: Option<&Bound<'_, PyAny>>,
     sync_state: Option<SyncState>,
     p: &StorageParams,
 ) -> PyResult<Py<PyStorage>> {
@@ -128,16 +162,24 @@ pub(super) fn wrap(
     let mut from = data
         .map(|d| GtData::from_object(d, &options).map_err(|e| not_wrappable(function, d, e)))
         .transpose()?;
-    // Bytes shared through the buffer protocol stay put only while their buffers are held:
-    // the storage holds them from here on, with the data object.
-    let held = from
-        .as_mut()
-        .and_then(|g| g.host.as_mut())
-        .map(|h| h.take_buffers())
-        .unwrap_or_default();
-    let from_dev = device_data
+    let mut from_dev = device_data
         .map(|d| GtData::from_object(d, &options))
         .transpose()?;
+    // What the bytes depend on besides the data objects (their dicts, buffers shared through
+    // the buffer protocol, which stay put only while held): the storage holds it from here on.
+    let held_host = from
+        .as_mut()
+        .and_then(|g| g.host.as_mut())
+        .map(|h| h.take_held())
+        .unwrap_or_default();
+    let held_device = match from_dev.as_mut().and_then(|g| g.gpu.as_mut()) {
+        Some(g) => g.take_held(),
+        None => from
+            .as_mut()
+            .and_then(|g| g.gpu.as_mut())
+            .map(|g| g.take_held())
+            .unwrap_or_default(),
+    };
     let host = from.as_ref().and_then(|g| g.host.as_ref());
     let gpu = from_dev
         .as_ref()
@@ -145,6 +187,14 @@ pub(super) fn wrap(
         .or_else(|| from.as_ref().and_then(|g| g.gpu.as_ref()));
     if device_data.is_some() && from_dev.as_ref().is_some_and(|g| g.gpu.is_none()) {
         return Err(PyValueError::new_err(NO_DEVICE_BUFFER));
+    }
+    if gpu.is_some() {
+        // A build without CUDA cannot keep a device side in step (nor copy it): refused as
+        // device requests are.
+        wrap_device().map_err(err)?;
+    }
+    if let (Some(h), Some(g)) = (host, gpu) {
+        check_mirror_pair(h, g)?;
     }
     let (layout, typestr, descr, readonly) = match (host, gpu) {
         (Some(h), Some(g)) if h.layout() != g.layout() => {
@@ -175,7 +225,18 @@ pub(super) fn wrap(
         }
     };
     let source = data.or(device_data).expect("one given");
-    let dtype = data_dtype(py, source, &typestr, descr.as_ref())?;
+    let data_type = data_dtype(py, source, &typestr, descr.as_ref())?;
+    // `storage(copy=False, dtype=...)`: the data's own dtype is no change.
+    if let Some(asked) = dtype
+        && dtype_of(py, Some(asked))?.element != data_type.element
+    {
+        return Err(PyValueError::new_err(format!(
+            "{function}(copy=False) wraps the buffer as it is: dtype = {} (the data's is {}) cannot be changed without a copy",
+            show(asked),
+            data_type.numpy
+        )));
+    }
+    let dtype = data_type;
     let shape = layout.shape().to_vec();
     let meta = from.as_ref().or(from_dev.as_ref()).expect("one given");
     // Lookup order: explicit, then the preset, then the data, then the fallback.
@@ -255,7 +316,7 @@ pub(super) fn wrap(
                     HostBuffer::foreign(
                         ptr,
                         len,
-                        Box::new((data.expect("host data").clone().unbind(), held)),
+                        Box::new((data.expect("host data").clone().unbind(), held_host)),
                     )
                 },
                 None => HostBuffer::zeroed(0).map_err(|e| err(e.into()))?,
@@ -270,7 +331,7 @@ pub(super) fn wrap(
             buffer: DeviceBufferHandle {
                 ptr: g.ptr().wrapping_add_signed(lo as i64),
                 len,
-                keep: Box::new(owner),
+                keep: Box::new((owner, held_device)),
             },
             origin,
         }
@@ -291,6 +352,8 @@ pub(super) fn wrap(
         host: host_side,
         device: device_side,
         span: len,
+        // The bytes between the items belong to whoever else shares the buffers.
+        items: Some(layout.clone()),
         sync,
         device_kind,
         managed,

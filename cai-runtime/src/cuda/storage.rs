@@ -144,6 +144,7 @@ pub fn allocate(
                 origin,
             }),
             span: len,
+            items: None,
             sync,
             device_kind: StorageDevice::Gpu,
             managed,
@@ -188,6 +189,7 @@ fn staged(s: &Storage) -> Result<Storage, StorageError> {
             }),
             device: None,
             span: b.span,
+            items: None,
             sync: None,
             device_kind: StorageDevice::Host,
             managed: Managed::None,
@@ -216,8 +218,58 @@ fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
     memory::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
 }
 
-/// The mirror copies of a `managed="gt4py"` storage's buffers (whole spans).
+/// The mirror copies of a `managed="gt4py"` storage's buffers: whole spans of memory allocated
+/// here, exactly the items of wrapped memory ([`Buffers::items`]).
 pub struct Copier<'a>(pub &'a Buffers);
+
+impl Copier<'_> {
+    /// Copies the wrapped items' runs one way, enqueued on the legacy default stream, which is
+    /// then synchronized once.
+    fn copy_items(
+        &self,
+        h: &Side<HostBuffer>,
+        d: &Side<DeviceBufferHandle>,
+        items: &crate::layout::Layout,
+        to_device: bool,
+    ) -> Result<(), StorageError> {
+        ensure_context(0).map_err(driver)?;
+        let stream = super::stream::raw_handle(Stream::LegacyDefault);
+        let mut copied = Ok(());
+        for (offset, len) in items.runs() {
+            // Both sides hold the items at the same offsets from their origins, inside their
+            // `span` bytes (checked when the buffers were wrapped).
+            let at = (h.origin as isize + offset) as usize;
+            let host = h.buffer.ptr().wrapping_add(at);
+            let device = d.buffer.ptr + (d.origin as isize + offset) as u64;
+            // SAFETY: `host .. host + len` lies in the host buffer, alive while `self.0` is
+            // borrowed and written by no other mirror copy (`SyncState` holds its lock across
+            // the copy); the device range lies in the device buffer. The stream is
+            // synchronized below, before the buffers can go.
+            copied = ffi::check(
+                if to_device {
+                    "cuMemcpyHtoDAsync"
+                } else {
+                    "cuMemcpyDtoHAsync"
+                },
+                unsafe {
+                    if to_device {
+                        ffi::cuMemcpyHtoDAsync_v2(device, host.cast(), len, stream)
+                    } else {
+                        ffi::cuMemcpyDtoHAsync_v2(host.cast(), device, len, stream)
+                    }
+                },
+            );
+            if copied.is_err() {
+                break;
+            }
+        }
+        // SAFETY: the legacy default stream of the current context.
+        let synced = ffi::check("cuStreamSynchronize", unsafe {
+            ffi::cuStreamSynchronize(stream)
+        });
+        copied.and(synced).map_err(driver)
+    }
+}
 
 impl Mirror for Copier<'_> {
     type Error = StorageError;
@@ -226,6 +278,9 @@ impl Mirror for Copier<'_> {
         let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
             return Ok(());
         };
+        if let Some(items) = &self.0.items {
+            return self.copy_items(h, d, items, true);
+        }
         ensure_context(0).map_err(driver)?;
         // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed.
         let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), self.0.span) };
@@ -236,6 +291,9 @@ impl Mirror for Copier<'_> {
         let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
             return Ok(());
         };
+        if let Some(items) = &self.0.items {
+            return self.copy_items(h, d, items, false);
+        }
         ensure_context(0).map_err(driver)?;
         // Straight into the host buffer: no staging vector, no second pass over the bytes.
         // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed.

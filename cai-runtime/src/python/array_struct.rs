@@ -12,7 +12,9 @@
 //! reader that ignores `descr`.
 //!
 //! NumPy copies shape and strides into the new array and keeps the exporting object (and, in
-//! NumPy 2, the capsule) as the array's base, so the memory outlives the array.
+//! NumPy 2, the capsule) as the array's base. The capsule itself holds the exporting object, as
+//! NumPy's own capsules hold their array: a consumer that keeps only the capsule (reading it
+//! after the exporter is dropped) still reads live memory.
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -48,12 +50,15 @@ const NPY_ARRAY_WRITEABLE: c_int = 0x0400;
 const NPY_ARR_HAS_DESCR: c_int = 0x0800;
 
 /// What the capsule owns: the struct first (the capsule's pointer is the struct's), then what
-/// its pointers point into. `interface.descr` is a strong reference, released by `destroy`.
+/// its pointers point into. `interface.descr` and `exporter` are strong references, released
+/// by `destroy`.
 #[repr(C)]
 struct Contents {
     interface: PyArrayInterface,
     /// `nd` extents, then `nd` byte strides.
     dims: Box<[isize]>,
+    /// The object whose memory `interface.data` points into.
+    exporter: *mut ffi::PyObject,
 }
 
 /// An array as `__array_struct__` describes it.
@@ -70,6 +75,8 @@ pub struct ArrayStruct<'a, 'py> {
     pub typestr: TypeStr,
     /// What NumPy makes the dtype from: a `numpy.dtype`, a type string, or a `descr` list.
     pub descr: &'a Bound<'py, PyAny>,
+    /// The object whose memory `data` points into: the capsule keeps it alive.
+    pub exporter: &'a Bound<'py, PyAny>,
 }
 
 impl<'py> ArrayStruct<'_, 'py> {
@@ -117,6 +124,8 @@ impl<'py> ArrayStruct<'_, 'py> {
             },
             // Moving the box does not move the slice its pointers point into.
             dims,
+            // A new reference, owned by the capsule.
+            exporter: self.exporter.clone().into_ptr(),
         });
         let raw = Box::into_raw(contents);
         // SAFETY: `raw` is a live `Contents` (its `interface` first, `#[repr(C)]`), owned by
@@ -154,8 +163,12 @@ unsafe extern "C" fn destroy(capsule: *mut ffi::PyObject) {
 unsafe fn release(raw: *mut Contents) {
     // SAFETY: this function's contract.
     let contents = unsafe { Box::from_raw(raw) };
-    // SAFETY: `descr` is the strong reference `into_capsule` took, released once, here.
-    unsafe { ffi::Py_DecRef(contents.interface.descr) };
+    // SAFETY: `descr` and `exporter` are the strong references `into_capsule` took,
+    // released once, here.
+    unsafe {
+        ffi::Py_DecRef(contents.interface.descr);
+        ffi::Py_DecRef(contents.exporter);
+    }
 }
 
 /// Recently used `numpy.dtype`s by type string, most recent first: NumPy makes a dtype from a
@@ -189,24 +202,26 @@ fn numpy_dtype(py: Python<'_>, typestr: TypeStr) -> PyResult<Bound<'_, PyAny>> {
     Ok(dtype)
 }
 
-/// The capsule for a host descriptor. Its `descr` is the `numpy.dtype` of the type string,
-/// or the `descr` list for a structured type (as the dict would give it).
+/// The capsule for a host descriptor of `exporter`'s memory, which the capsule keeps alive.
+/// Its `descr` is the `numpy.dtype` of the type string, or the `descr` list for a structured
+/// type (as the dict would give it).
 pub fn from_descriptor<'py>(
-    py: Python<'py>,
+    exporter: &Bound<'py, PyAny>,
     d: &HostArrayDescriptor,
 ) -> PyResult<Bound<'py, PyAny>> {
     let layout = d
         .layout()
         .map_err(|e| export_error(e, "__array_struct__"))?;
-    capsule(py, d, &layout)
+    capsule(exporter, d, &layout)
 }
 
-/// The capsule for `d`, whose layout is `layout`.
+/// The capsule for `d`, whose layout is `layout`, keeping `exporter`.
 fn capsule<'py>(
-    py: Python<'py>,
+    exporter: &Bound<'py, PyAny>,
     d: &HostArrayDescriptor,
     layout: &Layout,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let py = exporter.py();
     let descr = match d.descr.as_ref().filter(|d| !d.is_simple()) {
         Some(list) => descr_list(py, list)?.into_any(),
         None => numpy_dtype(py, d.typestr)?,
@@ -218,13 +233,15 @@ fn capsule<'py>(
         readonly: d.data.readonly,
         typestr: d.typestr,
         descr: &descr,
+        exporter,
     }
     .into_capsule()
 }
 
-/// Body of a generated `__array_struct__` getter.
+/// The `__array_struct__` capsule of `value`, held by the Python object `exporter` (the
+/// derives' getter passes itself): the capsule keeps `exporter` alive.
 pub fn array_struct<'py, T: ArrayInterface + ?Sized>(
-    py: Python<'py>,
+    exporter: &Bound<'py, PyAny>,
     value: &T,
 ) -> PyResult<Bound<'py, PyAny>> {
     let built = match value.__cai_builder() {
@@ -235,5 +252,5 @@ pub fn array_struct<'py, T: ArrayInterface + ?Sized>(
         }),
     };
     let (d, layout) = built.map_err(|e| export_error(e, "__array_struct__"))?;
-    capsule(py, &d, &layout)
+    capsule(exporter, &d, &layout)
 }

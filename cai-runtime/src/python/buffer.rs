@@ -1,4 +1,11 @@
-//! Host descriptors whose bytes come through the buffer protocol.
+//! What an import holds so that the bytes it reads stay valid ([`Held`]), and host
+//! descriptors whose bytes come through the buffer protocol ([`HeldBuffer`]).
+//!
+//! Besides the owner, an imported array's bytes may depend on the descriptor dict itself
+//! (NumPy's scalars export a temporary array that only the dict's `'__ref'` key keeps alive),
+//! on a mask object and its own dict (a producer may build both on every access), and on
+//! buffers held through the buffer protocol. An import keeps all of them for as long as its
+//! view lives.
 //!
 //! NumPy's array interface lets `data` be, besides a `(pointer, read-only flag)` tuple, an
 //! object exposing the buffer protocol, or be absent or `None`, meaning the buffer of the
@@ -14,10 +21,43 @@ use std::fmt;
 
 #[cfg(any(not(Py_LIMITED_API), Py_3_11))]
 use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 
 use super::parse::{ExcKind, Problem, show, type_name};
 use super::rules;
+
+/// What keeps an imported array's bytes valid besides its owner: the Python objects they
+/// depend on (descriptor dicts, mask objects) and the buffers they lie in. Dropping it
+/// releases them.
+#[derive(Debug, Default)]
+pub struct Held {
+    objects: Vec<Py<PyAny>>,
+    buffers: Vec<HeldBuffer>,
+}
+
+impl Held {
+    /// Keeps `obj` alive.
+    pub(crate) fn object(&mut self, obj: &Bound<'_, PyAny>) {
+        self.objects.push(obj.clone().unbind());
+    }
+
+    /// Holds `buffer`.
+    pub(crate) fn buffer(&mut self, buffer: HeldBuffer) {
+        self.buffers.push(buffer);
+    }
+
+    /// Takes over everything `other` holds.
+    pub(crate) fn extend(&mut self, other: Held) {
+        self.objects.extend(other.objects);
+        self.buffers.extend(other.buffers);
+    }
+
+    /// The buffers held (host bytes shared through the buffer protocol).
+    pub fn buffers(&self) -> &[HeldBuffer] {
+        &self.buffers
+    }
+}
 
 /// A buffer held through the buffer protocol: contiguous bytes that stay where they are until
 /// it is dropped.
@@ -29,6 +69,12 @@ impl HeldBuffer {
     /// Holds `obj`'s buffer; `why` begins messages, saying where the object came from.
     pub(super) fn get(obj: &Bound<'_, PyAny>, why: &str) -> Result<HeldBuffer, Problem> {
         let buffer = PyUntypedBuffer::get(obj).map_err(|e| {
+            // TypeError and BufferError say "no buffer"; anything else was raised by the
+            // exporter's own code, and propagates as it is.
+            let py = obj.py();
+            if !e.is_instance_of::<PyTypeError>(py) && !e.is_instance_of::<PyBufferError>(py) {
+                return Problem::raised("data", e);
+            }
             Problem::new(
                 "data",
                 ExcKind::Type,

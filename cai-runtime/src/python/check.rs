@@ -73,12 +73,10 @@ fn violation(attribute: &str, p: &Problem) -> Violation {
 
 fn warning(key: &str, rule: Rule, message: String) -> Problem {
     Problem {
-        key: key.to_owned(),
         message,
-        exc: super::parse::ExcKind::Value,
-        rule,
-        severity: Severity::Warning,
         tolerated: true,
+        severity: Severity::Warning,
+        ..Problem::new(key, super::parse::ExcKind::Value, rule, "")
     }
 }
 
@@ -161,64 +159,57 @@ fn hazards<S: Space>(dict: &Bound<'_, PyAny>, d: &ArrayDescriptor<S>) -> Vec<Pro
     out
 }
 
-fn check_interface<S: Space>(obj: &Bound<'_, PyAny>, out: &mut Vec<Violation>) {
-    let dict = match obj.getattr(S::ATTRIBUTE) {
-        Ok(d) => d,
-        Err(e) => {
-            let p = Problem {
-                key: String::new(),
-                message: format!("reading {} raised {}", S::ATTRIBUTE, e),
-                exc: super::parse::ExcKind::Type,
-                rule: rules::DICT,
-                severity: Severity::Error,
-                tolerated: false,
-            };
-            out.push(violation(S::ATTRIBUTE, &p));
-            return;
-        }
-    };
-    check_dict::<S>(&dict, Some(obj), out);
+/// The violations of the interface `obj` exposes, if it does (an AttributeError says it does
+/// not); any other exception its getter raises propagates.
+fn check_interface<S: Space>(obj: &Bound<'_, PyAny>, out: &mut Vec<Violation>) -> PyResult<bool> {
+    let py = obj.py();
+    match obj.getattr(super::parse::attribute_name::<S>(py)) {
+        Ok(dict) => check_dict::<S>(&dict, Some(obj), out).map(|()| true),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// The violations in the descriptor `dict`, exposed by `exporter` when one does (a host
-/// descriptor without `data` shares the exporter's buffer).
+/// descriptor without `data` shares the exporter's buffer). An exception the producer's code
+/// raised while the dict was read (an `__index__`, a mask's getter) propagates.
 fn check_dict<S: Space>(
     dict: &Bound<'_, PyAny>,
     exporter: Option<&Bound<'_, PyAny>>,
     out: &mut Vec<Violation>,
-) {
+) -> PyResult<()> {
     let parsed = parse_exposed::<S>(dict, exporter);
+    if let Some(e) = parsed.raised() {
+        return Err(e);
+    }
     let mut problems = parsed.problems;
     if let Some(d) = &parsed.descriptor {
         problems.extend(hazards(dict, d));
     }
     out.extend(problems.iter().map(|p| violation(S::ATTRIBUTE, p)));
+    Ok(())
 }
 
 /// Every violation in a descriptor dict of its own, exposed by no object: of
-/// `__cuda_array_interface__` when `device`, else of `__array_interface__`.
-pub fn check_descriptor(desc: &Bound<'_, PyAny>, device: bool) -> Vec<Violation> {
+/// `__cuda_array_interface__` when `device`, else of `__array_interface__`. An exception the
+/// dict's own objects raise while it is read propagates.
+pub fn check_descriptor(desc: &Bound<'_, PyAny>, device: bool) -> PyResult<Vec<Violation>> {
     let mut out = Vec::new();
     if device {
-        check_dict::<Device>(desc, None, &mut out);
+        check_dict::<Device>(desc, None, &mut out)?;
     } else {
-        check_dict::<Host>(desc, None, &mut out);
+        check_dict::<Host>(desc, None, &mut out)?;
     }
-    out
+    Ok(out)
 }
 
 /// Every violation in `obj`'s `__cuda_array_interface__` and/or `__array_interface__`
-/// (whichever it exposes). An object exposing neither gets one violation saying so.
-pub fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
+/// (whichever it exposes). An object exposing neither gets one violation saying so. Only an
+/// AttributeError means "does not expose": any other exception a getter raises propagates.
+pub fn check(obj: &Bound<'_, PyAny>) -> PyResult<Vec<Violation>> {
     let mut out = Vec::new();
-    let device = obj.hasattr(Device::ATTRIBUTE).unwrap_or(true);
-    let host = obj.hasattr(Host::ATTRIBUTE).unwrap_or(false);
-    if device {
-        check_interface::<Device>(obj, &mut out);
-    }
-    if host {
-        check_interface::<Host>(obj, &mut out);
-    }
+    let device = check_interface::<Device>(obj, &mut out)?;
+    let host = check_interface::<Host>(obj, &mut out)?;
     if !device && !host {
         out.push(Violation {
             interface: String::new(),
@@ -233,5 +224,5 @@ pub fn check(obj: &Bound<'_, PyAny>) -> Vec<Violation> {
             exception: "TypeError".to_owned(),
         });
     }
-    out
+    Ok(out)
 }

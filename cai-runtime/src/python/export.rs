@@ -1,6 +1,12 @@
 //! Descriptors as the Python dicts the properties return: a fresh dict on every access, with
 //! tuples of ints for `shape` and `strides`, `strides` always present, `stream` only on the
 //! device at version 3, and the mask as an object exposing the same interface.
+//!
+//! Nothing mutable is shared between two results, at any depth: each result is a new dict
+//! with a new `descr` list, and a mask is a new holder whose dict is built anew on each access.
+//! A mask holder keeps the exporting object alive (where the getter passes it), as the mask's
+//! memory is the exporter's: `numpy.asarray(d['mask'])` stays valid after the exporter is
+//! dropped, as NumPy's own arrays stay valid through their base.
 
 use pyo3::intern;
 use std::any::Any;
@@ -80,6 +86,10 @@ fn memoized<'py, K: Any + Send + PartialEq + Clone>(
         Some(h) => h,
         None => {
             let built = build()?;
+            // A mask holder keeps its exporter: never shared between results.
+            if built.contains(intern!(py, "mask"))? {
+                return Ok(built);
+            }
             let descr = match built.get_item(intern!(py, "descr"))? {
                 None => None,
                 Some(l) => {
@@ -115,12 +125,26 @@ fn memoized<'py, K: Any + Send + PartialEq + Clone>(
     Ok(dict)
 }
 
-/// The dict for a descriptor (a new one on every call).
+/// The dict for a descriptor (a new one on every call). A mask's holder keeps nothing alive:
+/// see [`to_dict_kept`].
 pub fn to_dict<'py, S: Space>(
     py: Python<'py>,
     d: &ArrayDescriptor<S>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    memoized(py, d, || build_dict(py, d))
+    to_dict_kept(py, d, None)
+}
+
+/// The dict for a descriptor (a new one on every call) whose mask holders keep `keep` alive:
+/// the object the mask's memory depends on (the exporter, an import's view).
+pub fn to_dict_kept<'py, S: Space>(
+    py: Python<'py>,
+    d: &ArrayDescriptor<S>,
+    keep: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    if d.mask.is_some() {
+        return build_dict(py, d, keep);
+    }
+    memoized(py, d, || build_dict(py, d, None))
 }
 
 /// The dict for what a builder builds (a new one on every call); export errors raise
@@ -128,20 +152,22 @@ pub fn to_dict<'py, S: Space>(
 pub fn builder_to_dict<'py, S: Space>(
     py: Python<'py>,
     b: &DescriptorBuilder<S>,
+    keep: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     memoized(py, b, || {
         let d = b
             .clone()
             .build()
             .map_err(|e| export_error(e, S::ATTRIBUTE))?;
-        build_dict(py, &d)
+        build_dict(py, &d, keep)
     })
 }
 
-/// Builds the dict for a descriptor from scratch.
+/// Builds the dict for a descriptor from scratch; mask holders keep `keep`.
 fn build_dict<'py, S: Space>(
     py: Python<'py>,
     d: &ArrayDescriptor<S>,
+    keep: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
     dict.set_item(intern!(py, "shape"), PyTuple::new(py, &d.shape)?)?;
@@ -155,13 +181,7 @@ fn build_dict<'py, S: Space>(
         Some(s) => dict.set_item(intern!(py, "strides"), PyTuple::new(py, s)?)?,
     }
     if let Some(mask) = &d.mask {
-        let inner = build_dict(py, mask)?.unbind();
-        let holder: Py<PyAny> = if S::DEVICE {
-            Py::new(py, CudaMask { dict: inner })?.into_any()
-        } else {
-            Py::new(py, HostMask { dict: inner })?.into_any()
-        };
-        dict.set_item(intern!(py, "mask"), holder)?;
+        dict.set_item(intern!(py, "mask"), mask_holder(py, mask, keep)?)?;
     }
     dict.set_item(intern!(py, "version"), d.version)?;
     if S::DEVICE && d.version >= 3 {
@@ -170,58 +190,89 @@ fn build_dict<'py, S: Space>(
     Ok(dict)
 }
 
+/// The object standing for mask `d` in a dict: it exposes `d` and keeps `keep` alive.
+fn mask_holder<'py, S: Space>(
+    py: Python<'py>,
+    d: &ArrayDescriptor<S>,
+    keep: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let keep = keep.map(|k| k.clone().unbind());
+    // `Space` has two implementations; the descriptor is moved into the holder of its own.
+    let any: &dyn Any = d;
+    if let Some(d) = any.downcast_ref::<ArrayDescriptor<Device>>() {
+        let holder = CudaMask {
+            descriptor: d.clone(),
+            keep,
+        };
+        Ok(Bound::new(py, holder)?.into_any())
+    } else if let Some(d) = any.downcast_ref::<ArrayDescriptor<Host>>() {
+        let holder = HostMask {
+            descriptor: d.clone(),
+            keep,
+        };
+        Ok(Bound::new(py, holder)?.into_any())
+    } else {
+        unreachable!("Space is Device or Host")
+    }
+}
+
 /// A mask exported inside a `__cuda_array_interface__` dict: an object exposing the mask's
-/// descriptor, as the spec requires.
+/// descriptor, as the spec requires, keeping alive what its memory depends on.
 #[pyclass(frozen, module = "cai", name = "CudaMask")]
 pub struct CudaMask {
-    dict: Py<PyDict>,
+    descriptor: ArrayDescriptor<Device>,
+    keep: Option<Py<PyAny>>,
 }
 
 #[pymethods]
 impl CudaMask {
-    /// The mask's descriptor (a fresh copy on every access).
+    /// The mask's descriptor (a new dict on every access).
     #[getter]
     fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.dict.bind(py).copy()
+        to_dict_kept(py, &self.descriptor, self.keep.as_ref().map(|k| k.bind(py)))
     }
 }
 
 /// A mask exported inside an `__array_interface__` dict.
 #[pyclass(frozen, module = "cai", name = "HostMask")]
 pub struct HostMask {
-    dict: Py<PyDict>,
+    descriptor: ArrayDescriptor<Host>,
+    keep: Option<Py<PyAny>>,
 }
 
 #[pymethods]
 impl HostMask {
-    /// The mask's descriptor (a fresh copy on every access).
+    /// The mask's descriptor (a new dict on every access).
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.dict.bind(py).copy()
+        to_dict_kept(py, &self.descriptor, self.keep.as_ref().map(|k| k.bind(py)))
     }
 }
 
-/// Body of a generated `__cuda_array_interface__` getter.
+/// The `__cuda_array_interface__` dict of `value`; mask holders keep `exporter` (the Python
+/// object holding `value`, whose memory the mask is) alive. The derives' getter passes itself.
 pub fn cuda_array_interface<'py, T: CudaArrayInterface + ?Sized>(
     py: Python<'py>,
     value: &T,
+    exporter: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let err = |e| export_error(e, Device::ATTRIBUTE);
     match value.__cai_builder() {
-        Some(b) => builder_to_dict(py, &b.map_err(err)?),
-        None => to_dict(py, &value.cuda_array_interface().map_err(err)?),
+        Some(b) => builder_to_dict(py, &b.map_err(err)?, exporter),
+        None => to_dict_kept(py, &value.cuda_array_interface().map_err(err)?, exporter),
     }
 }
 
-/// Body of a generated `__array_interface__` getter.
+/// The `__array_interface__` dict of `value`; see [`cuda_array_interface`].
 pub fn array_interface<'py, T: ArrayInterface + ?Sized>(
     py: Python<'py>,
     value: &T,
+    exporter: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let err = |e| export_error(e, Host::ATTRIBUTE);
     match value.__cai_builder() {
-        Some(b) => builder_to_dict(py, &b.map_err(err)?),
-        None => to_dict(py, &value.array_interface().map_err(err)?),
+        Some(b) => builder_to_dict(py, &b.map_err(err)?, exporter),
+        None => to_dict_kept(py, &value.array_interface().map_err(err)?, exporter),
     }
 }
 

@@ -282,7 +282,10 @@ impl GtData {
             hooks: Default::default(),
             from_gt: true,
         };
-        for (key, entry) in dict.iter() {
+        // A snapshot: reading an entry runs the producer's code (`__index__`...), which may
+        // change the dict.
+        for item in dict.items().iter() {
+            let (key, entry) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
             let device = if key.is_none() {
                 GtDevice::Host
             } else if key.extract::<String>().is_ok_and(|k| k == "gpu") {
@@ -302,11 +305,12 @@ impl GtData {
             })?;
             match device {
                 GtDevice::Host => {
-                    data.host = Some(HostArrayView::from_interface_with(
-                        entry,
-                        Some(obj),
-                        options,
-                    )?);
+                    // SAFETY: the entry is what `obj` exposes: the producer answers for it (the
+                    // protocol's contract), and the view keeps `obj`, the entry and `gt`.
+                    let mut view =
+                        unsafe { HostArrayView::from_interface_with(entry, Some(obj), options)? };
+                    view.hold(gt);
+                    data.host = Some(view);
                 }
                 GtDevice::Gpu => {
                     let entry = if entry.contains(intern!(py, "version"))? {
@@ -316,11 +320,12 @@ impl GtData {
                         e.set_item(intern!(py, "version"), 3)?;
                         e
                     };
-                    data.gpu = Some(CudaArrayView::from_interface_with(
-                        &entry,
-                        Some(obj),
-                        options,
-                    )?);
+                    // SAFETY: as for the host entry (a copy with `version` added describes the
+                    // same memory).
+                    let mut view =
+                        unsafe { CudaArrayView::from_interface_with(&entry, Some(obj), options)? };
+                    view.hold(gt);
+                    data.gpu = Some(view);
                 }
             }
             let dims = optional(entry, "dims")?

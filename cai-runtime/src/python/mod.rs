@@ -36,9 +36,9 @@ pub mod rules;
 pub mod view;
 
 pub use array_struct::array_struct;
-pub use buffer::HeldBuffer;
+pub use buffer::{Held, HeldBuffer};
 pub use check::{Violation, check, check_descriptor};
-pub use export::{array_interface, cuda_array_interface, to_dict};
+pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
 #[doc(hidden)]
 pub use fast::{both_paths, exact_int};
 pub use gt::{GtData, GtHook, HookKind, gt_data_interface};

@@ -6,14 +6,14 @@
 //! It never panics: every value is type-checked before use, and integers are range-checked.
 
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use super::buffer::HeldBuffer;
+use super::buffer::{Held, HeldBuffer};
 use super::fast::{KEYS, exact_int, exact_text_eq, names};
 use super::rules::{self, Rule};
 use crate::descr::{Descr, DescrField, DescrFormat};
@@ -79,6 +79,9 @@ pub struct Problem {
     /// Whether import tolerates it (legacy producers): zero-size arrays with a real pointer,
     /// a stream declared in a version before 3.
     pub tolerated: bool,
+    /// The exception the producer's own code raised while the key was read (a getter, an
+    /// `__index__`, a key's `__eq__`): import and the checker raise it as it is.
+    pub raised: Option<Arc<PyErr>>,
 }
 
 impl Problem {
@@ -95,6 +98,15 @@ impl Problem {
             rule,
             severity: Severity::Error,
             tolerated: false,
+            raised: None,
+        }
+    }
+
+    /// The exception `e` that the producer's code raised while `key` was read.
+    pub(crate) fn raised(key: impl Into<String>, e: PyErr) -> Self {
+        Problem {
+            raised: Some(Arc::new(e)),
+            ..Problem::new(key, ExcKind::Type, rules::DICT, "raised an exception")
         }
     }
 
@@ -103,8 +115,11 @@ impl Problem {
         self
     }
 
-    /// The Python exception import raises.
+    /// The Python exception import raises: the producer's own exception where it raised one.
     pub fn to_pyerr(&self) -> PyErr {
+        if let Some(e) = &self.raised {
+            return Python::attach(|py| e.clone_ref(py));
+        }
         self.exc.err(if self.key.is_empty() {
             self.message.clone()
         } else {
@@ -129,6 +144,7 @@ impl Problem {
             rule: rules::for_error(e, attribute),
             severity: Severity::Error,
             tolerated,
+            raised: None,
         }
     }
 }
@@ -160,15 +176,41 @@ pub fn int_like(v: &Bound<'_, PyAny>) -> bool {
         && (v.is_instance_of::<PyInt>() || unsafe { ffi::PyIndex_Check(v.as_ptr()) } != 0)
 }
 
+/// Why a value is not an int in range.
+enum NotInt {
+    /// Not an int, or out of range: the exception to raise and a message naming the value.
+    Bad(ExcKind, String),
+    /// Its `__index__` raised this.
+    Raised(PyErr),
+}
+
+impl NotInt {
+    /// The problem for `key`.
+    fn at(self, key: &str, rule: Rule) -> Problem {
+        match self {
+            NotInt::Bad(exc, message) => Problem::new(key, exc, rule, message),
+            NotInt::Raised(e) => Problem::raised(key, e),
+        }
+    }
+}
+
+/// Why [`int`] read no int.
+enum IntError {
+    /// Not an int at all (the reason).
+    Not(&'static str),
+    /// Its `__index__` raised this.
+    Raised(PyErr),
+}
+
 /// A Python int (not a bool) as i128, and whether it was read through `__index__` (an
 /// integer that is not an `int`, such as `numpy.int64`); or why it is not one.
-fn int(v: &Bound<'_, PyAny>) -> Result<(i128, bool), &'static str> {
+fn int(v: &Bound<'_, PyAny>) -> Result<(i128, bool), IntError> {
     // What every producer sends first: an exact `int` that fits 64 bits.
     if let Some(n) = exact_int(v) {
         return Ok((n.into(), false));
     }
     if !int_like(v) {
-        return Err("not an int");
+        return Err(IntError::Not("not an int"));
     }
     let loose = !v.is_instance_of::<PyInt>();
     let converted;
@@ -177,7 +219,7 @@ fn int(v: &Bound<'_, PyAny>) -> Result<(i128, bool), &'static str> {
         // or NULL with an exception set, which `from_owned_ptr_or_err` takes.
         converted =
             unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyNumber_Index(v.as_ptr())) }
-                .map_err(|_| "not an int (its __index__ failed)")?;
+                .map_err(IntError::Raised)?;
         &converted
     } else {
         v
@@ -188,7 +230,7 @@ fn int(v: &Bound<'_, PyAny>) -> Result<(i128, bool), &'static str> {
     }
     v.extract::<i128>()
         .map(|n| (n, loose))
-        .map_err(|_| "an int too large")
+        .map_err(|_| IntError::Not("an int too large"))
 }
 
 /// The note for a value import reads although the spec asks for another type: an error of
@@ -216,18 +258,15 @@ fn note_list(key: &str, v: &Bound<'_, PyAny>, rule: Rule, notes: &mut Vec<Proble
 
 /// An integer in `T`'s range, and whether it was read through `__index__`; or the exception
 /// and message (naming the value, not the key) for what is not one.
-fn int_value<T: TryFrom<i128>>(
-    v: &Bound<'_, PyAny>,
-    what: &str,
-) -> Result<(T, bool), (ExcKind, String)> {
+fn int_value<T: TryFrom<i128>>(v: &Bound<'_, PyAny>, what: &str) -> Result<(T, bool), NotInt> {
     match int(v) {
         Ok((n, loose)) => T::try_from(n).map(|n| (n, loose)).map_err(|_| {
-            (
+            NotInt::Bad(
                 ExcKind::Value,
                 format!("{} is out of range: expected {what}", show(v)),
             )
         }),
-        Err(why) => Err((
+        Err(IntError::Not(why)) => Err(NotInt::Bad(
             ExcKind::Type,
             format!(
                 "{} is {why} (type {}): expected {what}",
@@ -235,6 +274,7 @@ fn int_value<T: TryFrom<i128>>(
                 type_name(v)
             ),
         )),
+        Err(IntError::Raised(e)) => Err(NotInt::Raised(e)),
     }
 }
 
@@ -246,8 +286,7 @@ fn int_in<T: TryFrom<i128>>(
     what: &str,
     notes: &mut Vec<Problem>,
 ) -> Result<T, Problem> {
-    let (n, loose) =
-        int_value(v, what).map_err(|(exc, message)| Problem::new(key, exc, rule, message))?;
+    let (n, loose) = int_value(v, what).map_err(|e| e.at(key, rule))?;
     if loose {
         notes.push(tolerated(
             key,
@@ -284,7 +323,7 @@ pub(crate) fn size_pairs(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize
     let size = |i: usize, j: usize, x: &Bound<'_, PyAny>| {
         int_value::<usize>(x, "a non-negative int")
             .map(|(n, _)| n)
-            .map_err(|(exc, message)| exc.err(format!("{key}[{i}][{j}]: {message}")))
+            .map_err(|e| e.at(&format!("{key}[{i}][{j}]"), rules::DICT).to_pyerr())
     };
     tuple_or_list(v)
         .ok_or_else(not_pairs)?
@@ -342,8 +381,12 @@ fn int_sequence<T: TryFrom<i128>>(
     }
 }
 
-fn get<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> Option<Bound<'py, PyAny>> {
-    dict.get_item(key).ok().flatten()
+/// `dict[key]`, or None; an exception a key's `__eq__` or `__hash__` raised propagates.
+fn get<'py>(
+    dict: &Bound<'py, PyDict>,
+    key: &Bound<'py, PyString>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    dict.get_item(key)
 }
 
 /// The values of a descriptor dict's known keys ([`KEYS`]), read in one pass over the dict
@@ -354,7 +397,7 @@ struct Entries<'py> {
 }
 
 impl<'py> Entries<'py> {
-    fn read(dict: &Bound<'py, PyDict>) -> Self {
+    fn read(dict: &Bound<'py, PyDict>) -> PyResult<Self> {
         let py = dict.py();
         #[cfg(not(Py_GIL_DISABLED))]
         let (mut values, unmatched) = {
@@ -369,11 +412,11 @@ impl<'py> Entries<'py> {
         if unmatched {
             for (value, name) in values.iter_mut().zip(names(py)) {
                 if value.is_none() {
-                    *value = get(dict, name.bind(py));
+                    *value = get(dict, name.bind(py))?;
                 }
             }
         }
-        Entries { values }
+        Ok(Entries { values })
     }
 
     /// The value of `key` (one of [`KEYS`]), if the dict has it.
@@ -577,14 +620,15 @@ pub struct Parsed<S: Space> {
     pub problems: Vec<Problem>,
     /// The layout, when the descriptor has one.
     pub layout: Option<Layout>,
-    /// The buffers the host descriptor's bytes (and its masks') lie in, when `data` was a
-    /// buffer or the exporter's own ([`HeldBuffer`]); the data pointers are valid while these
-    /// are held.
-    pub buffers: Vec<HeldBuffer>,
+    /// What the bytes depend on besides the dict and its exporter: the masks' objects and
+    /// dicts, and the buffers the host descriptor's bytes (and its masks') lie in, when `data`
+    /// was a buffer or the exporter's own ([`HeldBuffer`]); the data pointers are valid while
+    /// these are held.
+    pub held: Held,
 }
 
-/// What import keeps of a descriptor: itself, its layout, and the buffers its bytes lie in.
-pub type Read<S> = (ArrayDescriptor<S>, Layout, Vec<HeldBuffer>);
+/// What import keeps of a descriptor: itself, its layout, and what its bytes depend on.
+pub type Read<S> = (ArrayDescriptor<S>, Layout, Held);
 
 impl<S: Space> Parsed<S> {
     fn failed(problems: Vec<Problem>) -> Self {
@@ -592,12 +636,24 @@ impl<S: Space> Parsed<S> {
             descriptor: None,
             problems,
             layout: None,
-            buffers: Vec::new(),
+            held: Held::default(),
         }
     }
 
-    /// The descriptor, or the first problem import does not tolerate, as a Python exception.
+    /// The first exception the producer's code raised while the dict was read, if any.
+    pub fn raised(&self) -> Option<PyErr> {
+        self.problems
+            .iter()
+            .find(|p| p.raised.is_some())
+            .map(Problem::to_pyerr)
+    }
+
+    /// The descriptor, or the first problem import does not tolerate, as a Python exception
+    /// (an exception the producer's code raised first, as it is).
     pub fn into_result(self) -> PyResult<Read<S>> {
+        if let Some(e) = self.raised() {
+            return Err(e);
+        }
         if let Some(p) = self
             .problems
             .iter()
@@ -605,10 +661,10 @@ impl<S: Space> Parsed<S> {
         {
             return Err(p.to_pyerr());
         }
-        let buffers = self.buffers;
+        let held = self.held;
         self.descriptor
             .zip(self.layout)
-            .map(|(d, l)| (d, l, buffers))
+            .map(|(d, l)| (d, l, held))
             .ok_or_else(|| PyValueError::new_err("descriptor could not be read"))
     }
 }
@@ -670,7 +726,10 @@ fn parse_at<S: Space>(
         return Parsed::failed(problems);
     };
     let device = S::DEVICE;
-    let mut entries = Entries::read(dict);
+    let mut entries = match Entries::read(dict) {
+        Ok(entries) => entries,
+        Err(e) => return Parsed::failed(vec![Problem::raised("", e)]),
+    };
     fn required<'py, S: Space>(
         entries: &mut Entries<'py>,
         key: &str,
@@ -774,12 +833,12 @@ fn parse_at<S: Space>(
         }
         Some(v) => ok(descr("descr", &v, 0, &mut problems), &mut problems).map(Some),
     };
-    let mut mask_buffers = Vec::new();
+    let mut held = Held::default();
     let mask = match entries.take("mask") {
         None => Some(None),
         Some(v) if v.is_none() => Some(None),
-        Some(v) => ok(mask::<S>(&v, depth), &mut problems).map(|(mask, held)| {
-            mask_buffers = held;
+        Some(v) => ok(mask::<S>(&v, depth), &mut problems).map(|(mask, mask_held)| {
+            held.extend(mask_held);
             Some(mask)
         }),
     };
@@ -818,7 +877,9 @@ fn parse_at<S: Space>(
     {
         violations.push(e);
     }
-    let buffers = own_buffer.into_iter().chain(mask_buffers).collect();
+    if let Some(buffer) = own_buffer {
+        held.buffer(buffer);
+    }
     problems.extend(
         violations
             .iter()
@@ -828,7 +889,7 @@ fn parse_at<S: Space>(
         descriptor: complete.then_some(descriptor),
         problems,
         layout,
-        buffers,
+        held,
     }
 }
 
@@ -875,7 +936,12 @@ fn data_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Data, Pr
             readonly: ro.is_truthy().unwrap_or(true),
         });
     }
-    if let Ok((flag, _)) = int(&ro) {
+    let flag = match int(&ro) {
+        Ok((flag, _)) => Some(flag),
+        Err(IntError::Raised(e)) => return Err(Problem::raised("data[1]", e)),
+        Err(IntError::Not(_)) => None,
+    };
+    if let Some(flag) = flag {
         notes.push(tolerated(
             "data[1]",
             rule,
@@ -942,27 +1008,28 @@ fn host_data(
             ));
         }
     };
-    let offset = match get(dict, intern!(dict.py(), "offset")) {
-        Some(o) if !o.is_none() => {
-            let n: usize = int_in(
-                "offset",
-                &o,
-                rules::DATA_BUFFER,
-                "a non-negative int",
-                notes,
-            )?;
-            if n > buffer.len() {
-                return Err(Problem::new(
+    let offset =
+        match get(dict, intern!(dict.py(), "offset")).map_err(|e| Problem::raised("offset", e))? {
+            Some(o) if !o.is_none() => {
+                let n: usize = int_in(
                     "offset",
-                    ExcKind::Value,
+                    &o,
                     rules::DATA_BUFFER,
-                    format!("{n} is past the end of the {}-byte buffer", buffer.len()),
-                ));
+                    "a non-negative int",
+                    notes,
+                )?;
+                if n > buffer.len() {
+                    return Err(Problem::new(
+                        "offset",
+                        ExcKind::Value,
+                        rules::DATA_BUFFER,
+                        format!("{n} is past the end of the {}-byte buffer", buffer.len()),
+                    ));
+                }
+                n
             }
-            n
-        }
-        _ => 0,
-    };
+            _ => 0,
+        };
     let data = Data {
         ptr: buffer.start() + offset as u64,
         readonly: buffer.readonly(),
@@ -1005,7 +1072,7 @@ fn stream_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Stream
 fn mask<S: Space>(
     v: &Bound<'_, PyAny>,
     depth: usize,
-) -> Result<(ArrayDescriptor<S>, Vec<HeldBuffer>), Problem> {
+) -> Result<(ArrayDescriptor<S>, Held), Problem> {
     if depth >= MAX_MASK_DEPTH {
         return Err(Problem::new(
             "mask",
@@ -1014,7 +1081,12 @@ fn mask<S: Space>(
             format!("masks nest more than {MAX_MASK_DEPTH} levels deep"),
         ));
     }
-    let inner = v.getattr(attribute_name::<S>(v.py())).map_err(|_| {
+    let py = v.py();
+    let inner = v.getattr(attribute_name::<S>(py)).map_err(|e| {
+        // Only AttributeError means "does not expose"; the getter's own errors propagate.
+        if !e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) {
+            return Problem::raised("mask", e);
+        }
         Problem::new(
             "mask",
             ExcKind::Type,
@@ -1028,6 +1100,9 @@ fn mask<S: Space>(
         )
     })?;
     let parsed = parse_at::<S>(&inner, Some(v), depth + 1);
+    if let Some(e) = parsed.raised() {
+        return Err(Problem::raised("mask", e));
+    }
     if let Some(first) = parsed
         .problems
         .into_iter()
@@ -1035,9 +1110,13 @@ fn mask<S: Space>(
     {
         return Err(first.prefixed("mask"));
     }
-    let buffers = parsed.buffers;
+    // The mask's bytes may depend on the mask object and on its dict (a producer may build
+    // both on every access): the view keeps them.
+    let mut held = parsed.held;
+    held.object(v);
+    held.object(&inner);
     parsed
         .descriptor
-        .map(|d| (d, buffers))
+        .map(|d| (d, held))
         .ok_or_else(|| Problem::new("mask", ExcKind::Value, rules::MASK, "could not be read"))
 }

@@ -1,12 +1,35 @@
-//! Foreign arrays imported into Rust: a validated descriptor plus a strong reference to the
-//! object that owns the memory, so the memory cannot be freed while the view lives.
+//! Foreign arrays imported into Rust: a validated descriptor plus strong references to
+//! everything the memory depends on (the owner, the descriptor dict, masks, buffers), so the
+//! memory cannot be freed while the view lives.
+//!
+//! # The trust boundary
+//!
+//! A descriptor is a promise: "`data` is the address of memory laid out so, valid while I am
+//! alive". Nothing can check that promise (a host address is only an integer; the driver can
+//! check a device address's allocation, not who owns it). Where the promise comes from decides
+//! who answers for it:
+//!
+//! - An **object** exposing `__array_interface__` / `__cuda_array_interface__` (or
+//!   `__gt_data_interface__`) is a producer, and the protocols make the producer answer for its
+//!   descriptor, as NumPy, CuPy, Numba and PyTorch trust it and as the buffer protocol is
+//!   trusted: [`ForeignArray::from_object`] is safe.
+//! - A **descriptor dict** handed over by Rust code can hold any integer: the Rust caller answers
+//!   for it, so [`ForeignArray::from_interface`] and [`ForeignArray::from_interface_with`] are
+//!   `unsafe`, with the contract in their docs. The Python functions of the `cai` package that
+//!   take a dict (`from_array_interface`, `from_cuda_array_interface`) discharge it there: a
+//!   Python caller handing over a dict is its producer, as it is for `numpy.asarray` of an
+//!   object exposing that dict.
+//!
+//! Either way a view keeps alive whatever the bytes depend on, and the typed accessors
+//! ([`Typed::get`], [`TypedMut::set`], [`ForeignArray::to_bytes`]) read and write only inside
+//! the validated extent, with element types for which any bits are a value ([`Plain`]).
 
 use std::marker::PhantomData;
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::buffer::HeldBuffer;
+use super::buffer::Held;
 use super::fast;
 use super::parse::{interface_of, parse_exposed};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
@@ -24,9 +47,10 @@ use crate::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncPlan};
 pub struct ForeignArray<S: Space> {
     descriptor: ArrayDescriptor<S>,
     layout: Layout,
-    /// The buffers the bytes lie in (host `data` shared through the buffer protocol); dropping
-    /// the view releases them.
-    buffers: Vec<HeldBuffer>,
+    /// What the bytes depend on besides the owner: the descriptor dict, masks and their dicts,
+    /// buffers (host `data` shared through the buffer protocol); dropping the view releases
+    /// them.
+    held: Held,
     owner: Option<Py<PyAny>>,
     options: ImportOptions,
     sync_plan: SyncPlan,
@@ -79,9 +103,15 @@ impl From<ViewError> for PyErr {
 
 impl<S: Space> ForeignArray<S> {
     /// Imports a descriptor dict (`from_cuda_array_interface(desc, owner, sync)`); `owner`, if
-    /// given, is kept alive as long as the view, and a host descriptor without `data` shares
-    /// its buffer. Other options at their defaults.
-    pub fn from_interface(
+    /// given, is kept alive as long as the view, and so is `desc`; a host descriptor without
+    /// `data` shares `owner`'s buffer. Other options at their defaults.
+    ///
+    /// # Safety
+    /// `desc` is trusted as a producer's descriptor is (see the module's "trust boundary"):
+    /// where its `data` is an address, the memory it describes (the items at the validated
+    /// extent around it, and the mask's) must stay valid for reads, and for writes unless
+    /// declared read-only, for as long as the view and what it keeps (`owner`, `desc`) live.
+    pub unsafe fn from_interface(
         desc: &Bound<'_, PyAny>,
         owner: Option<&Bound<'_, PyAny>>,
         sync: bool,
@@ -90,26 +120,32 @@ impl<S: Space> ForeignArray<S> {
             sync,
             ..ImportOptions::default()
         };
-        Self::from_interface_with(desc, owner, &options)
+        // SAFETY: this function's contract.
+        unsafe { Self::from_interface_with(desc, owner, &options) }
     }
 
     /// Imports a descriptor dict with explicit [`ImportOptions`]. For a device array built with
     /// the `cuda` feature, the pointer is checked with the driver and the consumer's stream is
     /// synchronized with the producer's before this returns; without it, [`Self::sync_plan`]
     /// says what the caller must do.
-    pub fn from_interface_with(
+    ///
+    /// # Safety
+    /// As for [`Self::from_interface`].
+    pub unsafe fn from_interface_with(
         desc: &Bound<'_, PyAny>,
         owner: Option<&Bound<'_, PyAny>>,
         options: &ImportOptions,
     ) -> PyResult<Self> {
-        let (descriptor, layout, buffers) = match fast::import::<S>(desc) {
-            Some((descriptor, layout)) => (descriptor, layout, Vec::new()),
+        let (descriptor, layout, mut held) = match fast::import::<S>(desc) {
+            Some((descriptor, layout)) => (descriptor, layout, Held::default()),
             None => parse_exposed::<S>(desc, owner).into_result()?,
         };
+        // The dict may be all that keeps the data alive (NumPy scalars' `'__ref'`).
+        held.object(desc);
         let mut a = ForeignArray {
             descriptor,
             layout,
-            buffers,
+            held,
             owner: owner.map(|o| o.clone().unbind()),
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
@@ -122,16 +158,21 @@ impl<S: Space> ForeignArray<S> {
     }
 
     /// Imports an object exposing the interface (`as_cuda_array(obj, sync)`); the view keeps
-    /// `obj` alive.
+    /// `obj` alive, and the dict it exposed.
     pub fn from_object(obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<Self> {
-        let desc = interface_of::<S>(obj)?;
-        Self::from_interface(&desc, Some(obj), sync)
+        let options = ImportOptions {
+            sync,
+            ..ImportOptions::default()
+        };
+        Self::from_object_with(obj, &options)
     }
 
     /// [`Self::from_object`] with explicit [`ImportOptions`].
     pub fn from_object_with(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<Self> {
         let desc = interface_of::<S>(obj)?;
-        Self::from_interface_with(&desc, Some(obj), options)
+        // SAFETY: `desc` is what `obj` exposes: the producer answers for it (the protocol's
+        // contract, which NumPy and CuPy trust too), and the view keeps `obj` and `desc`.
+        unsafe { Self::from_interface_with(&desc, Some(obj), options) }
     }
 
     /// Decides what to do about the producer's stream and, with the `cuda` feature, checks
@@ -183,11 +224,17 @@ impl<S: Space> ForeignArray<S> {
         &self.layout
     }
 
-    /// Moves out the buffers the bytes lie in (empty unless a host descriptor's `data` came
-    /// through the buffer protocol), for a caller that goes on using the bytes after the view
-    /// is gone: the pointers stay valid only while it holds them (and [`Self::owner`]).
-    pub fn take_buffers(&mut self) -> Vec<HeldBuffer> {
-        std::mem::take(&mut self.buffers)
+    /// Moves out what the bytes depend on besides the owner (the descriptor dict, masks,
+    /// buffers), for a caller that goes on using the bytes after the view is gone: the
+    /// pointers stay valid only while it holds them and [`Self::owner`].
+    pub fn take_held(&mut self) -> Held {
+        std::mem::take(&mut self.held)
+    }
+
+    /// Keeps `obj` alive with the view (something else the bytes depend on: the dict an
+    /// entry came from).
+    pub(crate) fn hold(&mut self, obj: &Bound<'_, PyAny>) {
+        self.held.object(obj);
     }
 
     /// The object kept alive for the memory, if any.
@@ -379,9 +426,11 @@ impl<T: Plain> Typed<'_, T, Host> {
     /// Reads item `index` (`None` outside the shape).
     pub fn get(&self, index: &[usize]) -> Option<T> {
         let addr = self.address_of(index)?;
-        // SAFETY: the descriptor was validated (non-null, extent computed without overflow),
-        // the owner holding the memory is kept alive by the view, `T` matches the typestr and
-        // accepts any bits, and the read is unaligned-tolerant.
+        // SAFETY: the descriptor was validated (non-null, extent computed without overflow) and
+        // describes valid memory (the import's trust boundary: the producer's contract, or the
+        // `unsafe` caller's of `from_interface`), which the view keeps alive with everything it
+        // depends on; the index is inside the shape; `T` matches the typestr and accepts any
+        // bits, and the read is unaligned-tolerant.
         Some(unsafe { (addr as usize as *const T).read_unaligned() })
     }
 }
@@ -421,8 +470,9 @@ impl ForeignArray<Host> {
         };
         for off in layout.item_offsets() {
             let p = (self.ptr() as usize as *const u8).wrapping_offset(off);
-            // SAFETY: every item offset lies inside the validated extent of memory the
-            // kept-alive owner holds; bytes have no invalid values.
+            // SAFETY: every item offset lies inside the validated extent of valid memory (the
+            // trust boundary, as in `Typed::get`) that the view keeps alive; bytes have no
+            // invalid values.
             out.extend_from_slice(unsafe { std::slice::from_raw_parts(p, itemsize) });
         }
         Ok(out)

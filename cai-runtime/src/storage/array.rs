@@ -29,11 +29,15 @@ pub struct ElementType {
 }
 
 impl ElementType {
-    /// A plain element type; refuses object arrays (`O`: Python references cannot live in a
-    /// storage's raw memory) and zero-size items.
+    /// A plain element type; refuses objects anywhere in it (`O`, a field or a nested field
+    /// of type `O`: Python references cannot live in a storage's raw memory) and zero-size
+    /// items.
     pub fn new(typestr: TypeStr, descr: Option<Descr>) -> Result<ElementType, StorageError> {
         if typestr.kind() == Kind::Object || typestr.itemsize() == 0 {
             return Err(StorageError::Dtype(typestr.to_string()));
+        }
+        if let Some(d) = descr.as_ref().filter(|d| d.has_object()) {
+            return Err(StorageError::Dtype(d.to_string()));
         }
         Ok(ElementType { typestr, descr })
     }
@@ -90,6 +94,11 @@ pub struct Buffers {
     pub device: Option<Side<DeviceBufferHandle>>,
     /// Bytes to copy between mirrors, from each side's start.
     pub span: usize,
+    /// For wrapped memory, the items a mirror copy moves (their layout, from each side's
+    /// `origin`): the bytes between them belong to others (the rest of the arrays the views
+    /// were taken from), so a copy moves exactly these ([`Layout::runs`]). `None` for memory
+    /// allocated here, whose whole span is the storage's own.
+    pub items: Option<Layout>,
     /// Which side is newest (`managed="gt4py"` with both sides; shared by all views).
     pub sync: Option<SyncState>,
     /// Where the storage lives and who keeps the sides in step.
@@ -157,6 +166,7 @@ impl Storage {
                 host: Some(Side { buffer, origin }),
                 device: None,
                 span,
+                items: None,
                 sync: None,
                 device_kind: StorageDevice::Host,
                 managed: Managed::None,
@@ -802,6 +812,7 @@ mod tests {
             host: None,
             device: None,
             span: 0,
+            items: None,
             sync: None,
             device_kind: StorageDevice::Host,
             managed: crate::storage::Managed::None,

@@ -50,7 +50,8 @@ pub enum StorageError {
         ndim: usize,
     },
     /// A halo wider than its dimension.
-    #[error("halo = {halo:?} on dimension {axis} needs {} points but the dimension has {size}", halo.0 + halo.1)]
+    // (The sum in u128: two user numbers up to 2**64 - 1 each.)
+    #[error("halo = {halo:?} on dimension {axis} needs {} points but the dimension has {size}", halo.0 as u128 + halo.1 as u128)]
     HaloTooLarge {
         /// The dimension.
         axis: usize,

@@ -356,6 +356,14 @@ mod tests {
             }),
             "halo = (2, 3) on dimension 0 needs 5 points but the dimension has 4"
         );
+        // A sum past usize::MAX is named as it is, not wrapped.
+        assert_eq!(
+            r(StorageParams {
+                halo: Some(smallvec![(usize::MAX, 1), (0, 0)]),
+                ..Default::default()
+            }),
+            "halo = (18446744073709551615, 1) on dimension 0 needs 18446744073709551616 points but the dimension has 4"
+        );
         assert_eq!(
             r(StorageParams {
                 layout: Some(smallvec![1, 1]),
