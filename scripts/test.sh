@@ -2,8 +2,8 @@
 # Runs every test of the project: pyflakes, shellcheck, formatting, clippy, the API docs' links,
 # the Rust unit/integration/property/UI tests, those needing neither Python nor CUDA again under
 # Miri, a build without default features, the abi3 wheel of the `cai` Python package, stubtest
-# of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker; in .venv), and
-# the demo.
+# of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker, safety; in
+# .venv), the lifetime tests under memory checkers (scripts/memcheck.sh), and the demo.
 # Needs no GPU and no CUDA toolkit: the `cuda` feature is compiled against a stub libcuda, its
 # tests run once against the stub (device tests say they were skipped) and once against the
 # emulated driver (tests/cuda-emu). This is the command README.md names and .ci/run calls.
@@ -63,6 +63,8 @@ export CAI_CUDA_WHEEL_DIR="$PWD/gpu-bundle/wheels"
 echo "== pytest"
 cargo build -p cai-oracle
 CAI_ORACLE="$PWD/target/debug/cai-oracle" .venv/bin/python -m pytest tests/python -q
+echo "== memory checkers over the lifetime tests (PYTHONMALLOC=debug, valgrind)"
+scripts/memcheck.sh
 echo "== demo"
 scripts/demo.sh >/dev/null
 echo "all tests passed"
