@@ -10,7 +10,7 @@
 //! permutation `(1, 0)`. A choice is returned as its name, so that a signature's default stays
 //! a literal; the callers then tell the names apart knowing no other gets through.
 
-use cai_runtime::python::{exact_int, int_like};
+use cai_runtime::python::{exact_int, int_like, type_error_or};
 use cai_runtime::storage::PerDim;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -54,19 +54,21 @@ fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128)
     // i64 first: the abi3 build has no fast path for wider ints.
     let n = match v.extract::<i64>() {
         Ok(n) => Some(i128::from(n)),
+        Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => match v.extract::<i128>() {
+            Ok(n) => Some(n),
+            // Beyond i128 is beyond every range here, on the side of its sign.
+            Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => None,
+            Err(e) => return Err(e),
+        },
         Err(_) if !is_int(v) => {
             return Err(PyTypeError::new_err(format!(
                 "{key}: {} is not an int",
                 show(v)
             )));
         }
-        Err(_) => match v.extract::<i128>() {
-            Ok(n) => Some(n),
-            // Beyond i128 is beyond every range here, on the side of its sign.
-            Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => None,
-            // `__index__` itself raised: its error says more than ours would.
-            Err(e) => return Err(e),
-        },
+        // `__index__` itself raised: its error (a KeyboardInterrupt too) says more than ours
+        // would, and is raised once.
+        Err(e) => return Err(e),
     };
     let below = match n {
         Some(n) if (lo..=hi).contains(&n) => {
@@ -166,8 +168,11 @@ pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
 /// `v` as a bool: Python's, or NumPy's `bool_` (as PyO3 reads one). An int is not a flag, as
 /// PyO3 itself refuses one: `sync=0` would read as a silent "no".
 pub fn flag(key: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
-    v.extract::<bool>()
-        .map_err(|_| PyTypeError::new_err(format!("{key}: {} is not a bool", show(v))))
+    v.extract::<bool>().map_err(|e| {
+        type_error_or(e, || {
+            PyTypeError::new_err(format!("{key}: {} is not a bool", show(v)))
+        })
+    })
 }
 
 /// `v` as a str.

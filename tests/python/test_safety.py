@@ -586,6 +586,57 @@ def test_a_keyboard_interrupt_in_index_propagates():  # defect 10
     assert wrong == {}
 
 
+class CountingIndex:
+    """An int-like whose `__index__` raises `exc`, counting its calls."""
+
+    def __init__(self, exc):
+        self.exc, self.calls = exc, 0
+
+    def __index__(self):
+        self.calls += 1
+        raise self.exc
+
+
+class RaisingSequence:
+    """A sequence whose iteration raises `exc` (a `dims` argument or entry)."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        raise self.exc
+
+    def __iter__(self):
+        raise self.exc
+
+
+def test_arguments_read_by_their_own_code_propagate_its_exception():  # defect 10, hunted further
+    values = np.arange(24.0).reshape(2, 3, 4)
+    cases = {
+        "zeros(shape=...)": lambda e: cai.zeros((CountingIndex(e), 2)),
+        "zeros(dims=...)": lambda e: cai.zeros((2, 3, 4), dims=RaisingSequence(e)),
+        "gt_data dims entry": lambda e: cai.gt_data(Obj(__gt_data_interface__={
+            None: dict(values.__array_interface__, dims=RaisingSequence(e))}, keep=values)),
+        "as_storage dims entry": lambda e: cai.as_storage(Obj(__gt_data_interface__={
+            None: dict(values.__array_interface__, dims=RaisingSequence(e))}, keep=values)),
+    }
+    wrong = {}
+    for exc in (KeyboardInterrupt("mine"), Boom("mine")):
+        for name, call in cases.items():
+            e = raised(lambda: call(exc))
+            if e is not exc:
+                wrong[f"{name}, {type(exc).__name__}"] = (type(e).__name__, str(e)[:150])
+    assert wrong == {}
+    # An `__index__` that raises is asked once, not once per way of reading it.
+    counting = CountingIndex(Boom("once"))
+    with pytest.raises(Boom):
+        cai.zeros((counting, 2))
+    assert counting.calls == 1
+
+
 # ---------------------------------------------------------------- defect 11: raising keys
 
 

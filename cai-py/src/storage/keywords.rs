@@ -5,6 +5,7 @@
 use super::err;
 use crate::args::{self, show, size, sizes};
 use crate::fastcall::Args;
+use cai_runtime::python::type_error_or;
 use cai_runtime::storage::{
     Dim, Managed, PerDim, Preset, StorageDevice, StorageParams, parse_dims,
 };
@@ -22,11 +23,13 @@ fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
             .collect();
         return parse_dims(&letters).map_err(err);
     }
-    let names: Vec<String> = v.extract().map_err(|_| {
-        PyTypeError::new_err(format!(
-            "dims = {}: expected a str such as \"IJK\" or a sequence of str",
-            show(v)
-        ))
+    let names: Vec<String> = v.extract().map_err(|e| {
+        type_error_or(e, || {
+            PyTypeError::new_err(format!(
+                "dims = {}: expected a str such as \"IJK\" or a sequence of str",
+                show(v)
+            ))
+        })
     })?;
     parse_dims(&names).map_err(err)
 }

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::export::to_dict;
-use super::parse::{size_pairs, type_name};
+use super::parse::{show, size_pairs, type_error_or, type_name};
 use super::view::{CudaArrayView, HostArrayView};
 use crate::storage::gt::{
     GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks, check_dims_and_halo,
@@ -334,11 +334,13 @@ impl GtData {
                         // A str is a sequence of one-letter names ("IJK").
                         return Ok(s.chars().map(String::from).collect());
                     }
-                    v.extract::<Vec<String>>().map_err(|_| {
-                        PyTypeError::new_err(format!(
-                            "{what}['dims'] = {} is not a sequence of str",
-                            v.repr().map(|r| r.to_string()).unwrap_or_default()
-                        ))
+                    v.extract::<Vec<String>>().map_err(|e| {
+                        type_error_or(e, || {
+                            PyTypeError::new_err(format!(
+                                "{what}['dims'] = {} is not a sequence of str",
+                                show(&v)
+                            ))
+                        })
                     })
                 })
                 .transpose()?;
@@ -447,11 +449,13 @@ fn data_array_dims(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
         return Ok(None);
     }
     let dims = obj.getattr(intern!(py, "dims"))?;
-    dims.extract::<Vec<String>>().map(Some).map_err(|_| {
-        PyTypeError::new_err(format!(
-            "DataArray.dims = {} is not a sequence of str (the dims of GDP-3's data interface are names such as \"I\")",
-            dims.repr().map(|r| r.to_string()).unwrap_or_default()
-        ))
+    dims.extract::<Vec<String>>().map(Some).map_err(|e| {
+        type_error_or(e, || {
+            PyTypeError::new_err(format!(
+                "DataArray.dims = {} is not a sequence of str (the dims of GDP-3's data interface are names such as \"I\")",
+                show(&dims)
+            ))
+        })
     })
 }
 

@@ -42,5 +42,7 @@ pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
 #[doc(hidden)]
 pub use fast::{both_paths, exact_int};
 pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
-pub use parse::{Parsed, Problem, address_argument, int_like, parse, show, stream_argument};
+pub use parse::{
+    Parsed, Problem, address_argument, int_like, parse, show, stream_argument, type_error_or,
+};
 pub use view::{CudaArrayView, ForeignArray, HostArrayView, Plain, Typed, TypedMut, ViewError};

@@ -158,6 +158,18 @@ pub fn show(v: &Bound<'_, PyAny>) -> String {
     }
 }
 
+/// `ours` where the conversion's error `e` says only that the value is not of the type asked
+/// for (a TypeError), naming what `ours` names; `e` as it is where the value's own code raised
+/// something else while it was read (an `__iter__`, `__len__` or `__bool__`; a
+/// KeyboardInterrupt), which propagates.
+pub fn type_error_or(e: PyErr, ours: impl FnOnce() -> PyErr) -> PyErr {
+    if Python::attach(|py| e.is_instance_of::<PyTypeError>(py)) {
+        ours()
+    } else {
+        e
+    }
+}
+
 /// The type's name for messages, with its module unless it is a builtin: `int`,
 /// `numpy.int64` (whose own name, `int64`, reads like a kind of `int`), `numpy.bool`.
 pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
