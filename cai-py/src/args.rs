@@ -115,7 +115,11 @@ fn each_item<'py, T, C: FromIterator<T>>(
     if let Ok(l) = v.cast::<PyList>() {
         return l.iter().map(|i| f(&i)).collect();
     }
-    v.try_iter().map_err(|_| bad())?.map(|i| f(&i?)).collect()
+    // Not iterable is our TypeError; the iterator's own error propagates.
+    v.try_iter()
+        .map_err(|e| type_error_or(e, bad))?
+        .map(|i| f(&i?))
+        .collect()
 }
 
 /// A sequence of ints read by `item` (one int alone is a sequence of one, as NumPy reads a
@@ -280,12 +284,14 @@ macro_rules! float_items {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 // Narrowed as NumPy narrows: a float64 beyond float32's range is inf.
-                v.extract::<f64>().map(|x| x as $ty).map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "{key}: {} is not a real number (the items are {})",
-                        show(v),
-                        $name
-                    ))
+                v.extract::<f64>().map(|x| x as $ty).map_err(|e| {
+                    type_error_or(e, || {
+                        PyTypeError::new_err(format!(
+                            "{key}: {} is not a real number (the items are {})",
+                            show(v),
+                            $name
+                        ))
+                    })
                 })
             }
         }

@@ -331,3 +331,17 @@ def test_a_gt_data_object_with_entries_of_different_dtypes_is_refused(wrap):
     producer.__gt_data_interface__ = {None: host.__array_interface__, "gpu": dev.__cuda_array_interface__}
     wrap_one = cai.as_storage if wrap == "as_storage" else (lambda d: cai.storage(d, copy=False))
     assert_dtype_refusal(lambda: wrap_one(producer), np.float64, np.int64)
+
+
+def test_a_refused_structured_pair_names_the_descr_that_differs():
+    # Same typestr ('<f8', '|V8') on both sides, different fields: the message shows them.
+    dev = cai.DeviceArray(np.zeros(3))
+
+    class Named:
+        @property
+        def __cuda_array_interface__(self):
+            return dict(dev.__cuda_array_interface__, descr=[("x", "<f8")])
+
+    with pytest.raises(ValueError) as e:
+        cai.as_storage(np.zeros(3), Named())
+    assert "('x', '<f8')" in str(e.value), str(e.value)

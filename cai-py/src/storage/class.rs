@@ -240,7 +240,8 @@ impl PyStorage {
         )
         .map_err(cpy::gt::gt_error)?;
         drop(this);
-        cpy::gt::gt_dict(py, &d, |device, kind| {
+        // (A storage exports no mask: nothing for a mask holder to keep.)
+        cpy::gt::gt_dict(py, &d, None, |device, kind| {
             let name = match (device, kind) {
                 (GtDevice::Host, HookKind::Acquire) => "device_to_host",
                 (GtDevice::Gpu, HookKind::Acquire) => "host_to_device",
@@ -467,7 +468,18 @@ impl PyStorage {
         let axes: Option<PerDim<usize>> = match axes.len() {
             0 => None,
             1 if axes.get_item(0)?.is_none() => None,
-            1 if axes.get_item(0)?.try_iter().is_ok() => Some(sizes("axes", &axes.get_item(0)?)?),
+            1 => {
+                // One sequence of axes, or one axis; an error of the item's own `__iter__`
+                // propagates.
+                let first = axes.get_item(0)?;
+                match first.try_iter() {
+                    Ok(_) => Some(sizes("axes", &first)?),
+                    Err(e) if e.is_instance_of::<PyTypeError>(py) => {
+                        Some(sizes("axes", axes.as_any())?)
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             _ => Some(sizes("axes", axes.as_any())?),
         };
         let t = self.inner.transpose(axes.as_deref()).map_err(index_error)?;

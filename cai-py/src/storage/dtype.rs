@@ -127,12 +127,22 @@ pub(super) fn dtype_arg<'py>(
 /// (NumPy's `hasobject`: a field, a sub-array such as `('O', (2,))`, whose `str` is `|V16`)
 /// is refused.
 fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
-    if dt
-        .getattr(pyo3::intern!(dt.py(), "hasobject"))?
-        .is_truthy()?
-    {
+    let py = dt.py();
+    if dt.getattr(pyo3::intern!(py, "hasobject"))?.is_truthy()? {
         return Err(err(cai_runtime::storage::StorageError::Dtype(
             dt.repr()?.to_string(),
+        )));
+    }
+    // NumPy turns a sub-array dtype into more dimensions of its base wherever it makes an
+    // array, so a storage of one would not read back as itself (pickling, `full`, wrapping).
+    let sub = dt.getattr(pyo3::intern!(py, "subdtype"))?;
+    if !sub.is_none() {
+        let (base, shape): (Bound<'_, PyAny>, Bound<'_, PyAny>) = sub.extract()?;
+        return Err(PyTypeError::new_err(format!(
+            "dtype {} is a sub-array dtype: give its shape {} as the storage's last dimensions, with dtype {} (as NumPy makes such arrays)",
+            dt.repr()?,
+            shape.repr()?,
+            base.repr()?
         )));
     }
     let typestr: String = dt.getattr("str")?.extract()?;

@@ -107,9 +107,14 @@ fn check_mirror_pair(
     let (h, g) = (host.descriptor(), gpu.descriptor());
     let structured = |d: &Option<cai_runtime::Descr>| d.clone().filter(|d| !d.is_simple());
     if !h.typestr.same_type(&g.typestr) || structured(&h.descr) != structured(&g.descr) {
+        let show = |t: &cai_runtime::TypeStr, d: &Option<cai_runtime::Descr>| match structured(d) {
+            Some(d) => format!("typestr '{t}' with descr {d}"),
+            None => format!("typestr '{t}'"),
+        };
         return Err(PyValueError::new_err(format!(
-            "data and device_data must be two copies of one array: typestr '{}' on the host, '{}' on the device",
-            h.typestr, g.typestr
+            "data and device_data must be two copies of one array: {} on the host, {} on the device",
+            show(&h.typestr, &h.descr),
+            show(&g.typestr, &g.descr)
         )));
     }
     if host.readonly() || gpu.readonly() {

@@ -5,7 +5,8 @@
 //! (NumPy's scalars export a temporary array that only the dict's `'__ref'` key keeps alive),
 //! on a mask object and its own dict (a producer may build both on every access), and on
 //! buffers held through the buffer protocol. An import keeps all of them for as long as its
-//! view lives.
+//! view lives; of a dict, a copy made before it is read: what the dict held then, which the
+//! producer may replace in its own dict later.
 //!
 //! NumPy's array interface lets `data` be, besides a `(pointer, read-only flag)` tuple, an
 //! object exposing the buffer protocol, or be absent or `None`, meaning the buffer of the
@@ -23,6 +24,7 @@ use std::fmt;
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use super::parse::{ExcKind, Problem, show, type_name};
 use super::rules;
@@ -40,6 +42,17 @@ impl Held {
     /// Keeps `obj` alive.
     pub(crate) fn object(&mut self, obj: &Bound<'_, PyAny>) {
         self.objects.push(obj.clone().unbind());
+    }
+
+    /// Keeps what descriptor `desc` holds as it is now: a copy of the dict (the producer may
+    /// change its own dict later, dropping what kept the data alive), or `desc` itself when it
+    /// is no dict. Taken before the dict is read, whose reading runs the producer's code.
+    pub(crate) fn snapshot(&mut self, desc: &Bound<'_, PyAny>) -> PyResult<()> {
+        match desc.cast::<PyDict>() {
+            Ok(dict) => self.objects.push(dict.copy()?.into_any().unbind()),
+            Err(_) => self.object(desc),
+        }
+        Ok(())
     }
 
     /// Holds `buffer`.

@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::export::to_dict;
+use super::export::to_dict_kept;
 use super::parse::{show, size_pairs, type_error_or, type_name};
 use super::view::{CudaArrayView, HostArrayView};
 use crate::storage::gt::{
@@ -100,16 +100,24 @@ fn call_hook<T: GtDataInterface + PyClass>(
 }
 
 /// Builds the `__gt_data_interface__` dict: `{None: {...}, "gpu": {...}}`, each entry the
-/// side's array-interface dict plus `dims`, `halo` and the hooks `hook(device, kind)` gives.
+/// side's array-interface dict plus `dims`, `halo` and the hooks `hook(device, kind)` gives;
+/// a mask's holder keeps `exporter` alive (see [`to_dict_kept`]).
 pub fn gt_dict<'py>(
     py: Python<'py>,
     d: &GtDataDescriptor,
+    exporter: Option<&Bound<'py, PyAny>>,
     mut hook: impl FnMut(GtDevice, HookKind) -> PyResult<Option<Bound<'py, PyAny>>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     let sides = [
-        (GtDevice::Host, d.host.as_ref().map(|h| to_dict(py, h))),
-        (GtDevice::Gpu, d.gpu.as_ref().map(|g| to_dict(py, g))),
+        (
+            GtDevice::Host,
+            d.host.as_ref().map(|h| to_dict_kept(py, h, exporter)),
+        ),
+        (
+            GtDevice::Gpu,
+            d.gpu.as_ref().map(|g| to_dict_kept(py, g, exporter)),
+        ),
     ];
     for (device, entry) in sides {
         let Some(entry) = entry else { continue };
@@ -143,7 +151,7 @@ pub fn gt_data_interface<'py, T: GtDataInterface + PyClass>(
         )
     };
     let owner = slf.clone().into_any().unbind();
-    gt_dict(py, &d, |device, kind| {
+    gt_dict(py, &d, Some(slf.as_any()), |device, kind| {
         if !has_hooks {
             return Ok(None);
         }
@@ -284,7 +292,8 @@ impl GtData {
         };
         // A snapshot: reading an entry runs the producer's code (`__index__`...), which may
         // change the dict.
-        for item in dict.items().iter() {
+        let items = dict.items();
+        for item in items.iter() {
             let (key, entry) = item.extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()?;
             let device = if key.is_none() {
                 GtDevice::Host
@@ -306,10 +315,11 @@ impl GtData {
             match device {
                 GtDevice::Host => {
                     // SAFETY: the entry is what `obj` exposes: the producer answers for it (the
-                    // protocol's contract), and the view keeps `obj`, the entry and `gt`.
+                    // protocol's contract), and the view keeps `obj`, the entry (as read) and
+                    // the interface's items.
                     let mut view =
                         unsafe { HostArrayView::from_interface_with(entry, Some(obj), options)? };
-                    view.hold(gt);
+                    view.hold(items.as_any());
                     data.host = Some(view);
                 }
                 GtDevice::Gpu => {
@@ -324,7 +334,7 @@ impl GtData {
                     // same memory).
                     let mut view =
                         unsafe { CudaArrayView::from_interface_with(&entry, Some(obj), options)? };
-                    view.hold(gt);
+                    view.hold(items.as_any());
                     data.gpu = Some(view);
                 }
             }

@@ -869,6 +869,23 @@ fn parse_at<S: Space>(
     else {
         return Parsed::failed(problems);
     };
+    // A buffer's exporter vouches for bytes, not for object references: NumPy would read such
+    // items as pointers to objects that were never there.
+    let objects = typestr.kind() == crate::typestr::Kind::Object
+        || descr
+            .as_ref()
+            .and_then(Option::as_ref)
+            .is_some_and(Descr::has_object);
+    if own_buffer.is_some() && objects {
+        problems.push(Problem::new(
+            "typestr",
+            ExcKind::Value,
+            rules::DATA_BUFFER,
+            format!(
+                "'{typestr}' (with its descr) holds Python object references, but data comes through the buffer protocol, whose bytes are no objects"
+            ),
+        ));
+    }
     // An unreadable optional key is already reported; check the other rules as if it were
     // absent, so that every violation is found. Import then fails on the earlier problem.
     let complete = strides.is_some() && descr.is_some() && mask.is_some() && stream.is_some();
@@ -1111,6 +1128,12 @@ fn mask<S: Space>(
             ),
         )
     })?;
+    // The mask's bytes may depend on the mask object and on what its dict holds (a producer
+    // may build both on every access): the view keeps them, the dict as it is before reading.
+    let mut held = Held::default();
+    held.object(v);
+    held.snapshot(&inner)
+        .map_err(|e| Problem::raised("mask", e))?;
     let parsed = parse_at::<S>(&inner, Some(v), depth + 1);
     if let Some(e) = parsed.raised() {
         return Err(Problem::raised("mask", e));
@@ -1122,11 +1145,7 @@ fn mask<S: Space>(
     {
         return Err(first.prefixed("mask"));
     }
-    // The mask's bytes may depend on the mask object and on its dict (a producer may build
-    // both on every access): the view keeps them.
-    let mut held = parsed.held;
-    held.object(v);
-    held.object(&inner);
+    held.extend(parsed.held);
     parsed
         .descriptor
         .map(|d| (d, held))

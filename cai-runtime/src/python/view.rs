@@ -136,12 +136,16 @@ impl<S: Space> ForeignArray<S> {
         owner: Option<&Bound<'_, PyAny>>,
         options: &ImportOptions,
     ) -> PyResult<Self> {
-        let (descriptor, layout, mut held) = match fast::import::<S>(desc) {
+        // The dict may be all that keeps the data alive (NumPy scalars' `'__ref'`): what it
+        // holds now is kept, before reading it runs the producer's code.
+        let mut kept = Held::default();
+        kept.snapshot(desc)?;
+        let (descriptor, layout, held) = match fast::import::<S>(desc) {
             Some((descriptor, layout)) => (descriptor, layout, Held::default()),
             None => parse_exposed::<S>(desc, owner).into_result()?,
         };
-        // The dict may be all that keeps the data alive (NumPy scalars' `'__ref'`).
-        held.object(desc);
+        kept.extend(held);
+        let held = kept;
         let mut a = ForeignArray {
             descriptor,
             layout,
