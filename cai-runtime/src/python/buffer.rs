@@ -44,13 +44,16 @@ impl Held {
         self.objects.push(obj.clone().unbind());
     }
 
-    /// Keeps what descriptor `desc` holds as it is now: a copy of the dict (the producer may
-    /// change its own dict later, dropping what kept the data alive), or `desc` itself when it
-    /// is no dict. Taken before the dict is read, whose reading runs the producer's code.
+    /// Keeps what descriptor `desc` holds as it is now: a copy of the dict where someone else
+    /// holds it too (the producer may change its own dict later, dropping what kept the data
+    /// alive), the dict itself where this is its only reference (a dict built for this access,
+    /// as NumPy's are: no one else can change it, and no copy is paid for), or `desc` itself
+    /// when it is no dict. Taken before the dict is read, whose reading runs the producer's
+    /// code.
     pub(crate) fn snapshot(&mut self, desc: &Bound<'_, PyAny>) -> PyResult<()> {
         match desc.cast::<PyDict>() {
-            Ok(dict) => self.objects.push(dict.copy()?.into_any().unbind()),
-            Err(_) => self.object(desc),
+            Ok(dict) if shared(dict) => self.objects.push(dict.copy()?.into_any().unbind()),
+            _ => self.object(desc),
         }
         Ok(())
     }
@@ -70,6 +73,16 @@ impl Held {
     pub fn buffers(&self) -> &[HeldBuffer] {
         &self.buffers
     }
+}
+
+/// Whether something other than the caller's one reference holds `obj` (always taken to be
+/// so on the free-threaded build, whose counts are split between threads).
+fn shared(obj: &Bound<'_, PyAny>) -> bool {
+    if cfg!(Py_GIL_DISABLED) {
+        return true;
+    }
+    // SAFETY: `obj` is a live object, and the attached thread reads its count.
+    unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) > 1 }
 }
 
 /// A buffer held through the buffer protocol: contiguous bytes that stay where they are until

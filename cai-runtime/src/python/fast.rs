@@ -77,15 +77,21 @@ pub(super) fn walk(dict: &Bound<'_, PyDict>) -> ([*mut ffi::PyObject; KEYS.len()
     (values, unmatched)
 }
 
+/// What the fast path read: the descriptor, its layout, and whether the dict holds keys
+/// besides the descriptor's (`'__ref'`...), whose values the data may depend on.
+pub(super) type Fast<S> = (ArrayDescriptor<S>, Layout, bool);
+
 /// The descriptor and its layout, when `desc` is a plain dict of exact builtin values that
-/// breaks no rule; `None` sends the caller to the full parser.
+/// breaks no rule; `None` sends the caller to the full parser. The descriptor's own values
+/// (ints, strs, bools, tuples and lists of them) keep no memory alive: only other keys can.
 #[cfg(not(Py_GIL_DISABLED))]
-pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<(ArrayDescriptor<S>, Layout)> {
+pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<Fast<S>> {
     let dict = desc.cast_exact::<PyDict>().ok()?;
     let (values, unmatched) = walk(dict);
     if unmatched {
         return None;
     }
+    let others = dict.len() > values.iter().filter(|v| !v.is_null()).count();
     let py = desc.py();
     // SAFETY: borrowed from `dict`, which outlives this function; see the module docs for why
     // nothing below can change the dict or free a value.
@@ -141,12 +147,12 @@ pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<(ArrayDescript
         stream: S::stream_entry(stream),
     };
     let layout = descriptor.valid_layout()?;
-    Some((descriptor, layout))
+    Some((descriptor, layout, others))
 }
 
 /// The free-threaded build reads every descriptor with the full parser.
 #[cfg(Py_GIL_DISABLED)]
-pub(super) fn import<S: Space>(_: &Bound<'_, PyAny>) -> Option<(ArrayDescriptor<S>, Layout)> {
+pub(super) fn import<S: Space>(_: &Bound<'_, PyAny>) -> Option<Fast<S>> {
     None
 }
 
@@ -206,7 +212,7 @@ fn data_entry(v: &Bound<'_, PyAny>) -> Option<Data> {
 /// test can check that the fast path never returns anything the parser would not.
 #[doc(hidden)]
 pub fn both_paths<S: Space>(desc: &Bound<'_, PyAny>) -> (Option<String>, Option<String>) {
-    let fast = import::<S>(desc).map(|read| format!("{read:?}"));
+    let fast = import::<S>(desc).map(|(d, l, _)| format!("{:?}", (d, l)));
     let full = super::parse::parse::<S>(desc)
         .into_result()
         .ok()

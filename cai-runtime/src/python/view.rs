@@ -137,15 +137,23 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
     ) -> PyResult<Self> {
         // The dict may be all that keeps the data alive (NumPy scalars' `'__ref'`): what it
-        // holds now is kept, before reading it runs the producer's code.
-        let mut kept = Held::default();
-        kept.snapshot(desc)?;
-        let (descriptor, layout, held) = match fast::import::<S>(desc) {
-            Some((descriptor, layout)) => (descriptor, layout, Held::default()),
-            None => parse_exposed::<S>(desc, owner).into_result()?,
+        // holds is kept as it was before reading it ran the producer's code. (The fast path
+        // runs none, and a dict of the descriptor's keys alone holds nothing the data needs.)
+        let mut held = Held::default();
+        let (descriptor, layout) = match fast::import::<S>(desc) {
+            Some((descriptor, layout, others)) => {
+                if others {
+                    held.snapshot(desc)?;
+                }
+                (descriptor, layout)
+            }
+            None => {
+                held.snapshot(desc)?;
+                let (descriptor, layout, parsed) = parse_exposed::<S>(desc, owner).into_result()?;
+                held.extend(parsed);
+                (descriptor, layout)
+            }
         };
-        kept.extend(held);
-        let held = kept;
         let mut a = ForeignArray {
             descriptor,
             layout,
