@@ -111,6 +111,18 @@ impl<S: Space> ForeignArray<S> {
     /// where its `data` is an address, the memory it describes (the items at the validated
     /// extent around it, and the mask's) must stay valid for reads, and for writes unless
     /// declared read-only, for as long as the view and what it keeps (`owner`, `desc`) live.
+    ///
+    /// A dict built in Rust can hold any address, so safe code cannot import one:
+    ///
+    /// ```compile_fail,E0133
+    /// use cai_runtime::python::ForeignArray;
+    /// use cai_runtime::Host;
+    /// use cai_runtime::__private::pyo3::{prelude::*, types::PyDict};
+    ///
+    /// fn import(d: &Bound<'_, PyDict>) -> PyResult<ForeignArray<Host>> {
+    ///     ForeignArray::from_interface(d.as_any(), None, false)
+    /// }
+    /// ```
     pub unsafe fn from_interface(
         desc: &Bound<'_, PyAny>,
         owner: Option<&Bound<'_, PyAny>>,
