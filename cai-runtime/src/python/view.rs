@@ -103,8 +103,9 @@ impl From<ViewError> for PyErr {
 
 impl<S: Space> ForeignArray<S> {
     /// Imports a descriptor dict (`from_cuda_array_interface(desc, owner, sync)`); `owner`, if
-    /// given, is kept alive as long as the view, and so is `desc`; a host descriptor without
-    /// `data` shares `owner`'s buffer. Other options at their defaults.
+    /// given, is kept alive as long as the view, and so is what `desc` holds (see
+    /// [`Held`]); a host descriptor without `data` shares `owner`'s buffer. Other
+    /// options at their defaults.
     ///
     /// # Safety
     /// `desc` is trusted as a producer's descriptor is (see the module's "trust boundary"):
@@ -182,7 +183,7 @@ impl<S: Space> ForeignArray<S> {
     }
 
     /// Imports an object exposing the interface (`as_cuda_array(obj, sync)`); the view keeps
-    /// `obj` alive, and the dict it exposed.
+    /// `obj` alive, and what the dict it exposed holds.
     pub fn from_object(obj: &Bound<'_, PyAny>, sync: bool) -> PyResult<Self> {
         let options = ImportOptions {
             sync,
