@@ -357,7 +357,8 @@ impl Layout {
     /// every item's bytes in exactly one run (for items that do not overlap), never a byte
     /// between items: what a copy of exactly the described items moves. Dimensions whose
     /// items follow each other are merged, so a contiguous array (in any order) is one run and
-    /// `a[::2, :]` of a C array one run per row. Nothing for an array with no items.
+    /// `a[::2, :]` of a C array one run per row; a dimension of stride 0 (a broadcast) repeats
+    /// the same bytes, which are run once. Nothing for an array with no items.
     pub fn runs(&self) -> Runs {
         if self.is_empty() {
             return Runs {
@@ -373,7 +374,7 @@ impl Layout {
         let mut base = 0isize;
         let mut dims: Vec<(usize, usize)> = Vec::with_capacity(self.ndim());
         for (&n, &s) in self.shape.iter().zip(&self.strides) {
-            if n == 1 {
+            if n == 1 || s == 0 {
                 continue;
             }
             if s < 0 {

@@ -263,3 +263,22 @@ proptest! {
         }
     }
 }
+
+/// A broadcast dimension (stride 0) repeats the same bytes: they are one run, not one per
+/// item (a mirror copy of a broadcast view made one driver call per item).
+#[test]
+fn broadcast_dimensions_are_run_once() {
+    let runs = |shape: &[usize], strides: &[isize]| {
+        Layout::strided(shape, strides, 8)
+            .unwrap()
+            .runs()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(runs(&[100_000], &[0]), [(0, 8)]);
+    assert_eq!(runs(&[3, 4], &[0, 8]), [(0, 32)]);
+    assert_eq!(runs(&[3, 4], &[8, 0]), [(0, 24)]);
+    assert_eq!(
+        runs(&[2, 5, 3], &[-48, 0, 16]),
+        [(-48, 8), (-32, 8), (-16, 8), (0, 8), (16, 8), (32, 8)]
+    );
+}

@@ -22,6 +22,7 @@ detected through weak references before the memory is read.
 
 import gc
 import json
+import os
 import re
 import subprocess
 import sys
@@ -1066,3 +1067,113 @@ def test_object_items_over_a_buffer_are_refused():  # found later: NumPy read th
             d["descr"] = descr
         with pytest.raises(ValueError, match="buffer protocol"):
             cai.from_array_interface(d)
+
+
+# ---------------------------------------------------------------- found by the second attack
+# A view kept the producer's dict itself where nothing else seemed to hold it (refcount 1),
+# skipped keys the fast path thought its own, and copied a dict subclass through its own
+# (overridable) keys: each let the producer drop what kept the data alive.
+
+BIG = 1_000_000  # an 8 MB buffer: freed to the system, so a stale read is a crash
+
+
+def _run_isolated(code):
+    """Runs `code` in a fresh interpreter where a freed 8 MB buffer is unmapped at once."""
+    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+KEEPERS = {
+    # A host descriptor's 'stream' (no such key on the host) holding the data.
+    "host stream key": """
+        class P:
+            @property
+            def __array_interface__(self):
+                buf = np.arange(N, dtype=np.float64)
+                return {'shape': (N,), 'typestr': '<f8', 'data': (buf.ctypes.data, False),
+                        'version': 3, 'stream': buf}
+        v = IMPORT(P())
+    """,
+    # A fresh dict subclass the producer reaches again through a weakref, and empties.
+    "weakref to the dict": """
+        class D(dict):
+            pass
+        class P:
+            @property
+            def __array_interface__(self):
+                buf = np.arange(N, dtype=np.float64)
+                d = D(shape=(N,), typestr='<f8', data=(buf.ctypes.data, False), version=3, __ref=buf)
+                P.last = weakref.ref(d)
+                return d
+        v = IMPORT(P())
+        d = P.last()
+        if d is not None:  # (kept by the view only if it keeps the dict itself)
+            d.clear()
+        del d
+    """,
+    # An __index__ that finds the dict being read through the collector and drops '__ref'.
+    "gc.get_referrers while read": """
+        class Idx:
+            def __index__(self):
+                for d in gc.get_referrers(shape):
+                    if isinstance(d, dict) and '__ref' in d:
+                        del d['__ref']
+                return N
+        shape = (Idx(),)
+        class P:
+            @property
+            def __array_interface__(self):
+                buf = np.arange(N, dtype=np.float64)
+                return {'shape': shape, 'typestr': '<f8', 'data': (buf.ctypes.data, False),
+                        'version': 3, '__ref': buf}
+        v = IMPORT(P())
+    """,
+    # A kept dict subclass whose keys() and __iter__ hide '__ref' from a copy.
+    "dict subclass hiding keys": """
+        class D(dict):
+            def keys(self):
+                return [k for k in dict.keys(self) if k != '__ref']
+            def __iter__(self):
+                return iter(self.keys())
+        class P:
+            def __init__(self):
+                buf = np.arange(N, dtype=np.float64)
+                self.d = D(shape=(N,), typestr='<f8', data=(buf.ctypes.data, False), version=3, __ref=buf)
+            @property
+            def __array_interface__(self):
+                return self.d
+        p = P()
+        v = IMPORT(p)
+        dict.__delitem__(p.d, '__ref')
+    """,
+}
+
+
+@pytest.mark.parametrize("importer", ["cai.as_host_array", "cai.as_storage", "lambda p: cai.gt_data(p).host"])
+@pytest.mark.parametrize("case", KEEPERS)
+def test_what_the_dict_held_is_kept_however_the_producer_reaches_it(case, importer):  # defect 1
+    code = "import gc, weakref\nimport numpy as np\nimport cai\nN = %d\nIMPORT = %s\n" % (BIG, importer)
+    code += textwrap.dedent(KEEPERS[case]) + textwrap.dedent("""
+        gc.collect()
+        junk = [np.full(N, -7.0) for _ in range(3)]
+        print(float(np.asarray(v)[-1]))
+    """)
+    r = _run_isolated(code)
+    assert r.returncode == 0 and r.stdout.split() == ["999999.0"], (r.returncode, r.stdout, r.stderr[-500:])
+
+
+def test_a_typestr_subclasss_eq_is_never_run():  # defect 10: its exception cannot be swallowed
+    calls = []
+
+    class T(str):
+        def __eq__(self, other):
+            calls.append(other)
+            raise RuntimeError("mine")
+
+        __hash__ = str.__hash__
+
+    a = np.arange(4.0)
+    d = dict(a.__array_interface__, typestr=T("<f8"), descr=[("", "<f8")])
+    v = cai.from_array_interface(d, owner=a)
+    assert v.get([3]) == 3.0 and calls == []

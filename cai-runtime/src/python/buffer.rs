@@ -5,8 +5,8 @@
 //! (NumPy's scalars export a temporary array that only the dict's `'__ref'` key keeps alive),
 //! on a mask object and its own dict (a producer may build both on every access), and on
 //! buffers held through the buffer protocol. An import keeps all of them for as long as its
-//! view lives; of a dict, a copy made before it is read: what the dict held then, which the
-//! producer may replace in its own dict later.
+//! view lives; of a dict, its entries taken before it is read: what the dict held then, which
+//! the producer may replace in its own dict later.
 //!
 //! NumPy's array interface lets `data` be, besides a `(pointer, read-only flag)` tuple, an
 //! object exposing the buffer protocol, or be absent or `None`, meaning the buffer of the
@@ -44,16 +44,16 @@ impl Held {
         self.objects.push(obj.clone().unbind());
     }
 
-    /// Keeps what descriptor `desc` holds as it is now: a copy of the dict where someone else
-    /// holds it too (the producer may change its own dict later, dropping what kept the data
-    /// alive), the dict itself where this is its only reference (a dict built for this access,
-    /// as NumPy's are: no one else can change it, and no copy is paid for), or `desc` itself
-    /// when it is no dict. Taken before the dict is read, whose reading runs the producer's
-    /// code.
+    /// Keeps what descriptor `desc` holds as it is now: its entries (the producer may change
+    /// its dict later, or while it is read, reaching it through a weakref or the garbage
+    /// collector, and drop what kept the data alive), or `desc` itself when it is no dict.
+    /// Taken before the dict is read, whose reading runs the producer's code. The entries are
+    /// the dict's own storage (`PyDict_Items`), never what a subclass's `keys` or `__iter__`
+    /// would say.
     pub(crate) fn snapshot(&mut self, desc: &Bound<'_, PyAny>) -> PyResult<()> {
         match desc.cast::<PyDict>() {
-            Ok(dict) if shared(dict) => self.objects.push(dict.copy()?.into_any().unbind()),
-            _ => self.object(desc),
+            Ok(dict) => self.objects.push(dict.items().into_any().unbind()),
+            Err(_) => self.object(desc),
         }
         Ok(())
     }
@@ -73,16 +73,6 @@ impl Held {
     pub fn buffers(&self) -> &[HeldBuffer] {
         &self.buffers
     }
-}
-
-/// Whether something other than the caller's one reference holds `obj` (always taken to be
-/// so on the free-threaded build, whose counts are split between threads).
-fn shared(obj: &Bound<'_, PyAny>) -> bool {
-    if cfg!(Py_GIL_DISABLED) {
-        return true;
-    }
-    // SAFETY: `obj` is a live object, and the attached thread reads its count.
-    unsafe { pyo3::ffi::Py_REFCNT(obj.as_ptr()) > 1 }
 }
 
 /// A buffer held through the buffer protocol: contiguous bytes that stay where they are until

@@ -91,7 +91,9 @@ pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<Fast<S>> {
     if unmatched {
         return None;
     }
-    let others = dict.len() > values.iter().filter(|v| !v.is_null()).count();
+    // Keys besides the descriptor's own; a host descriptor has no `stream`, whose value is
+    // then not read (nor checked) and may be anything.
+    let mut others = dict.len() > values.iter().filter(|v| !v.is_null()).count();
     let py = desc.py();
     // SAFETY: borrowed from `dict`, which outlives this function; see the module docs for why
     // nothing below can change the dict or free a value.
@@ -133,6 +135,10 @@ pub(super) fn import<S: Space>(desc: &Bound<'_, PyAny>) -> Option<Fast<S>> {
     let stream = match stream {
         Some(s) if S::DEVICE && !s.is_none() => {
             Some(Stream::from_raw(u64::try_from(exact_int(&s)?).ok()?).ok()?)
+        }
+        Some(_) if !S::DEVICE => {
+            others = true;
+            None
         }
         _ => None,
     };

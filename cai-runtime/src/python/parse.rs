@@ -590,10 +590,13 @@ fn descr(
     Ok(Descr(fields))
 }
 
-/// Whether `v` is `[('', t)]` for the type string object `t`: exact types only, anything
-/// else goes to the full `descr` reader. Runs no Python code when `t` is an exact `str` (as
-/// the fast path needs): each object is checked to be an exact builtin before any call on it.
+/// Whether `v` is `[('', t)]` for the type string object `t`: exact types only (`t` too),
+/// anything else goes to the full `descr` reader. Runs no Python code: each object is checked
+/// to be an exact builtin before any call on it.
 pub(super) fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> bool {
+    if !t.is_exact_instance_of::<PyString>() {
+        return false;
+    }
     let Ok(list) = v.cast_exact::<PyList>() else {
         return false;
     };
@@ -619,9 +622,10 @@ pub(super) fn is_simple_descr_of(v: &Bound<'_, PyAny>, t: &Bound<'_, PyAny>) -> 
         && (format.is(t) || same_text(&format, t))
 }
 
-/// Whether two `str`s have the same text: [`exact_text_eq`] for exact `str`s, else `==`.
+/// Whether two exact `str`s have the same text ([`exact_text_eq`]); false for anything else,
+/// whose `__eq__` is never run here.
 fn same_text(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> bool {
-    exact_text_eq(a, b).unwrap_or_else(|| a.eq(b).unwrap_or(false))
+    exact_text_eq(a, b) == Some(true)
 }
 
 /// What the parser found: the descriptor when every key could be read, and every problem.

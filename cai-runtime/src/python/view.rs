@@ -151,7 +151,8 @@ impl<S: Space> ForeignArray<S> {
     ) -> PyResult<Self> {
         // The dict may be all that keeps the data alive (NumPy scalars' `'__ref'`): what it
         // holds is kept as it was before reading it ran the producer's code. (The fast path
-        // runs none, and a dict of the descriptor's keys alone holds nothing the data needs.)
+        // runs none, and the descriptor's own values, exact ints, strs, bools, tuples and a
+        // plain descr, hold nothing the data needs: a dict of those alone costs nothing.)
         let mut held = Held::default();
         let (descriptor, layout) = match fast::import::<S>(desc) {
             Some((descriptor, layout, others)) => {
