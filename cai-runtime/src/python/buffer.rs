@@ -30,8 +30,8 @@ use super::parse::{ExcKind, Problem, show, type_name};
 use super::rules;
 
 /// What keeps an imported array's bytes valid besides its owner: the Python objects they
-/// depend on (descriptor dicts, mask objects) and the buffers they lie in. Dropping it
-/// releases them.
+/// depend on (the entries of descriptor dicts, mask objects) and the buffers they lie in.
+/// Dropping it releases them.
 #[derive(Debug, Default)]
 pub struct Held {
     objects: Vec<Py<PyAny>>,

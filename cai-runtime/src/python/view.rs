@@ -1,6 +1,6 @@
 //! Foreign arrays imported into Rust: a validated descriptor plus strong references to
-//! everything the memory depends on (the owner, the descriptor dict, masks, buffers), so the
-//! memory cannot be freed while the view lives.
+//! everything the memory depends on (the owner, the descriptor dict's entries, masks,
+//! buffers), so the memory cannot be freed while the view lives.
 //!
 //! # The trust boundary
 //!
@@ -47,7 +47,7 @@ use crate::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncPlan};
 pub struct ForeignArray<S: Space> {
     descriptor: ArrayDescriptor<S>,
     layout: Layout,
-    /// What the bytes depend on besides the owner: the descriptor dict, masks and their dicts,
+    /// What the bytes depend on besides the owner: the descriptor dict's entries, masks,
     /// buffers (host `data` shared through the buffer protocol); dropping the view releases
     /// them.
     held: Held,
