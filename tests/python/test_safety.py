@@ -1177,3 +1177,27 @@ def test_a_typestr_subclasss_eq_is_never_run():  # defect 10: its exception cann
     d = dict(a.__array_interface__, typestr=T("<f8"), descr=[("", "<f8")])
     v = cai.from_array_interface(d, owner=a)
     assert v.get([3]) == 3.0 and calls == []
+
+
+def test_a_gpu_entry_without_version_keeps_what_it_held():  # defect 1, found on re-reading
+    # The "gpu" entry gets `version` added in a copy; a dict subclass whose keys() hides
+    # '__ref' must not make that copy drop what keeps the memory alive.
+    class D(dict):
+        def keys(self):
+            return [k for k in dict.keys(self) if k != "__ref"]
+
+        def __iter__(self):
+            return iter(self.keys())
+
+    buf = np.arange(8.0)
+    alive = weakref.ref(buf)
+    entry = D(shape=(8,), typestr="<f8", data=(buf.ctypes.data, False), strides=None, __ref=buf)
+    del buf
+    producer = Obj(__gt_data_interface__={"gpu": entry})
+    view = cai.gt_data(producer, check_pointer=False)
+    dict.__delitem__(entry, "__ref")  # the producer lets go of it
+    gc.collect()
+    assert alive() is not None and view.gpu is not None
+    del view
+    gc.collect()
+    assert alive() is None

@@ -4,7 +4,8 @@
 //! - `managed=None`: device memory only (`cuMemAlloc`).
 //! - `managed="gt4py"`: device memory plus a host mirror of the same size; item `[0, ..., 0]`
 //!   sits at the same offset in both (aligned on the device), so a mirror copy moves the whole
-//!   buffer. A shared [`SyncState`] says which side is newest.
+//!   buffer (of a wrapped pair, exactly its items). A shared [`SyncState`] says which side is
+//!   newest.
 //! - `managed="cuda"`: unified memory (`cuMemAllocManaged`), one address for host and device.
 
 use std::ptr::NonNull;
@@ -218,97 +219,82 @@ fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
     memory::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
 }
 
-/// The mirror copies of a `managed="gt4py"` storage's buffers: whole spans of memory allocated
-/// here, exactly the items of wrapped memory ([`Buffers::items`]).
+/// The mirror copies of a `managed="gt4py"` storage's buffers: the whole span of memory
+/// allocated here, exactly the items of wrapped memory ([`Buffers::items`]).
 pub struct Copier<'a>(pub &'a Buffers);
 
 impl Copier<'_> {
-    /// Copies the wrapped items' runs one way, enqueued on the legacy default stream, which is
-    /// then synchronized once.
-    fn copy_items(
-        &self,
-        h: &Side<HostBuffer>,
-        d: &Side<DeviceBufferHandle>,
-        items: &crate::layout::Layout,
-        to_device: bool,
-    ) -> Result<(), StorageError> {
-        ensure_context(0).map_err(driver)?;
-        let stream = super::stream::raw_handle(Stream::LegacyDefault);
-        let mut copied = Ok(());
-        for (offset, len) in items.runs() {
-            // Both sides hold the items at the same offsets from their origins, inside their
-            // `span` bytes (checked when the buffers were wrapped).
-            let at = (h.origin as isize + offset) as usize;
-            let host = h.buffer.ptr().wrapping_add(at);
-            let device = d.buffer.ptr + (d.origin as isize + offset) as u64;
-            // SAFETY: `host .. host + len` lies in the host buffer, alive while `self.0` is
-            // borrowed and written by no other mirror copy (`SyncState` holds its lock across
-            // the copy); the device range lies in the device buffer. The stream is
-            // synchronized below, before the buffers can go.
-            copied = ffi::check(
-                if to_device {
-                    "cuMemcpyHtoDAsync"
-                } else {
-                    "cuMemcpyDtoHAsync"
-                },
-                unsafe {
-                    if to_device {
-                        ffi::cuMemcpyHtoDAsync_v2(device, host.cast(), len, stream)
-                    } else {
-                        ffi::cuMemcpyDtoHAsync_v2(host.cast(), device, len, stream)
-                    }
-                },
-            );
-            if copied.is_err() {
-                break;
+    /// Copies one way what the buffers' copies move, enqueued on the legacy default stream,
+    /// which is then synchronized once. Item `[0, ..., 0]` sits at the same offset (`origin`)
+    /// in both buffers (module docs), so a range is at the same offset on both sides.
+    fn copy(&self, to_device: bool) -> Result<(), StorageError> {
+        let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
+            return Ok(());
+        };
+        match &self.0.items {
+            None => copy_ranges(h, d, std::iter::once((0, self.0.span)), to_device),
+            Some(items) => {
+                let origin = h.origin as isize;
+                let runs = items.runs().map(|(o, n)| ((origin + o) as usize, n));
+                copy_ranges(h, d, runs, to_device)
             }
         }
-        // SAFETY: the legacy default stream of the current context.
-        let synced = ffi::check("cuStreamSynchronize", unsafe {
-            ffi::cuStreamSynchronize(stream)
-        });
-        copied.and(synced).map_err(driver)
     }
+}
+
+/// Copies the byte ranges `(offset from each buffer's start, length)` between the two sides.
+fn copy_ranges(
+    h: &Side<HostBuffer>,
+    d: &Side<DeviceBufferHandle>,
+    ranges: impl Iterator<Item = (usize, usize)>,
+    to_device: bool,
+) -> Result<(), StorageError> {
+    ensure_context(0).map_err(driver)?;
+    let stream = super::stream::raw_handle(Stream::LegacyDefault);
+    let mut copied = Ok(());
+    for (at, len) in ranges.filter(|&(_, len)| len > 0) {
+        let host = h.buffer.ptr().wrapping_add(at);
+        let device = d.buffer.ptr + at as u64;
+        // SAFETY: the range lies inside both buffers' `span` bytes (the whole span, or the
+        // items the wrapped views describe, checked when they were wrapped); the host buffer
+        // is alive while the buffers are borrowed, and no other mirror copy touches it
+        // (`SyncState` holds its lock across the copy); its bytes are plain bytes, so a
+        // concurrent reader of the host side (as with NumPy arrays sharing memory) sees old or
+        // new values. The stream is synchronized below, before the buffers can go.
+        copied = ffi::check(
+            if to_device {
+                "cuMemcpyHtoDAsync"
+            } else {
+                "cuMemcpyDtoHAsync"
+            },
+            unsafe {
+                if to_device {
+                    ffi::cuMemcpyHtoDAsync_v2(device, host.cast(), len, stream)
+                } else {
+                    ffi::cuMemcpyDtoHAsync_v2(host.cast(), device, len, stream)
+                }
+            },
+        );
+        if copied.is_err() {
+            break;
+        }
+    }
+    // SAFETY: the legacy default stream of the current context.
+    let synced = ffi::check("cuStreamSynchronize", unsafe {
+        ffi::cuStreamSynchronize(stream)
+    });
+    copied.and(synced).map_err(driver)
 }
 
 impl Mirror for Copier<'_> {
     type Error = StorageError;
 
     fn copy_host_to_device(&self) -> Result<(), StorageError> {
-        let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
-            return Ok(());
-        };
-        if let Some(items) = &self.0.items {
-            return self.copy_items(h, d, items, true);
-        }
-        ensure_context(0).map_err(driver)?;
-        // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed.
-        let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), self.0.span) };
-        memory::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
+        self.copy(true)
     }
 
     fn copy_device_to_host(&self) -> Result<(), StorageError> {
-        let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
-            return Ok(());
-        };
-        if let Some(items) = &self.0.items {
-            return self.copy_items(h, d, items, false);
-        }
-        ensure_context(0).map_err(driver)?;
-        // Straight into the host buffer: no staging vector, no second pass over the bytes.
-        // SAFETY: the host buffer is `span` bytes long and alive while `self.0` is borrowed.
-        // Only `SyncState` calls this, holding its lock across the copy, so no other mirror
-        // copy touches the buffer meanwhile; the bytes are plain bytes, so a concurrent reader
-        // of the host side (as with NumPy arrays sharing memory) sees old or new values.
-        unsafe {
-            memory::copy_to_host_into(
-                h.buffer.ptr(),
-                d.buffer.ptr,
-                self.0.span,
-                Stream::LegacyDefault,
-            )
-        }
-        .map_err(driver)
+        self.copy(false)
     }
 }
 

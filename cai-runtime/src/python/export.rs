@@ -62,7 +62,8 @@ static MEMO: Mutex<Vec<Memo>> = Mutex::new(Vec::new());
 const MEMO_SIZE: usize = 16;
 
 /// A new dict on every call, whose mutable parts (the dict and its `descr` list) are never
-/// shared with another call's result; built by `build` unless an equal key was seen recently.
+/// shared with another call's result; built by `build` unless an equal key was seen recently
+/// (a dict with a mask is built every time: its holder keeps the caller's exporter).
 fn memoized<'py, K: Any + Send + PartialEq + Clone>(
     py: Python<'py>,
     key: &K,
@@ -86,7 +87,7 @@ fn memoized<'py, K: Any + Send + PartialEq + Clone>(
         Some(h) => h,
         None => {
             let built = build()?;
-            // A mask holder keeps its exporter: never shared between results.
+            // A mask holder keeps its exporter: such dicts are never kept (nor shared).
             if built.contains(intern!(py, "mask"))? {
                 return Ok(built);
             }
@@ -141,10 +142,7 @@ pub fn to_dict_kept<'py, S: Space>(
     d: &ArrayDescriptor<S>,
     keep: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    if d.mask.is_some() {
-        return build_dict(py, d, keep);
-    }
-    memoized(py, d, || build_dict(py, d, None))
+    memoized(py, d, || build_dict(py, d, keep))
 }
 
 /// The dict for what a builder builds (a new one on every call); export errors raise

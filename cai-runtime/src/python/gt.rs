@@ -326,7 +326,9 @@ impl GtData {
                     let entry = if entry.contains(intern!(py, "version"))? {
                         entry.clone()
                     } else {
-                        let e = entry.copy()?;
+                        // From the entry's own storage (a subclass's `copy` or `keys` could
+                        // leave out what the data depends on).
+                        let e = PyDict::from_sequence(entry.items().as_any())?;
                         e.set_item(intern!(py, "version"), 3)?;
                         e
                     };

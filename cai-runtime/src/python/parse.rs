@@ -206,23 +206,16 @@ impl NotInt {
     }
 }
 
-/// Why [`int`] read no int.
-enum IntError {
-    /// Not an int at all (the reason).
-    Not(&'static str),
-    /// Its `__index__` raised this.
-    Raised(PyErr),
-}
-
 /// A Python int (not a bool) as i128, and whether it was read through `__index__` (an
-/// integer that is not an `int`, such as `numpy.int64`); or why it is not one.
-fn int(v: &Bound<'_, PyAny>) -> Result<(i128, bool), IntError> {
+/// integer that is not an `int`, such as `numpy.int64`); or why it is not one. The outer
+/// error is the exception the value's own `__index__` raised.
+fn int(v: &Bound<'_, PyAny>) -> PyResult<Result<(i128, bool), &'static str>> {
     // What every producer sends first: an exact `int` that fits 64 bits.
     if let Some(n) = exact_int(v) {
-        return Ok((n.into(), false));
+        return Ok(Ok((n.into(), false)));
     }
     if !int_like(v) {
-        return Err(IntError::Not("not an int"));
+        return Ok(Err("not an int"));
     }
     let loose = !v.is_instance_of::<PyInt>();
     let converted;
@@ -230,19 +223,18 @@ fn int(v: &Bound<'_, PyAny>) -> Result<(i128, bool), IntError> {
         // SAFETY: `v` is a live object; PyNumber_Index returns a new reference to an `int`,
         // or NULL with an exception set, which `from_owned_ptr_or_err` takes.
         converted =
-            unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyNumber_Index(v.as_ptr())) }
-                .map_err(IntError::Raised)?;
+            unsafe { Bound::from_owned_ptr_or_err(v.py(), ffi::PyNumber_Index(v.as_ptr())) }?;
         &converted
     } else {
         v
     };
     // The common case first: i64 extraction is one C call; i128 is the slow path for the rest.
     if let Ok(n) = v.extract::<i64>() {
-        return Ok((n.into(), loose));
+        return Ok(Ok((n.into(), loose)));
     }
-    v.extract::<i128>()
+    Ok(v.extract::<i128>()
         .map(|n| (n, loose))
-        .map_err(|_| IntError::Not("an int too large"))
+        .map_err(|_| "an int too large"))
 }
 
 /// The note for a value import reads although the spec asks for another type: an error of
@@ -271,14 +263,14 @@ fn note_list(key: &str, v: &Bound<'_, PyAny>, rule: Rule, notes: &mut Vec<Proble
 /// An integer in `T`'s range, and whether it was read through `__index__`; or the exception
 /// and message (naming the value, not the key) for what is not one.
 fn int_value<T: TryFrom<i128>>(v: &Bound<'_, PyAny>, what: &str) -> Result<(T, bool), NotInt> {
-    match int(v) {
+    match int(v).map_err(NotInt::Raised)? {
         Ok((n, loose)) => T::try_from(n).map(|n| (n, loose)).map_err(|_| {
             NotInt::Bad(
                 ExcKind::Value,
                 format!("{} is out of range: expected {what}", show(v)),
             )
         }),
-        Err(IntError::Not(why)) => Err(NotInt::Bad(
+        Err(why) => Err(NotInt::Bad(
             ExcKind::Type,
             format!(
                 "{} is {why} (type {}): expected {what}",
@@ -286,7 +278,6 @@ fn int_value<T: TryFrom<i128>>(v: &Bound<'_, PyAny>, what: &str) -> Result<(T, b
                 type_name(v)
             ),
         )),
-        Err(IntError::Raised(e)) => Err(NotInt::Raised(e)),
     }
 }
 
@@ -969,12 +960,8 @@ fn data_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Data, Pr
             readonly: ro.is_truthy().unwrap_or(true),
         });
     }
-    let flag = match int(&ro) {
-        Ok((flag, _)) => Some(flag),
-        Err(IntError::Raised(e)) => return Err(Problem::raised("data[1]", e)),
-        Err(IntError::Not(_)) => None,
-    };
-    if let Some(flag) = flag {
+    let flag = int(&ro).map_err(|e| Problem::raised("data[1]", e))?;
+    if let Ok((flag, _)) = flag {
         notes.push(tolerated(
             "data[1]",
             rule,
