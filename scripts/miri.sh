@@ -35,4 +35,5 @@ fi
 export MIRIFLAGS=${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-permissive-provenance}
 export PROPTEST_CASES=${PROPTEST_CASES:-16}
 cargo "+$toolchain" miri test -q -p cai-runtime --lib --tests
-cargo "+$toolchain" miri test -q -p cai-suite --test derive --test gt_derive
+cargo "+$toolchain" miri test -q -p cai-suite --test derive
+cargo "+$toolchain" miri test -q -p cai-gt --lib --test derive --test props

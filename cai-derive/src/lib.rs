@@ -1,5 +1,6 @@
 //! Derive macros of cai: `#[derive(CudaArrayInterface)]`, `#[derive(ArrayInterface)]`,
-//! `#[derive(GtDataInterface)]` and `#[derive(Element)]`. Use them through `cai-runtime`, which re-exports them; the attribute
+//! `#[derive(GtDataInterface)]` and `#[derive(Element)]`. Use them through `cai-runtime` (and
+//! `cai-gt` for `GtDataInterface`), which re-export them; the attribute
 //! reference is in the runtime's and the repository's documentation.
 //!
 //! Layout of this crate (after serde_derive and thiserror-impl): `internals/` parses and checks
@@ -38,7 +39,7 @@ pub fn derive_array_interface(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(GtDataInterface, attributes(cai))]
 pub fn derive_gt_data_interface(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::gt::derive(&input).into()
+    expand::gt_data::derive(&input).into()
 }
 
 /// In place of PyO3's `#[pymethods]` on a `#[pyclass]`'s own impl block: adds the

@@ -10,8 +10,8 @@
 //! permutation `(1, 0)`. A choice is returned as its name, so that a signature's default stays
 //! a literal; the callers then tell the names apart knowing no other gets through.
 
+use cai_gt::PerDim;
 use cai_runtime::python::{exact_int, int_like, type_error_or};
-use cai_runtime::storage::PerDim;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};

@@ -4,8 +4,8 @@
 //! layout) and `Field` (`GtDataInterface` with hooks). The tests use them as producers.
 
 use crate::args::arg;
-use cai_runtime::storage::GtDevice;
-use cai_runtime::storage::gt::HookError;
+use cai_gt::GtDevice;
+use cai_gt::HookError;
 use cai_runtime::{
     AllocError, ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
     Element, Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
@@ -348,7 +348,7 @@ impl Buffer {
 /// and hooks that record their calls): `#[derive(GtDataInterface)]` with `#[cai(hooks)]`, its
 /// property added by `#[cai_runtime::pymethods(gt)]`.
 #[pyclass(module = "cai", frozen, weakref)]
-#[derive(cai_runtime::GtDataInterface)]
+#[derive(cai_gt::GtDataInterface)]
 #[cai(hooks, shape = [self.ni, self.nj, self.nk], dims = "IJK", halo = self.halo)]
 pub struct Field {
     #[cai(host)]
@@ -371,7 +371,7 @@ impl Field {
     }
 }
 
-impl cai_runtime::GtHooks for Field {
+impl cai_gt::GtHooks for Field {
     fn acquire(&self, device: GtDevice) -> Result<(), HookError> {
         self.record("acquire", device);
         Ok(())
@@ -406,7 +406,7 @@ impl Field {
             })?;
         let halo = halo.unwrap_or_else(|| vec![(0, 0); 3]);
         // Refused here rather than at the first export, where it would name no argument.
-        cai_runtime::storage::check_halo(&halo, &[ni, nj, nk])
+        cai_gt::check_halo(&halo, &[ni, nj, nk])
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(Field {
             values: zeros(n)?,

@@ -1,7 +1,7 @@
 //! The `cai` Python package's native module. See `python/cai/__init__.py` for the API.
 //!
 //! - `examples.rs`: the example classes, built with the derives (`Grid`, `DeviceMatrix`...).
-//! - `import.rs`: importing foreign arrays (`as_cuda_array`, `CudaArrayView`...); `gt.rs`:
+//! - `import.rs`: importing foreign arrays (`as_cuda_array`, `CudaArrayView`...); `gt_data.rs`:
 //!   reading any object as GDP-3 says (`gt_data`).
 //! - `cuda.rs`: the stream options and what the `cuda` feature adds (`DeviceArray`).
 //! - `storage/`: GDP-3 storages (`zeros`, `as_storage`, `Storage`...).
@@ -15,7 +15,7 @@ mod args;
 mod cuda;
 mod examples;
 mod fastcall;
-mod gt;
+mod gt_data;
 mod import;
 mod storage;
 
@@ -43,12 +43,12 @@ fn check_descriptor(
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     examples::add(m)?;
     import::add(m)?;
-    gt::add(m)?;
+    gt_data::add(m)?;
     m.add_class::<Violation>()?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(check_descriptor, m)?)?;
     cpy::export::add_classes(m)?;
-    cpy::gt::add_classes(m)?;
+    cai_gt::python::add_classes(m)?;
     storage::add(m)?;
     cuda::register(m)?;
     Ok(())

@@ -29,7 +29,7 @@ pub(crate) fn shorten(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// A user's value in a message: its `Debug` form (a string in quotes, a list in brackets),
 /// [`shorten`]ed.
-pub(crate) struct Shown<'a, T: ?Sized>(pub &'a T);
+pub struct Shown<'a, T: ?Sized>(pub &'a T);
 
 impl<T: fmt::Debug + ?Sized> fmt::Display for Shown<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -53,7 +53,6 @@ pub mod memory;
 pub mod pointer;
 #[cfg(feature = "python")]
 pub mod python;
-pub mod storage;
 pub mod stream;
 pub mod sync;
 pub mod typestr;
@@ -70,7 +69,6 @@ pub use interface::{
 };
 pub use layout::{Extent, Layout, LayoutError, Order};
 pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
-pub use storage::gt::{AsDims, AsHalo, GtDataInterface, GtHooks};
 pub use stream::{AsStream, Stream, StreamError, StreamHandle};
 pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
 
@@ -81,7 +79,7 @@ pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
 pub use cai_derive::pymethods;
 /// The derives, re-exported so that users depend on this crate alone (as with serde).
 #[cfg(feature = "derive")]
-pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element, GtDataInterface};
+pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
 
 /// Support for the derives' generated code; not a public API.
 #[doc(hidden)]
@@ -90,4 +88,9 @@ pub mod __private {
     pub use core::result::Result;
     #[cfg(feature = "python")]
     pub use pyo3;
+
+    // For cai's own crates (cai-gt, cai-py): not a public API.
+    pub use crate::error::Shown;
+    #[cfg(feature = "python")]
+    pub use crate::python::parse::{size_pairs, type_name};
 }

@@ -8,6 +8,7 @@
 use std::marker::PhantomData;
 
 use crate::element::Element;
+use crate::error::AllocError;
 
 /// Memory a CUDA kernel can address: a device pointer and a length in elements.
 ///
@@ -177,6 +178,16 @@ unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<T> {
     }
 }
 
+/// An empty byte vector with room for `capacity` bytes, or `AllocError`: `Vec::with_capacity`
+/// (and `vec![0; n]`) abort the process when the allocation fails, and the bytes of a view
+/// can far exceed the memory it lives in (a broadcast view repeats one item).
+pub(crate) fn byte_vec(capacity: usize) -> Result<Vec<u8>, AllocError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(capacity)
+        .map_err(|_| AllocError(capacity))?;
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +211,22 @@ mod tests {
         assert!(!HostMemory::is_empty(&[1u8]));
         assert!(HostMemory::is_writable(&vec![1u8]));
         assert!(!HostMemory::is_writable(&&[1u8][..]));
+    }
+
+    #[test]
+    fn byte_vectors_too_big_for_memory_are_errors() {
+        // More than any address space holds, and more than a `Vec` may hold: errors naming
+        // the size, where `Vec::with_capacity` would abort.
+        if !cfg!(miri) {
+            // (Miri stops the program at an allocation this large instead of failing it.)
+            assert_eq!(byte_vec(1 << 62), Err(AllocError(1 << 62)));
+        }
+        assert_eq!(byte_vec(usize::MAX), Err(AllocError(usize::MAX)));
+        assert_eq!(
+            AllocError(1 << 62).to_string(),
+            "cannot allocate 4611686018427387904 bytes of host memory"
+        );
+        let v = byte_vec(100).unwrap();
+        assert!(v.is_empty() && v.capacity() >= 100);
     }
 }

@@ -1,4 +1,4 @@
-use cai_runtime::GtDataInterface;
+use cai_gt::GtDataInterface;
 
 #[derive(GtDataInterface)]
 #[cai(hooks)]

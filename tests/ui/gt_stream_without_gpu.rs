@@ -1,4 +1,5 @@
-use cai_runtime::{GtDataInterface, Stream};
+use cai_gt::GtDataInterface;
+use cai_runtime::Stream;
 
 #[derive(GtDataInterface)]
 struct Field {

@@ -3,7 +3,7 @@
 //! cascade of "trait not implemented" errors elsewhere.
 
 pub mod element;
-pub mod gt;
+pub mod gt_data;
 pub mod interface;
 pub mod python;
 
@@ -17,5 +17,13 @@ pub fn krate(attrs: Option<&ContainerAttrs>) -> TokenStream {
     match attrs.and_then(|a| a.krate.get()) {
         Some(p) => quote!(#p),
         None => quote!(::cai_runtime),
+    }
+}
+
+/// Path to cai-gt, for `#[derive(GtDataInterface)]`: `#[cai(crate = "...")]` or `::cai_gt`.
+pub fn gt_krate(attrs: Option<&ContainerAttrs>) -> TokenStream {
+    match attrs.and_then(|a| a.krate.get()) {
+        Some(p) => quote!(#p),
+        None => quote!(::cai_gt),
     }
 }

@@ -28,7 +28,7 @@ impl From<Protocol> for Property {
 }
 
 /// The getter methods for one property (`Host`: `__array_interface__` and NumPy's
-/// `__array_struct__`).
+/// `__array_struct__`). `krate` is the path to cai-runtime; `Gt`'s getter is cai-gt's.
 pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
     let (name, body, doc) = match property {
@@ -47,7 +47,7 @@ pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
                 #[doc = "GDP-3's data interface: the buffers per device (None: host, \"gpu\"), with dims, halo and hooks."]
                 #[getter]
                 fn __gt_data_interface__<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
-                    #krate::python::gt_data_interface(slf)
+                    ::cai_gt::python::gt_data_interface(slf)
                 }
             };
         }

@@ -7,17 +7,16 @@ use super::device::{MirrorOp, copy_storage, mirror};
 use super::dtype::{Dtype, dtype_arg};
 use super::index::{basic_index, gt_index_arrays, gt_ndarray, index_error};
 use super::keywords::dim_names;
-use super::sync_state::PySyncState;
+use super::mirror::PySyncState;
 use super::{cupy, err, numpy, read_options, read_through_gt};
 use crate::args::{self, sizes};
+use cai_gt::GtDataDescriptor;
+use cai_gt::python::{GtData, HookKind};
+use cai_gt::{GtDevice, Managed, PerDim, Preset, Selected, Storage, StorageError, SyncStatus};
 use cai_runtime::DescriptorError;
 use cai_runtime::descriptor::{ArrayDescriptor, Space};
+use cai_runtime::python as cpy;
 use cai_runtime::python::array_struct::ArrayStruct;
-use cai_runtime::python::{self as cpy, GtData, HookKind};
-use cai_runtime::storage::gt::GtDataDescriptor;
-use cai_runtime::storage::{
-    GtDevice, Managed, PerDim, Preset, Selected, Storage, StorageError, SyncStatus,
-};
 use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -238,10 +237,10 @@ impl PyStorage {
             Some(dim_names(this.inner.dims())),
             Some(this.inner.halo().to_vec()),
         )
-        .map_err(cpy::gt::gt_error)?;
+        .map_err(cai_gt::python::gt_error)?;
         drop(this);
         // (A storage exports no mask: nothing for a mask holder to keep.)
-        cpy::gt::gt_dict(py, &d, None, |device, kind| {
+        cai_gt::python::gt_dict(py, &d, None, |device, kind| {
             let name = match (device, kind) {
                 (GtDevice::Host, HookKind::Acquire) => "device_to_host",
                 (GtDevice::Gpu, HookKind::Acquire) => "host_to_device",

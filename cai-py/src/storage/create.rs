@@ -5,14 +5,14 @@ use super::class::PyStorage;
 use super::device::allocate_gpu;
 use super::dtype::{Dtype, data_dtype, dtype_of};
 use super::keywords::{Keyword, read_call, read_kwargs, shape_arg};
-use super::sync_state::sync_state_arg;
+use super::mirror::sync_state_arg;
 use super::wrap::{NO_DEVICE_BUFFER, wrap};
 use super::{err, numpy, numpy_error_named, read_options};
 use crate::args::{self, show};
 use crate::fastcall::{self, Args};
-use cai_runtime::python::GtData;
-use cai_runtime::storage::array::stride_order;
-use cai_runtime::storage::{
+use cai_gt::python::GtData;
+use cai_gt::stride_order;
+use cai_gt::{
     Init, PerDim, Storage, StorageDevice, StorageParams, SyncState, SyncStatus, parse_dims,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};

@@ -4,24 +4,24 @@
 
 #[cfg(feature = "cuda")]
 use super::err;
-use cai_runtime::storage::{ElementType, Init, Storage, StorageError};
+use cai_gt::{ElementType, Init, Storage, StorageError};
 use pyo3::prelude::*;
 
 #[cfg(feature = "cuda")]
 pub(super) fn allocate_gpu(
     shape: &[usize],
     element: ElementType,
-    params: &cai_runtime::storage::params::ResolvedParams,
+    params: &cai_gt::ResolvedParams,
     init: Init,
 ) -> Result<Storage, StorageError> {
-    cai_runtime::cuda::storage::allocate(shape, element, params, init)
+    cai_gt::cuda::allocate(shape, element, params, init)
 }
 
 #[cfg(not(feature = "cuda"))]
 pub(super) fn allocate_gpu(
     _: &[usize],
     _: ElementType,
-    _: &cai_runtime::storage::params::ResolvedParams,
+    _: &cai_gt::ResolvedParams,
     _: Init,
 ) -> Result<Storage, StorageError> {
     wrap_device().map(|()| unreachable!("no device without CUDA"))
@@ -50,7 +50,7 @@ pub(super) enum MirrorOp {
 
 #[cfg(feature = "cuda")]
 pub(super) fn mirror(s: &Storage, op: MirrorOp) -> PyResult<bool> {
-    use cai_runtime::cuda::storage as cs;
+    use cai_gt::cuda as cs;
     match op {
         MirrorOp::HostToDevice(force) => cs::host_to_device(s, force),
         MirrorOp::DeviceToHost(force) => cs::device_to_host(s, force),
@@ -67,7 +67,7 @@ pub(super) fn mirror(_: &Storage, _: MirrorOp) -> PyResult<bool> {
 #[cfg(feature = "cuda")]
 pub(super) fn copy_storage(s: &Storage) -> Result<Storage, StorageError> {
     if s.has_device() {
-        cai_runtime::cuda::storage::copy(s)
+        cai_gt::cuda::copy(s)
     } else {
         s.copy_host()
     }

@@ -3,9 +3,9 @@
 
 use super::{err, numpy, numpy_error_named};
 use crate::args::show;
+use cai_gt::ElementType;
 use cai_runtime::TypeStr;
 use cai_runtime::python::parse::parse_descr;
-use cai_runtime::storage::ElementType;
 use cai_runtime::typestr::{ByteOrder, Kind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -129,9 +129,7 @@ pub(super) fn dtype_arg<'py>(
 fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
     let py = dt.py();
     if dt.getattr(pyo3::intern!(py, "hasobject"))?.is_truthy()? {
-        return Err(err(cai_runtime::storage::StorageError::Dtype(
-            dt.repr()?.to_string(),
-        )));
+        return Err(err(cai_gt::StorageError::Dtype(dt.repr()?.to_string())));
     }
     // NumPy turns a sub-array dtype into more dimensions of its base wherever it makes an
     // array, so a storage of one would not read back as itself (pickling, `full`, wrapping).

@@ -3,8 +3,8 @@
 
 use super::{cupy, numpy, read_options, read_through_gt};
 use crate::args::{self, is_int, show};
-use cai_runtime::python::{GtData, HookKind};
-use cai_runtime::storage::{GtDevice, IndexItem};
+use cai_gt::python::{GtData, HookKind};
+use cai_gt::{GtDevice, IndexItem};
 use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyEllipsis, PySlice, PyTuple};
@@ -135,7 +135,7 @@ pub(super) fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexIt
     }
 }
 
-pub(super) fn index_error(e: cai_runtime::storage::IndexError) -> PyErr {
+pub(super) fn index_error(e: cai_gt::IndexError) -> PyErr {
     if e.is_index_error() {
         PyIndexError::new_err(e.to_string())
     } else {

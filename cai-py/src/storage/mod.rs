@@ -1,6 +1,6 @@
 //! GDP-3 storages in Python: `Storage`, `SyncState`, `GTNoSuchBufferError`, and the functions
 //! `empty`, `zeros`, `ones`, `full`, their `_like` forms, `as_storage` and `storage`. The
-//! storage itself (allocation, views, descriptors) is `cai_runtime::storage`; this module reads
+//! storage itself (allocation, views, descriptors) is `cai_gt`; this module reads
 //! the arguments, applies GDP-3's lookup order, and forwards element writes to NumPy (host) or
 //! CuPy (device), as GDP-3 does.
 //!
@@ -9,7 +9,7 @@
 //! - `create.rs`: the creators and `storage(data)` (new buffers); `wrap.rs`: `as_storage` and
 //!   `storage(copy=False)` (existing buffers).
 //! - `keywords.rs`: the arguments and GDP-3's keyword arguments; `dtype.rs`: dtypes through
-//!   NumPy; `sync_state.rs`: `SyncState`; `device.rs`: what the `cuda` feature adds.
+//!   NumPy; `mirror.rs`: `SyncState`; `device.rs`: what the `cuda` feature adds.
 //! - Here: the error mapping, the NumPy and CuPy modules, and the module's registration.
 
 mod class;
@@ -18,24 +18,24 @@ mod device;
 mod dtype;
 mod index;
 mod keywords;
-mod sync_state;
+mod mirror;
 mod wrap;
 
-use cai_runtime::python::GtData;
-use cai_runtime::storage::StorageError;
+use cai_gt::StorageError;
+use cai_gt::python::GtData;
 use cai_runtime::sync::ImportOptions;
 use class::{
     CpuStorage, CudaManagedGpuStorage, GpuStorage, PyStorage, REBUILD_STORAGE,
     SoftwareManagedGpuStorage, rebuild_storage,
 };
 use create::storage;
+use mirror::PySyncState;
 use pyo3::exceptions::{
     PyException, PyMemoryError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyComplex, PyFloat, PyInt, PyType};
-use sync_state::PySyncState;
 use wrap::as_storage;
 
 pyo3::create_exception!(

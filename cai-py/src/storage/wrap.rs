@@ -4,15 +4,18 @@ use super::class::PyStorage;
 use super::device::wrap_device;
 use super::dtype::{data_dtype, dtype_of};
 use super::keywords::read_kwargs;
-use super::sync_state::sync_state_arg;
+use super::mirror::sync_state_arg;
 use super::{err, numpy, numpy_array_or_scalar, read_options, read_through_gt};
 use crate::args::show;
-use cai_runtime::python::{ForeignArray, GtData};
-use cai_runtime::storage::array::{AllocInfo, layout_following, stride_order};
-use cai_runtime::storage::{
-    Buffers, DeviceBufferHandle, HostBuffer, Managed, PerDim, Side, Storage, StorageDevice,
-    StorageParams, SyncState, SyncStatus, check_alignment, parse_dims,
+use std::any::Any;
+
+use cai_gt::python::GtData;
+use cai_gt::{
+    ForeignBuffer, PerDim, StorageError, StorageParams, SyncState, check_mirror_pair, parse_dims,
+    stride_order, wrap_foreign,
 };
+use cai_runtime::Space;
+use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{ImportOptions, SyncMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -97,39 +100,16 @@ fn not_wrappable(function: &str, data: &Bound<'_, PyAny>, e: PyErr) -> PyErr {
     ))
 }
 
-/// The host and device views a mirrored storage keeps in step must be one array twice: the
-/// same element type (the same layout is checked with the shapes), and both writable, since a
-/// mirror copy writes either side.
-fn check_mirror_pair(
-    host: &ForeignArray<cai_runtime::Host>,
-    gpu: &ForeignArray<cai_runtime::Device>,
-) -> PyResult<()> {
-    let (h, g) = (host.descriptor(), gpu.descriptor());
-    let structured = |d: &Option<cai_runtime::Descr>| d.clone().filter(|d| !d.is_simple());
-    if !h.typestr.same_type(&g.typestr) || structured(&h.descr) != structured(&g.descr) {
-        let show = |t: &cai_runtime::TypeStr, d: &Option<cai_runtime::Descr>| match structured(d) {
-            Some(d) => format!("typestr '{t}' with descr {d}"),
-            None => format!("typestr '{t}'"),
-        };
-        return Err(PyValueError::new_err(format!(
-            "data and device_data must be two copies of one array: {} on the host, {} on the device",
-            show(&h.typestr, &h.descr),
-            show(&g.typestr, &g.descr)
-        )));
+/// An imported view as the memory a storage stands on, kept alive by `keep`.
+fn foreign<S: Space>(v: &ForeignArray<S>, keep: Box<dyn Any + Send + Sync>) -> ForeignBuffer {
+    ForeignBuffer {
+        ptr: v.ptr(),
+        layout: v.layout().clone(),
+        typestr: v.descriptor().typestr,
+        descr: v.descriptor().descr.clone(),
+        readonly: v.readonly(),
+        keep,
     }
-    if host.readonly() || gpu.readonly() {
-        let side = if host.readonly() {
-            "data (the host side)"
-        } else {
-            "device_data (the device side)"
-        };
-        return Err(PyValueError::new_err(format!(
-            "{side} is read-only, but a mirrored storage copies each side into the other: wrap \
-             read-only memory alone (as_storage(data) or as_storage(device_data=...)), or copy \
-             it (storage(data, device_data))"
-        )));
-    }
-    Ok(())
 }
 
 /// What `device_data` must be.
@@ -198,39 +178,23 @@ pub(super) fn wrap(
         // device requests are.
         wrap_device().map_err(err)?;
     }
-    if let (Some(h), Some(g)) = (host, gpu) {
-        check_mirror_pair(h, g)?;
+    // Each side keeps its data object and what its bytes were read through.
+    let host = host.map(|h| {
+        let owner = data.expect("host data").clone().unbind();
+        foreign(h, Box::new((owner, held_host)))
+    });
+    let gpu = gpu.map(|g| {
+        let owner = device_data.or(data).expect("one given").clone().unbind();
+        foreign(g, Box::new((owner, held_device)))
+    });
+    if let (Some(h), Some(g)) = (&host, &gpu) {
+        check_mirror_pair(h, g).map_err(err)?;
     }
-    let (layout, typestr, descr, readonly) = match (host, gpu) {
-        (Some(h), Some(g)) if h.layout() != g.layout() => {
-            return Err(PyValueError::new_err(format!(
-                "data and device_data must have the same layout: shape {:?} strides {:?} on the host, shape {:?} strides {:?} on the device",
-                h.layout().shape(),
-                h.layout().strides(),
-                g.layout().shape(),
-                g.layout().strides()
-            )));
-        }
-        (Some(h), _) => (
-            h.layout().clone(),
-            h.descriptor().typestr,
-            h.descriptor().descr.clone(),
-            h.readonly(),
-        ),
-        (None, Some(g)) => (
-            g.layout().clone(),
-            g.descriptor().typestr,
-            g.descriptor().descr.clone(),
-            g.readonly(),
-        ),
-        (None, None) => {
-            return Err(PyValueError::new_err(
-                "data describes no host buffer; pass device memory as device_data",
-            ));
-        }
+    let Some(first) = host.as_ref().or(gpu.as_ref()) else {
+        return Err(err(StorageError::NothingToWrap));
     };
     let source = data.or(device_data).expect("one given");
-    let data_type = data_dtype(py, source, &typestr, descr.as_ref())?;
+    let data_type = data_dtype(py, source, &first.typestr, first.descr.as_ref())?;
     // `storage(copy=False, dtype=...)`: the data's own dtype is no change.
     if let Some(asked) = dtype
         && dtype_of(py, Some(asked))?.element != data_type.element
@@ -241,8 +205,6 @@ pub(super) fn wrap(
             data_type.numpy
         )));
     }
-    let dtype = data_type;
-    let shape = layout.shape().to_vec();
     let meta = from.as_ref().or(from_dev.as_ref()).expect("one given");
     // Lookup order: explicit, then the preset, then the data, then the fallback.
     let data_params = StorageParams {
@@ -256,128 +218,23 @@ pub(super) fn wrap(
         // A storage knows the order its strides do not tell (where they tie).
         layout: Some(match source.cast::<PyStorage>() {
             Ok(s) => s.borrow().inner.layout_order(),
-            Err(_) => stride_order(layout.strides()),
+            Err(_) => stride_order(first.layout.strides()),
         }),
         ..Default::default()
     };
-    let resolved = p.clone().resolve(&shape, &data_params).map_err(err)?;
-    // Explicit parameters must agree with the buffers: first where the storage lives (as
-    // `storage(copy=True)` and the creators place it), then the layout and the alignment.
-    if resolved.device == StorageDevice::Gpu && gpu.is_none() {
-        let source = match (p.device, resolved.defaults) {
-            (None, Some(preset)) => format!("defaults = \"{}\" (a GPU preset)", preset.name()),
-            _ => "device = \"gpu\"".to_string(),
-        };
-        return Err(PyValueError::new_err(format!(
-            "{source}, but the data to wrap has no device buffer: pass device memory as device_data, or device=None to keep the storage in host memory"
-        )));
+    // SAFETY: each side's address and layout come from an import that validated them (a
+    // ForeignArray), and `keep` holds the object that owns the memory and everything its bytes
+    // were read through (`take_held`), so the memory stays put while the storage uses it.
+    let inner = unsafe {
+        wrap_foreign(
+            host,
+            gpu,
+            data_type.element.clone(),
+            sync_state,
+            p,
+            &data_params,
+        )
     }
-    // (The strides of dimensions of one item address nothing: any place for those follows.)
-    if resolved.layout != layout_following(layout.shape(), layout.strides(), &resolved.layout)
-        && !layout.is_empty()
-    {
-        return Err(PyValueError::new_err(format!(
-            "layout = {:?} does not match the buffer's strides {:?} (their order is {:?})",
-            resolved.layout,
-            layout.strides(),
-            stride_order(layout.strides())
-        )));
-    }
-    check_alignment(
-        &shape,
-        dtype.element.itemsize(),
-        resolved.alignment_size,
-        &resolved.aligned_index,
-    )
     .map_err(err)?;
-    let extent = layout.extent();
-    let (lo, len) = extent.map_or((0, 0), |e| (e.lo, e.len()));
-    let origin = usize::try_from(-lo).unwrap_or(0);
-    let item_ptr = host.map(|h| h.ptr()).or(gpu.map(|g| g.ptr())).unwrap_or(0);
-    if !layout.is_empty() {
-        let aligned = resolved
-            .aligned_index
-            .iter()
-            .zip(layout.strides())
-            .map(|(&i, &s)| i as i128 * s as i128)
-            .sum::<i128>()
-            + item_ptr as i128;
-        if aligned.rem_euclid(resolved.alignment_size as i128) != 0 {
-            return Err(PyValueError::new_err(format!(
-                "alignment_size = {} with aligned_index = {:?}: the buffer's item there is at address {aligned:#x}, not aligned",
-                resolved.alignment_size, resolved.aligned_index
-            )));
-        }
-    }
-    let host_side = match host {
-        Some(h) => {
-            let start = h.ptr().wrapping_add_signed(lo as i64);
-            let buffer = match std::ptr::NonNull::new(start as usize as *mut u8) {
-                // SAFETY: the imported layout's bytes [lo, hi) around the data pointer lie in
-                // the owner's buffer (validated on import); the owner object, and the buffers
-                // its bytes were shared through if any, are kept by the storage (moved into
-                // the buffer below) for as long as the buffer is used.
-                Some(ptr) => unsafe {
-                    HostBuffer::foreign(
-                        ptr,
-                        len,
-                        Box::new((data.expect("host data").clone().unbind(), held_host)),
-                    )
-                },
-                None => HostBuffer::zeroed(0).map_err(|e| err(e.into()))?,
-            };
-            Some(Side { buffer, origin })
-        }
-        None => None,
-    };
-    let device_side = gpu.map(|g| {
-        let owner = device_data.or(data).expect("one given").clone().unbind();
-        Side {
-            buffer: DeviceBufferHandle {
-                ptr: g.ptr().wrapping_add_signed(lo as i64),
-                len,
-                keep: Box::new((owner, held_device)),
-            },
-            origin,
-        }
-    });
-    let mirrored = host_side.is_some() && device_side.is_some();
-    let managed = if mirrored {
-        Managed::Gt4Py
-    } else {
-        Managed::None
-    };
-    let sync = mirrored.then(|| sync_state.unwrap_or_else(|| SyncState::new(SyncStatus::Clean)));
-    let device_kind = if device_side.is_some() {
-        StorageDevice::Gpu
-    } else {
-        StorageDevice::Host
-    };
-    let buffers = Buffers {
-        host: host_side,
-        device: device_side,
-        span: len,
-        // The bytes between the items belong to whoever else shares the buffers.
-        items: Some(layout.clone()),
-        sync,
-        device_kind,
-        managed,
-        readonly,
-        stream: None,
-    };
-    let inner = Storage::wrap(
-        buffers,
-        layout,
-        dtype.element.clone(),
-        resolved.halo,
-        resolved.dims,
-        resolved.layout,
-    )
-    .map_err(err)?
-    .with_info(AllocInfo {
-        alignment_size: resolved.alignment_size,
-        aligned_index: Some(resolved.aligned_index),
-        defaults: resolved.defaults,
-    });
-    PyStorage::new_py(py, inner, &dtype)
+    PyStorage::new_py(py, inner, &data_type)
 }

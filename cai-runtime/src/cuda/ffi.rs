@@ -19,6 +19,7 @@ pub const CU_STREAM_LEGACY: CUstream = 0x1 as CUstream;
 pub const CU_STREAM_PER_THREAD: CUstream = 0x2 as CUstream;
 pub const CU_EVENT_DISABLE_TIMING: c_uint = 0x2;
 pub const CU_STREAM_NON_BLOCKING: c_uint = 0x1;
+pub const CU_MEM_ATTACH_GLOBAL: c_uint = 0x1;
 
 pub const CU_POINTER_ATTRIBUTE_CONTEXT: c_int = 1;
 pub const CU_POINTER_ATTRIBUTE_MEMORY_TYPE: c_int = 2;

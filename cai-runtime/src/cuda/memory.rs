@@ -9,7 +9,7 @@ use crate::element::Element;
 use crate::error::{CopyToHostError, DriverError};
 use crate::layout::Layout;
 use crate::memory::DeviceMemory;
-use crate::storage::buffer::byte_vec;
+use crate::memory::byte_vec;
 use crate::stream::Stream;
 
 /// A DeviceBuffer owns, and a DeviceSlice describes, `len()` items at `as_device_ptr()` (null
@@ -54,6 +54,117 @@ unsafe impl<T: Element + DeviceCopy> DeviceMemory for UnifiedBuffer<T> {
     fn len(&self) -> usize {
         self.as_slice().len()
     }
+}
+
+/// Device memory allocated by the driver (`cuMemAlloc`, or `cuMemAllocManaged` attached
+/// globally: one address for host and device) and freed on drop, on any thread.
+#[derive(Debug)]
+pub struct DeviceAllocation {
+    ptr: u64,
+    len: usize,
+}
+
+impl DeviceAllocation {
+    /// Allocates `len` bytes (at least one, so that the address is never null) on device 0,
+    /// whose primary context is made current if none is.
+    pub fn new(len: usize, managed: bool) -> Result<Self, DriverError> {
+        super::ensure_context(0)?;
+        let mut ptr = 0;
+        // SAFETY: `ptr` is a valid out-pointer; a context is current (above).
+        let code = unsafe {
+            if managed {
+                ffi::cuMemAllocManaged(&mut ptr, len.max(1), ffi::CU_MEM_ATTACH_GLOBAL)
+            } else {
+                ffi::cuMemAlloc_v2(&mut ptr, len.max(1))
+            }
+        };
+        let operation = if managed {
+            "cuMemAllocManaged"
+        } else {
+            "cuMemAlloc"
+        };
+        ffi::check(operation, code)?;
+        Ok(DeviceAllocation { ptr, len })
+    }
+
+    /// The allocation's device address.
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// The bytes asked for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no bytes were asked for.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for DeviceAllocation {
+    fn drop(&mut self) {
+        // The primary context stays retained for the process, so the free can make it current
+        // on whichever thread drops the allocation.
+        if super::ensure_context(0).is_ok() {
+            // SAFETY: `ptr` came from cuMemAlloc/cuMemAllocManaged and is freed only here.
+            let _ = unsafe { ffi::cuMemFree_v2(self.ptr) };
+        }
+    }
+}
+
+/// Waits for all work in the current context (`cuCtxSynchronize`).
+pub fn synchronize_context() -> Result<(), DriverError> {
+    // SAFETY: no arguments; without a current context the driver returns an error.
+    ffi::check("cuCtxSynchronize", unsafe { ffi::cuCtxSynchronize() })
+}
+
+/// Copies the byte ranges `(offset, length)` between host memory at `host` and device memory
+/// at `device` (the same offset on both sides), host to device if `to_device`, enqueued on the
+/// legacy default stream of device 0's context, which is then synchronized once. Stops at the
+/// first failing copy (and still synchronizes).
+///
+/// # Safety
+/// Every range lies inside both allocations; the host memory stays alive and is neither freed
+/// nor written (read, for a copy to the host) by anyone else until this returns.
+pub unsafe fn copy_ranges(
+    host: *mut u8,
+    device: u64,
+    ranges: impl Iterator<Item = (usize, usize)>,
+    to_device: bool,
+) -> Result<(), DriverError> {
+    super::ensure_context(0)?;
+    let stream = raw_handle(Stream::LegacyDefault);
+    let mut copied = Ok(());
+    for (at, len) in ranges.filter(|&(_, len)| len > 0) {
+        let h = host.wrapping_add(at);
+        let d = device + at as u64;
+        // SAFETY: the range lies inside both allocations and the host memory is not used
+        // elsewhere while the copy runs (the caller's contract); the stream is synchronized
+        // below, before this returns.
+        let code = unsafe {
+            if to_device {
+                ffi::cuMemcpyHtoDAsync_v2(d, h.cast(), len, stream)
+            } else {
+                ffi::cuMemcpyDtoHAsync_v2(h.cast(), d, len, stream)
+            }
+        };
+        let operation = if to_device {
+            "cuMemcpyHtoDAsync"
+        } else {
+            "cuMemcpyDtoHAsync"
+        };
+        copied = ffi::check(operation, code);
+        if copied.is_err() {
+            break;
+        }
+    }
+    // SAFETY: the legacy default stream of the current context.
+    let synced = ffi::check("cuStreamSynchronize", unsafe {
+        ffi::cuStreamSynchronize(stream)
+    });
+    copied.and(synced)
 }
 
 /// Copies `len` bytes at device address `src` to a new host vector, enqueued on `stream`,

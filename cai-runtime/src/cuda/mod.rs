@@ -16,7 +16,6 @@
 mod ffi;
 pub mod memory;
 pub mod pointer;
-pub mod storage;
 pub mod stream;
 pub mod sync;
 
@@ -24,7 +23,8 @@ use std::sync::{Mutex, OnceLock};
 
 pub use crate::error::DriverError;
 pub use memory::{
-    copy_async, copy_from_host, copy_to_host, copy_to_host_into, gather_to_host, memset_async,
+    DeviceAllocation, copy_async, copy_from_host, copy_ranges, copy_to_host, copy_to_host_into,
+    gather_to_host, memset_async, synchronize_context,
 };
 pub use pointer::{ImportCheckError, check_device_pointer, pointer_attributes};
 pub use stream::{ExportStream, NonBlockingStream, PendingStreams, order_after};

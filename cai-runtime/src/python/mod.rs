@@ -30,7 +30,6 @@ mod buffer;
 pub mod check;
 pub mod export;
 mod fast;
-pub mod gt;
 pub mod parse;
 pub mod rules;
 pub mod view;
@@ -41,7 +40,6 @@ pub use check::{Violation, check, check_descriptor};
 pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
 #[doc(hidden)]
 pub use fast::{both_paths, exact_int};
-pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
 pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, show, stream_argument, type_error_or,
 };

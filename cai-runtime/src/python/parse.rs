@@ -172,7 +172,7 @@ pub fn type_error_or(e: PyErr, ours: impl FnOnce() -> PyErr) -> PyErr {
 
 /// The type's name for messages, with its module unless it is a builtin: `int`,
 /// `numpy.int64` (whose own name, `int64`, reads like a kind of `int`), `numpy.bool`.
-pub(crate) fn type_name(v: &Bound<'_, PyAny>) -> String {
+pub fn type_name(v: &Bound<'_, PyAny>) -> String {
     v.get_type()
         .fully_qualified_name()
         .map(|n| n.to_string())
@@ -316,7 +316,7 @@ fn tuple_or_list<'py>(v: &Bound<'py, PyAny>) -> Option<Vec<Bound<'py, PyAny>>> {
 /// GDP-3's `halo`: a tuple (or list) of `(start, end)` pairs of non-negative ints, each read
 /// as `shape`'s items are (NumPy integers too, bools not). An error is a TypeError or
 /// ValueError naming the entry (`key[1][0]`) and its value.
-pub(crate) fn size_pairs(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
+pub fn size_pairs(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize)>> {
     let not_pairs = || {
         PyTypeError::new_err(format!(
             "{key} = {} is not a sequence of (start, end) pairs of non-negative ints",

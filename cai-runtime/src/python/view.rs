@@ -36,8 +36,8 @@ use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::element::Element;
 use crate::error::AllocError;
 use crate::layout::Layout;
+use crate::memory::byte_vec;
 use crate::pointer::PointerAttributes;
-use crate::storage::buffer::byte_vec;
 use crate::stream::Stream;
 use crate::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncPlan};
 
@@ -259,7 +259,7 @@ impl<S: Space> ForeignArray<S> {
 
     /// Keeps `obj` alive with the view (something else the bytes depend on: the dict an
     /// entry came from).
-    pub(crate) fn hold(&mut self, obj: &Bound<'_, PyAny>) {
+    pub fn hold(&mut self, obj: &Bound<'_, PyAny>) {
         self.held.object(obj);
     }
 

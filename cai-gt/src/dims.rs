@@ -7,8 +7,8 @@ use std::fmt;
 
 use smallvec::SmallVec;
 
-use super::StorageError;
-use crate::error::Shown;
+use crate::StorageError;
+use cai_runtime::__private::Shown;
 
 /// One value per dimension; up to four held inline.
 pub type PerDim<T> = SmallVec<[T; 4]>;

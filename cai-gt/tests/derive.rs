@@ -3,9 +3,8 @@
 
 use std::cell::Cell;
 
-use cai_runtime::storage::GtDevice;
-use cai_runtime::storage::gt::{GtError, HookError};
-use cai_runtime::{GtDataInterface, GtHooks, RawDeviceMemory, Stream};
+use cai_gt::{GtDataInterface, GtDevice, GtError, GtHooks, HookError};
+use cai_runtime::{RawDeviceMemory, Stream};
 
 fn dev(len: usize) -> RawDeviceMemory<f64> {
     // SAFETY: never dereferenced; the tests only read descriptors.

@@ -10,29 +10,14 @@
 
 use std::ptr::NonNull;
 
-use super::{ensure_context, ffi, memory};
-use crate::error::DriverError;
-use crate::storage::{
+use cai_runtime::cuda::{self as driver_api, DeviceAllocation, ensure_context};
+use cai_runtime::{DriverError, Stream};
+
+use crate::params::ResolvedParams;
+use crate::{
     Buffers, DeviceBufferHandle, ElementType, HostBuffer, Init, Managed, Mirror, Side, Storage,
-    StorageDevice, StorageError, SyncState, SyncStatus, params::ResolvedParams,
+    StorageDevice, StorageError, SyncState, SyncStatus,
 };
-use crate::stream::Stream;
-
-/// Device memory allocated here and freed on drop.
-struct Allocation {
-    ptr: u64,
-}
-
-impl Drop for Allocation {
-    fn drop(&mut self) {
-        // The primary context stays retained for the process, so the free can make it current
-        // on whichever thread drops the storage.
-        if ensure_context(0).is_ok() {
-            // SAFETY: `ptr` came from cuMemAlloc/cuMemAllocManaged and is freed only here.
-            let _ = unsafe { ffi::cuMemFree_v2(self.ptr) };
-        }
-    }
-}
 
 fn driver(e: DriverError) -> StorageError {
     if e.is_no_device() {
@@ -42,43 +27,23 @@ fn driver(e: DriverError) -> StorageError {
     }
 }
 
-fn alloc(len: usize, managed: bool) -> Result<Allocation, StorageError> {
+fn alloc(len: usize, managed: bool) -> Result<DeviceAllocation, StorageError> {
     // No usable driver or device at all: say so, whatever the code.
     ensure_context(0).map_err(|e| StorageError::NoGpu(e.to_string()))?;
-    let mut ptr = 0;
-    // SAFETY: `ptr` is a valid out-pointer; a context is current (above). 1 is
-    // CU_MEM_ATTACH_GLOBAL.
-    let code = unsafe {
-        if managed {
-            ffi::cuMemAllocManaged(&mut ptr, len.max(1), 1)
-        } else {
-            ffi::cuMemAlloc_v2(&mut ptr, len.max(1))
-        }
-    };
-    ffi::check(
-        if managed {
-            "cuMemAllocManaged"
-        } else {
-            "cuMemAlloc"
-        },
-        code,
-    )
-    .map_err(|e| {
+    DeviceAllocation::new(len, managed).map_err(|e| {
         if e.code == 2 {
             StorageError::Alloc(len)
         } else {
             driver(e)
         }
-    })?;
-    Ok(Allocation { ptr })
+    })
 }
 
 fn memset_zero(ptr: u64, len: usize) -> Result<(), StorageError> {
-    // SAFETY: `ptr .. ptr + len` is an allocation made above and not yet shared; the stream
+    // SAFETY: `ptr .. ptr + len` is an allocation made above and not yet shared; the context
     // is synchronized right after.
-    unsafe { memory::memset_async(ptr, 0, len, Stream::LegacyDefault) }.map_err(driver)?;
-    // SAFETY: no arguments; a context is current.
-    ffi::check("cuCtxSynchronize", unsafe { ffi::cuCtxSynchronize() }).map_err(driver)
+    unsafe { driver_api::memset_async(ptr, 0, len, Stream::LegacyDefault) }.map_err(driver)?;
+    driver_api::synchronize_context().map_err(driver)
 }
 
 /// A new device storage (`params.device` must be `Gpu`) in the `params.managed` mode.
@@ -93,7 +58,7 @@ pub fn allocate(
     let managed = params.managed;
     let unified = managed == Managed::Cuda;
     let a = alloc(len, unified)?;
-    let ptr = a.ptr;
+    let ptr = a.device_ptr();
     let origin = plan.byte_offset(ptr as usize);
     if init != Init::Uninit {
         memset_zero(ptr, len)?;
@@ -216,7 +181,7 @@ fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
     // SAFETY: the host buffer holds `span` >= n initialized-or-plain bytes and lives through
     // the call (copy_from_host waits for the copy).
     let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), n) };
-    memory::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
+    driver_api::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
 }
 
 /// The mirror copies of a `managed="gt4py"` storage's buffers: the whole span of memory
@@ -249,41 +214,13 @@ fn copy_ranges(
     ranges: impl Iterator<Item = (usize, usize)>,
     to_device: bool,
 ) -> Result<(), StorageError> {
-    ensure_context(0).map_err(driver)?;
-    let stream = super::stream::raw_handle(Stream::LegacyDefault);
-    let mut copied = Ok(());
-    for (at, len) in ranges.filter(|&(_, len)| len > 0) {
-        let host = h.buffer.ptr().wrapping_add(at);
-        let device = d.buffer.ptr + at as u64;
-        // SAFETY: the range lies inside both buffers' `span` bytes (the whole span, or the
-        // items the wrapped views describe, checked when they were wrapped); the host buffer
-        // is alive while the buffers are borrowed, and no other mirror copy touches it
-        // (`SyncState` holds its lock across the copy); its bytes are plain bytes, so a
-        // concurrent reader of the host side (as with NumPy arrays sharing memory) sees old or
-        // new values. The stream is synchronized below, before the buffers can go.
-        copied = ffi::check(
-            if to_device {
-                "cuMemcpyHtoDAsync"
-            } else {
-                "cuMemcpyDtoHAsync"
-            },
-            unsafe {
-                if to_device {
-                    ffi::cuMemcpyHtoDAsync_v2(device, host.cast(), len, stream)
-                } else {
-                    ffi::cuMemcpyDtoHAsync_v2(host.cast(), device, len, stream)
-                }
-            },
-        );
-        if copied.is_err() {
-            break;
-        }
-    }
-    // SAFETY: the legacy default stream of the current context.
-    let synced = ffi::check("cuStreamSynchronize", unsafe {
-        ffi::cuStreamSynchronize(stream)
-    });
-    copied.and(synced).map_err(driver)
+    // SAFETY: the ranges lie inside both buffers' `span` bytes (the whole span, or the items
+    // the wrapped views describe, checked when they were wrapped); the host buffer is alive
+    // while the buffers are borrowed, and no other mirror copy touches it (`SyncState` holds
+    // its lock across the copy); its bytes are plain bytes, so a concurrent reader of the host
+    // side (as with NumPy arrays sharing memory) sees old or new values.
+    unsafe { driver_api::copy_ranges(h.buffer.ptr(), d.buffer.ptr, ranges, to_device) }
+        .map_err(driver)
 }
 
 impl Mirror for Copier<'_> {
@@ -320,8 +257,7 @@ pub fn synchronize(s: &Storage) -> Result<bool, StorageError> {
         Some(state) => state.synchronize(&Copier(s.buffers())),
         None if s.buffers().managed == Managed::Cuda => {
             ensure_context(0).map_err(driver)?;
-            // SAFETY: no arguments; a context is current.
-            ffi::check("cuCtxSynchronize", unsafe { ffi::cuCtxSynchronize() }).map_err(driver)?;
+            driver_api::synchronize_context().map_err(driver)?;
             Ok(false)
         }
         None => Ok(false),
@@ -353,7 +289,7 @@ pub fn copy(s: &Storage) -> Result<Storage, StorageError> {
         let h = staging.buffers().host.as_ref().expect("staged on the host");
         // SAFETY: the staging buffer holds `span` bytes, is new, and is used by nothing else.
         unsafe {
-            memory::copy_to_host_into(
+            driver_api::copy_to_host_into(
                 h.buffer.ptr(),
                 d.buffer.ptr,
                 s.buffers().span,

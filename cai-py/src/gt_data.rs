@@ -2,8 +2,8 @@
 
 use crate::args::arg;
 use crate::import::{CudaArrayView, HostArrayView, cuda_of, new_cuda_view, new_host_view};
-use cai_runtime::python::{GtData, HookKind};
-use cai_runtime::storage::GtDevice;
+use cai_gt::GtDevice;
+use cai_gt::python::{GtData, HookKind};
 use pyo3::prelude::*;
 
 /// An object read as GDP-3 says (`cai.gt_data(obj)`): its `__gt_data_interface__`, or else its

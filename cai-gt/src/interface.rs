@@ -3,9 +3,9 @@
 //! hooks. [`GtDataInterface`] is what `#[derive(GtDataInterface)]` implements; the Python dict
 //! and the consumption of foreign objects are in `python::gt`.
 
-use super::StorageError;
-use crate::descriptor::{CudaArrayDescriptor, HostArrayDescriptor};
-use crate::error::DescriptorError;
+use crate::StorageError;
+use cai_runtime::DescriptorError;
+use cai_runtime::{CudaArrayDescriptor, HostArrayDescriptor};
 
 /// A device key of the data interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,7 +68,7 @@ pub struct GtDataDescriptor {
 
 impl GtDataDescriptor {
     /// Checks that there is a buffer, that host and device shapes agree, and that `dims` and
-    /// `halo` have one entry per dimension (dims from [`super::parse_dims`], halos no wider
+    /// `halo` have one entry per dimension (dims from [`crate::parse_dims`], halos no wider
     /// than their dimension).
     pub fn new(
         host: Option<HostArrayDescriptor>,
@@ -114,7 +114,7 @@ pub fn check_dims_and_halo(
     halo: Option<&[(usize, usize)]>,
 ) -> Result<(), StorageError> {
     if let Some(d) = dims {
-        super::parse_dims(d)?;
+        crate::parse_dims(d)?;
         if d.len() != shape.len() {
             return Err(StorageError::Length {
                 param: "dims",
@@ -124,7 +124,7 @@ pub fn check_dims_and_halo(
         }
     }
     if let Some(h) = halo {
-        super::check_halo(h, shape)?;
+        crate::check_halo(h, shape)?;
     }
     Ok(())
 }
@@ -268,7 +268,7 @@ impl<T: AsHalo + ?Sized> AsHalo for &T {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::DescriptorBuilder;
+    use cai_runtime::DescriptorBuilder;
 
     fn host(shape: [usize; 2]) -> HostArrayDescriptor {
         let v = vec![0f32; shape[0] * shape[1]];

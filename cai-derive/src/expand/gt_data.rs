@@ -1,14 +1,15 @@
 //! `#[derive(GtDataInterface)]`: one descriptor builder chain per buffer (`#[cai(host)]`,
 //! `#[cai(gpu)]`) with the shared layout options, plus `dims`, `halo` and the hooks; checking
-//! that host and device agree, and that dims and halo fit, is the runtime's
-//! `GtDataDescriptor::new`.
+//! that host and device agree, and that dims and halo fit, is cai-gt's
+//! `GtDataDescriptor::new`. The generated code names cai-gt (`#[cai(crate = "...")]`, default
+//! `::cai_gt`), and cai-runtime through cai-gt's re-export.
 
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
+use super::gt_krate;
 use super::interface::{Bounds, field_call, layout_calls};
-use super::krate;
 use crate::internals::ast::Container;
 use crate::internals::check::{self, GT_KEYS, GtPlan, Source};
 use crate::internals::ctxt::Ctxt;
@@ -17,7 +18,7 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
     let cx = Ctxt::new();
     let cont = Container::from_ast(&cx, input, GT_KEYS.derive, &GT_KEYS);
     let plan = cont.as_ref().and_then(|c| check::gt(&cx, c));
-    let krate = krate(cont.as_ref().map(|c| &c.attrs));
+    let krate = gt_krate(cont.as_ref().map(|c| &c.attrs));
     match (cx.check(), cont.as_ref(), plan) {
         (Ok(()), Some(cont), Some(plan)) => expand(cont, &plan, &krate),
         (result, _, _) => {
@@ -30,21 +31,22 @@ pub fn derive(input: &syn::DeriveInput) -> TokenStream {
 
 fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
     let ident = cont.ident;
+    let rt = quote!(#krate::__private::cai_runtime);
     let mut bounds = Bounds::new(cont.generics);
     let mut side = |field: Option<&crate::internals::ast::Field>, device: bool| match field {
         None => quote!(::core::option::Option::None),
         Some(f) => {
             let (ty, member) = (f.ty, &f.member);
             let (ctor, memory) = if device {
-                (quote!(device), quote!(#krate::DeviceMemory))
+                (quote!(device), quote!(#rt::DeviceMemory))
             } else {
-                (quote!(host), quote!(#krate::HostMemory))
+                (quote!(host), quote!(#rt::HostMemory))
             };
             bounds.bound(ty, memory);
-            let calls = layout_calls(&plan.common, krate, &mut bounds, device);
+            let calls = layout_calls(&plan.common, &rt, &mut bounds, device);
             quote_spanned! {ty.span()=>
                 ::core::option::Option::Some(
-                    #krate::DescriptorBuilder::#ctor::<#ty>(&self.#member) #(#calls)* .build()?
+                    #rt::DescriptorBuilder::#ctor::<#ty>(&self.#member) #(#calls)* .build()?
                 )
             }
         }
@@ -78,14 +80,14 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
     let (impl_generics, ty_generics, _) = cont.generics.split_for_impl();
     let where_clause = bounds.where_clause(cont.generics);
     let python = plan.common.python.then(|| {
-        let getter = super::python::getter(super::python::Property::Gt, krate);
-        super::python::pymethods_block(quote!(impl #ident { #getter }), krate)
+        let getter = super::python::getter(super::python::Property::Gt, &rt);
+        super::python::pymethods_block(quote!(impl #ident { #getter }), &rt)
     });
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::GtDataInterface for #ident #ty_generics #where_clause {
-            fn gt_data_interface(&self) -> #krate::__private::Result<#krate::storage::GtDataDescriptor, #krate::storage::gt::GtError> {
-                #krate::storage::GtDataDescriptor::new(#host, #gpu, #dims, #halo)
+            fn gt_data_interface(&self) -> ::core::result::Result<#krate::GtDataDescriptor, #krate::GtError> {
+                #krate::GtDataDescriptor::new(#host, #gpu, #dims, #halo)
             }
             #hooks
         }
@@ -100,7 +102,7 @@ fn fallback(input: &syn::DeriveInput, krate: &TokenStream) -> TokenStream {
     quote! {
         #[automatically_derived]
         impl #impl_generics #krate::GtDataInterface for #ident #ty_generics #where_clause {
-            fn gt_data_interface(&self) -> #krate::__private::Result<#krate::storage::GtDataDescriptor, #krate::storage::gt::GtError> {
+            fn gt_data_interface(&self) -> ::core::result::Result<#krate::GtDataDescriptor, #krate::GtError> {
                 ::core::unreachable!()
             }
         }

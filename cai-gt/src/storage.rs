@@ -5,19 +5,19 @@
 use std::any::Any;
 use std::sync::Arc;
 
-use super::StorageError;
-use super::alloc::AllocationPlan;
-use super::buffer::{AllocError, HostBuffer};
-use super::dims::{Dim, PerDim};
-use super::params::{Managed, ResolvedParams, StorageDevice};
-use super::sync_state::{SyncState, SyncStatus};
-use super::view::{Geometry, IndexError, IndexItem, Selection, layout_entries};
-use crate::descr::Descr;
-use crate::descriptor::{ArrayDescriptor, CudaArrayDescriptor, Data, HostArrayDescriptor, Space};
-use crate::error::DescriptorError;
-use crate::layout::Layout;
-use crate::stream::Stream;
-use crate::typestr::{Kind, TypeStr};
+use crate::StorageError;
+use crate::alloc::AllocationPlan;
+use crate::dims::{Dim, PerDim};
+use crate::geometry::{Geometry, IndexError, IndexItem, Selection, layout_entries};
+use crate::host_buffer::{AllocError, HostBuffer};
+use crate::mirror::{SyncState, SyncStatus};
+use crate::params::{Managed, ResolvedParams, StorageDevice};
+use cai_runtime::Descr;
+use cai_runtime::DescriptorError;
+use cai_runtime::Layout;
+use cai_runtime::Stream;
+use cai_runtime::{ArrayDescriptor, CudaArrayDescriptor, Data, HostArrayDescriptor, Space};
+use cai_runtime::{Kind, TypeStr};
 
 /// The element type of a storage, as NumPy spells it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,7 +119,7 @@ pub struct AllocInfo {
     /// `aligned_index` (only for the view that was allocated; views drop it).
     pub aligned_index: Option<PerDim<usize>>,
     /// The `defaults` preset used, if any.
-    pub defaults: Option<super::Preset>,
+    pub defaults: Option<crate::Preset>,
 }
 
 /// A storage: a view of shared buffers.
@@ -241,7 +241,7 @@ impl Storage {
                 return Err(StorageError::Length { param, got, ndim });
             }
         }
-        super::check_halo(&halo, layout.shape())?;
+        crate::check_halo(&halo, layout.shape())?;
         Ok(Storage {
             buffers: Arc::new(buffers),
             geometry: Geometry {
@@ -308,7 +308,7 @@ impl Storage {
 
     /// Changes the halo (GDP-3's `halo` setter); the aligned item does not move.
     pub fn set_halo(&mut self, halo: PerDim<(usize, usize)>) -> Result<(), StorageError> {
-        super::check_halo(&halo, self.shape())?;
+        crate::check_halo(&halo, self.shape())?;
         self.geometry.halo = halo;
         Ok(())
     }
@@ -377,7 +377,7 @@ impl Storage {
     /// The `__array_interface__` descriptor (`None` without a host buffer).
     pub fn host_descriptor(&self) -> Option<Result<HostArrayDescriptor, DescriptorError>> {
         let ptr = self.host_ptr()?;
-        Some(self.descriptor(ptr, crate::descriptor::NoStream))
+        Some(self.descriptor(ptr, cai_runtime::NoStream))
     }
 
     /// The `__cuda_array_interface__` descriptor (`None` without a device buffer).
@@ -386,7 +386,7 @@ impl Storage {
         let stream = self
             .buffers
             .stream
-            .filter(|_| !crate::sync::export_stream_none());
+            .filter(|_| !cai_runtime::sync::export_stream_none());
         Some(self.descriptor(ptr, stream))
     }
 
@@ -531,8 +531,8 @@ impl Storage {
 
     /// The parameters a `*_like` call takes from this storage (the "data" step of the lookup
     /// order).
-    pub fn data_params(&self) -> super::StorageParams {
-        super::StorageParams {
+    pub fn data_params(&self) -> crate::StorageParams {
+        crate::StorageParams {
             defaults: self.info.defaults,
             dims: Some(self.geometry.dims.clone()),
             layout: Some(self.layout_order()),
@@ -619,7 +619,7 @@ fn at(base: u64, origin: usize, offset: isize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::StorageParams;
+    use crate::StorageParams;
 
     fn f64() -> ElementType {
         ElementType::new(TypeStr::parse("<f8").unwrap(), None).unwrap()
@@ -815,7 +815,7 @@ mod tests {
             items: None,
             sync: None,
             device_kind: StorageDevice::Host,
-            managed: crate::storage::Managed::None,
+            managed: crate::Managed::None,
             readonly: false,
             stream: None,
         };

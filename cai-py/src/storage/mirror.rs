@@ -2,7 +2,7 @@
 //! `sync_state=` argument.
 
 use crate::args::{is_int, show};
-use cai_runtime::storage::{SyncState, SyncStatus};
+use cai_gt::{SyncState, SyncStatus};
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyType;

@@ -2,8 +2,8 @@
 //! move them: pure arithmetic on a [`Geometry`] (layout, byte offset, halo, dims), with
 //! NumPy's rules and NumPy's error messages.
 
-use super::dims::{Dim, PerDim};
-use crate::layout::{Layout, LayoutError};
+use crate::dims::{Dim, PerDim};
+use cai_runtime::{Layout, LayoutError};
 
 /// One entry of a basic index (`s[1, 2:5, ...]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -274,7 +274,7 @@ mod tests {
             layout: Layout::c_contiguous(shape, 8).unwrap(),
             offset: 0,
             halo: halo.into(),
-            dims: crate::storage::dims::default_dims(shape.len()),
+            dims: crate::dims::default_dims(shape.len()),
             order: (0..shape.len() as u8).collect(),
         }
     }

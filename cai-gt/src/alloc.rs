@@ -4,9 +4,9 @@
 //! shape, and the buffer gets `alignment_size - 1` spare bytes so that the first item can be
 //! shifted until the item at `aligned_index` starts on an `alignment_size`-byte boundary.
 
-use super::StorageError;
-use super::dims::PerDim;
-use crate::layout::Layout;
+use crate::StorageError;
+use crate::dims::PerDim;
+use cai_runtime::Layout;
 
 /// Where every item of a new storage goes in its buffer.
 #[derive(Clone, Debug, PartialEq, Eq)]

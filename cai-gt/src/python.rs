@@ -10,13 +10,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::export::to_dict_kept;
-use super::parse::{show, size_pairs, type_error_or, type_name};
-use super::view::{CudaArrayView, HostArrayView};
-use crate::storage::gt::{
-    GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks, check_dims_and_halo,
-};
-use crate::sync::ImportOptions;
+use cai_runtime::__private::{size_pairs, type_name};
+use cai_runtime::python::{CudaArrayView, HostArrayView, show, to_dict_kept, type_error_or};
+use cai_runtime::sync::ImportOptions;
+
+use crate::interface::check_dims_and_halo;
+use crate::{GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks};
 
 /// Which hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

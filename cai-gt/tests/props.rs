@@ -2,7 +2,7 @@
 //! alignment, aligned index and buffer address, the storage lies inside its buffer, the item at
 //! `aligned_index` is aligned, and every item (the corners included) is addressable.
 
-use cai_runtime::storage::AllocationPlan;
+use cai_gt::AllocationPlan;
 use proptest::prelude::*;
 
 fn case() -> impl Strategy<Value = (Vec<usize>, usize, Vec<usize>, usize, Vec<usize>, usize)> {
@@ -96,8 +96,8 @@ mod allocated {
     //! The same properties on real host storages: allocated, aligned at their actual
     //! address, corners written through item offsets, out-of-range indices refused.
 
+    use cai_gt::{ElementType, IndexItem, Init, Selected, Storage, StorageParams};
     use cai_runtime::TypeStr;
-    use cai_runtime::storage::{ElementType, IndexItem, Init, Selected, Storage, StorageParams};
     use proptest::prelude::*;
 
     fn case() -> impl Strategy<Value = (Vec<usize>, &'static str, Vec<usize>, usize, Vec<usize>)> {

@@ -42,17 +42,7 @@ impl std::fmt::Debug for HostBuffer {
     }
 }
 
-pub use crate::error::AllocError;
-
-/// An empty byte vector with room for `capacity` bytes, or `AllocError`: `Vec::with_capacity`
-/// (and `vec![0; n]`) abort the process when the allocation fails, and the bytes of a view
-/// can far exceed the memory it lives in (a broadcast view repeats one item).
-pub fn byte_vec(capacity: usize) -> Result<Vec<u8>, AllocError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(capacity)
-        .map_err(|_| AllocError(capacity))?;
-    Ok(v)
-}
+pub use cai_runtime::AllocError;
 
 impl HostBuffer {
     /// `len` bytes, all zero. Large sizes come from fresh (lazily zeroed) pages, as for
@@ -222,23 +212,6 @@ mod tests {
             HostBuffer::uninit(usize::MAX).unwrap_err(),
             AllocError(usize::MAX)
         );
-    }
-
-    #[test]
-    fn byte_vectors_too_big_for_memory_are_errors() {
-        // More than any address space holds, and more than a `Vec` may hold: errors naming
-        // the size, where `Vec::with_capacity` would abort.
-        if !cfg!(miri) {
-            // (Miri stops the program at an allocation this large instead of failing it.)
-            assert_eq!(byte_vec(1 << 62), Err(AllocError(1 << 62)));
-        }
-        assert_eq!(byte_vec(usize::MAX), Err(AllocError(usize::MAX)));
-        assert_eq!(
-            AllocError(1 << 62).to_string(),
-            "cannot allocate 4611686018427387904 bytes of host memory"
-        );
-        let v = byte_vec(100).unwrap();
-        assert!(v.is_empty() && v.capacity() >= 100);
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! table, and the lookup order: explicit argument, then the preset, then the data, then the
 //! fallback.
 
-use super::StorageError;
-use super::alloc::check_layout;
-use super::dims::{Dim, PerDim, default_dims};
+use crate::StorageError;
+use crate::alloc::check_layout;
+use crate::dims::{Dim, PerDim, default_dims};
 
 /// A `defaults` preset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -264,7 +264,7 @@ impl StorageParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::dims::parse_dims;
+    use crate::dims::parse_dims;
     use smallvec::smallvec;
 
     fn dims(s: &str) -> PerDim<Dim> {

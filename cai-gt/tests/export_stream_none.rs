@@ -2,10 +2,10 @@
 //! configuration option to always set stream to None"; off by default). A process-wide switch,
 //! so it is tested in its own test binary (its own process), in one test, in order.
 
-use cai_runtime::layout::Layout;
-use cai_runtime::storage::{
+use cai_gt::{
     Buffers, DeviceBufferHandle, Dim, ElementType, Managed, PerDim, Side, Storage, StorageDevice,
 };
+use cai_runtime::layout::Layout;
 use cai_runtime::sync::{
     EXPORT_STREAM_NONE_ENV, export_stream_none, ignore_streams, set_export_stream_none,
     set_ignore_streams,

@@ -1,28 +1,6 @@
-//! GT4Py GDP-3 storages: parameters and their presets ([`params`]), semantic dims ([`dims`]), the aligned allocation
-//! plan ([`alloc`]), host buffers ([`buffer`]), view arithmetic ([`view`]), the storage itself
-//! ([`array`](mod@array)), the host/device mirror's state machine ([`sync_state`]) and the
-//! `__gt_data_interface__` model ([`gt`]). Nothing here needs a GPU: device buffers come from
-//! the `cuda` module, and the Python package wraps [`Storage`].
+//! [`StorageError`]: every way a storage parameter, a wrap or a transfer can fail.
 
-pub mod alloc;
-pub mod array;
-pub mod buffer;
-pub mod dims;
-pub mod gt;
-pub mod params;
-pub mod sync_state;
-pub mod view;
-
-use crate::error::Shown;
-
-pub use alloc::{AllocationPlan, check_alignment};
-pub use array::{Buffers, DeviceBufferHandle, ElementType, Init, Selected, Side, Storage};
-pub use buffer::HostBuffer;
-pub use dims::{Dim, PerDim, parse_dims};
-pub use gt::{GtDataDescriptor, GtDevice};
-pub use params::{Managed, Preset, StorageDevice, StorageParams, check_halo};
-pub use sync_state::{Mirror, SyncState, SyncStatus};
-pub use view::{Geometry, IndexError, IndexItem};
+use cai_runtime::__private::Shown;
 
 /// A storage parameter GDP-3 does not allow; each names the parameter and the value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -92,6 +70,72 @@ pub enum StorageError {
         shape: Vec<usize>,
         /// The item size.
         itemsize: usize,
+    },
+    /// Nothing to wrap: neither host nor device memory.
+    #[error("data describes no host buffer; pass device memory as device_data")]
+    NothingToWrap,
+    /// Host and device memory to mirror are not one element type.
+    #[error(
+        "data and device_data must be two copies of one array: {host} on the host, {device} on the device"
+    )]
+    MirrorType {
+        /// The host side's element type.
+        host: String,
+        /// The device side's.
+        device: String,
+    },
+    /// Memory to mirror is read-only: a mirror copy writes either side.
+    #[error(
+        "{} is read-only, but a mirrored storage copies each side into the other: wrap read-only memory alone (as_storage(data) or as_storage(device_data=...)), or copy it (storage(data, device_data))",
+        if *.host { "data (the host side)" } else { "device_data (the device side)" }
+    )]
+    MirrorReadOnly {
+        /// Whether the host side is the read-only one (else the device side).
+        host: bool,
+    },
+    /// Host and device memory to mirror have different layouts.
+    #[error(
+        "data and device_data must have the same layout: shape {:?} strides {:?} on the host, shape {:?} strides {:?} on the device",
+        .host.0, .host.1, .device.0, .device.1
+    )]
+    MirrorLayout {
+        /// The host side's shape and strides.
+        host: (Vec<usize>, Vec<isize>),
+        /// The device side's.
+        device: (Vec<usize>, Vec<isize>),
+    },
+    /// A device storage asked for over memory with no device side.
+    #[error(
+        "{}, but the data to wrap has no device buffer: pass device memory as device_data, or device=None to keep the storage in host memory",
+        match .preset { Some(p) => format!("defaults = \"{}\" (a GPU preset)", p.name()), None => "device = \"gpu\"".to_string() }
+    )]
+    NoDeviceBuffer {
+        /// The GPU preset that placed the storage on the device, where no `device` was given.
+        preset: Option<crate::Preset>,
+    },
+    /// A `layout` parameter the wrapped memory's strides do not follow.
+    #[error(
+        "layout = {layout:?} does not match the buffer's strides {strides:?} (their order is {order:?})"
+    )]
+    LayoutOrder {
+        /// The layout asked for.
+        layout: Vec<usize>,
+        /// The memory's strides.
+        strides: Vec<isize>,
+        /// Their order.
+        order: Vec<usize>,
+    },
+    /// Wrapped memory whose aligned item is not at an aligned address.
+    #[error(
+        "alignment_size = {alignment} with aligned_index = {aligned_index:?}: the buffer's item there is at address {address:#x}, not aligned"
+    )]
+    Unaligned {
+        /// `alignment_size`.
+        alignment: usize,
+        /// `aligned_index`.
+        aligned_index: Vec<usize>,
+        /// The item's address.
+        address: i128,
     },
     /// An unknown `defaults` preset.
     #[error("defaults = {} is not a preset: use \"C\", \"F\", \"gtx86\" or \"gtcuda\"", Shown(.0))]
