@@ -90,7 +90,7 @@ pub struct Geometry {
     /// Semantic dimensions.
     pub dims: PerDim<Dim>,
     /// Each dimension's entry in the `layout` the buffer was laid out with (larger: more
-    /// contiguous), as [`layout_entries`] keeps it. Strides alone cannot tell it where they
+    /// contiguous), as `layout_entries` keeps it. Strides alone cannot tell it where they
     /// tie, as a dimension of one item has the stride of the one inside it: the layout read
     /// back breaks ties with it.
     pub order: PerDim<u8>,

@@ -11,7 +11,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
 use cai_runtime::__private::{size_pairs, type_name};
-use cai_runtime::python::{CudaArrayView, HostArrayView, show, to_dict_kept, type_error_or};
+use cai_runtime::python::{
+    ForeignDeviceArray, ForeignHostArray, show, to_dict_kept, type_error_or,
+};
 use cai_runtime::sync::ImportOptions;
 
 use crate::interface::check_dims_and_halo;
@@ -169,9 +171,9 @@ pub fn gt_data_interface<'py, T: GtDataInterface + PyClass>(
 #[derive(Debug)]
 pub struct GtData {
     /// The host buffer.
-    pub host: Option<HostArrayView>,
+    pub host: Option<ForeignHostArray>,
     /// The device buffer.
-    pub gpu: Option<CudaArrayView>,
+    pub gpu: Option<ForeignDeviceArray>,
     /// `dims` (agreed by both entries).
     pub dims: Option<Vec<String>>,
     /// `halo` (agreed by both entries).
@@ -242,12 +244,12 @@ impl GtData {
         let py = obj.py();
         let has = |name: &Bound<'_, PyString>| obj.hasattr(name);
         let host = if has(intern!(py, "__array_interface__"))? {
-            Some(HostArrayView::from_object_with(obj, options)?)
+            Some(ForeignHostArray::from_object_with(obj, options)?)
         } else {
             None
         };
         let gpu = if has(intern!(py, "__cuda_array_interface__"))? {
-            Some(CudaArrayView::from_object_with(obj, options)?)
+            Some(ForeignDeviceArray::from_object_with(obj, options)?)
         } else {
             None
         };
@@ -316,8 +318,9 @@ impl GtData {
                     // SAFETY: the entry is what `obj` exposes: the producer answers for it (the
                     // protocol's contract), and the view keeps `obj`, the entry (as read) and
                     // the interface's items.
-                    let mut view =
-                        unsafe { HostArrayView::from_interface_with(entry, Some(obj), options)? };
+                    let mut view = unsafe {
+                        ForeignHostArray::from_interface_with(entry, Some(obj), options)?
+                    };
                     view.hold(items.as_any());
                     data.host = Some(view);
                 }
@@ -333,8 +336,9 @@ impl GtData {
                     };
                     // SAFETY: as for the host entry (a copy with `version` added describes the
                     // same memory).
-                    let mut view =
-                        unsafe { CudaArrayView::from_interface_with(&entry, Some(obj), options)? };
+                    let mut view = unsafe {
+                        ForeignDeviceArray::from_interface_with(&entry, Some(obj), options)?
+                    };
                     view.hold(items.as_any());
                     data.gpu = Some(view);
                 }

@@ -318,7 +318,7 @@ impl Storage {
         &self.geometry.dims
     }
 
-    /// The `layout` parameter the view's strides follow, as [`layout_following`] reads it
+    /// The `layout` parameter the view's strides follow, as `layout_following` reads it
     /// with the layout the buffer was laid out with.
     pub fn layout_order(&self) -> PerDim<usize> {
         layout_following(self.shape(), self.strides(), &self.geometry.order)

@@ -206,7 +206,7 @@ struct MirroredField {
 
 impl MirroredField {
     fn stream(&self) -> Stream {
-        cuda::stream::from_raw_handle(self.stream.as_inner().cast())
+        cuda::from_raw_handle(self.stream.as_inner().cast())
     }
 }
 

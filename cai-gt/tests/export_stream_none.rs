@@ -5,12 +5,12 @@
 use cai_gt::{
     Buffers, DeviceBufferHandle, Dim, ElementType, Managed, PerDim, Side, Storage, StorageDevice,
 };
-use cai_runtime::layout::Layout;
+use cai_runtime::Layout;
+use cai_runtime::TypeStr;
 use cai_runtime::sync::{
     EXPORT_STREAM_NONE_ENV, export_stream_none, ignore_streams, set_export_stream_none,
     set_ignore_streams,
 };
-use cai_runtime::typestr::TypeStr;
 use cai_runtime::{CudaArrayInterface, RawDeviceMemory, Stream};
 
 #[derive(CudaArrayInterface)]

@@ -3,7 +3,7 @@
 //! Without the feature everything here still exists; what needs the driver raises
 //! RuntimeError saying the build has no CUDA support.
 
-use cai_runtime::pointer::PointerAttributes;
+use cai_runtime::PointerAttributes;
 use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
 use cai_runtime::{Device, Stream};
@@ -198,7 +198,7 @@ mod device_array {
     use std::sync::Arc;
 
     use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
-    use cai_runtime::python::HostArrayView as HostImport;
+    use cai_runtime::python::ForeignHostArray as HostImport;
     use cai_runtime::{
         CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
         DriverError, Layout, Order,
@@ -434,7 +434,7 @@ mod device_array {
         /// Blocks until all work on the data (every stream) has finished.
         fn synchronize(&self) -> PyResult<()> {
             self.streams.order_pending().map_err(driver)?;
-            cuda::stream::synchronize(self.streams.exported().stream())
+            cuda::synchronize_stream(self.streams.exported().stream())
                 .map_err(|e: DriverError| driver(e))
         }
 

@@ -4,7 +4,7 @@
 
 use crate::args::{self, arg};
 use crate::cuda;
-use cai_runtime::python::{self as cpy, ForeignArray, HostArrayView as HostImport, Plain};
+use cai_runtime::python::{self as cpy, ForeignArray, ForeignHostArray as HostImport, Plain};
 use cai_runtime::{Device, Element, Host, Stream, TypeStr};
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;

@@ -47,7 +47,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Violation>()?;
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(check_descriptor, m)?)?;
-    cpy::export::add_classes(m)?;
+    cpy::add_classes(m)?;
     cai_gt::python::add_classes(m)?;
     storage::add(m)?;
     cuda::register(m)?;

@@ -8,12 +8,12 @@
 
 use std::fmt;
 
-use crate::descr::{Descr, write_py_str, write_py_tuple};
 use crate::element::{DType, Element};
 use crate::error::DescriptorError;
 use crate::layout::{Layout, Order};
 use crate::memory::{DeviceMemory, HostMemory};
 use crate::stream::Stream;
+use crate::structured::{Descr, write_py_str, write_py_tuple};
 use crate::typestr::{Kind, TypeStr};
 
 mod sealed {

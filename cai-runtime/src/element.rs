@@ -11,7 +11,7 @@
 //! bytes": consumers that do not know the convention see raw bytes instead of wrong numbers.
 //! Without the feature, using `bf16` as an element is a compile error that names the feature.
 
-use crate::descr::{Descr, DescrField, DescrFormat};
+use crate::structured::{Descr, DescrField, DescrFormat};
 use crate::typestr::{ByteOrder, Kind, TypeStr};
 
 /// A Rust type that can be an item of an exported array.

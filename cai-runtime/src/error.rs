@@ -1,9 +1,9 @@
 //! [`DescriptorError`]: every way a descriptor can break the spec, each naming the key and the
 //! offending value.
 
-use crate::descr::{Descr, py_tuple};
 use crate::layout::LayoutError;
 use crate::stream::{Stream, StreamError};
+use crate::structured::{Descr, py_tuple};
 use crate::typestr::{TypeStr, TypeStrError};
 
 use std::fmt;
@@ -28,7 +28,7 @@ pub(crate) fn shorten(text: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// A user's value in a message: its `Debug` form (a string in quotes, a list in brackets),
-/// [`shorten`]ed.
+/// shortened (`shorten`).
 pub struct Shown<'a, T: ?Sized>(pub &'a T);
 
 impl<T: fmt::Debug + ?Sized> fmt::Display for Shown<'_, T> {

@@ -4,7 +4,7 @@
 //! All arithmetic is checked: a shape whose byte size or extent does not fit in `isize` (NumPy's
 //! limit too) is a [`LayoutError`], never a wrapped number.
 
-use crate::descr::py_tuple;
+use crate::structured::py_tuple;
 use smallvec::SmallVec;
 
 /// Memory order of a contiguous layout.

@@ -24,53 +24,58 @@
 //! assert_eq!(d.strides, None); // C-contiguous
 //! ```
 //!
-//! Where things live:
-//! - [`typestr`]: the type-string grammar; [`descr`]: `descr` lists; [`element`]: the
-//!   [`Element`] trait mapping Rust types to type strings.
-//! - [`layout`]: shapes, byte strides, contiguity, extents (pure arithmetic, NumPy's rules).
-//! - [`descriptor`]: the descriptor model, validation and the export builder.
-//! - [`stream`]: the `stream` entry; [`memory`]: what may back device and host arrays.
-//! - [`interface`]: the traits the derives implement and the traits annotated fields need.
-//! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions;
-//!   [`pointer`](mod@pointer): pointer attributes and the import checks on them.
-//! - [`storage`]: GT4Py GDP-3 storages: parameters and presets, the aligned allocation plan,
-//!   the host/device mirror's state.
-//! - `cuda` (feature `cuda`): the CUDA driver through cust: cust buffers and streams, the
-//!   event wait, pointer attributes. `python` (feature `python`): the PyO3 glue.
+//! Where things live (modules are private; their items are re-exported here, one path each):
+//! - `typestr.rs`: the type-string grammar ([`TypeStr`]); `structured.rs`: `descr` lists
+//!   ([`Descr`]); `element.rs`: the [`Element`] trait and the table of element types.
+//! - `layout.rs`: shapes, byte strides, contiguity, extents ([`Layout`]; NumPy's rules).
+//! - `descriptor.rs`: the descriptor model, validation and the export builder
+//!   ([`ArrayDescriptor`], [`DescriptorBuilder`]).
+//! - `stream.rs`: the `stream` entry ([`Stream`]); `memory.rs`: what may back device and host
+//!   arrays ([`DeviceMemory`], [`HostMemory`]).
+//! - `interface.rs`: the traits the derives implement and the traits annotated fields need.
+//! - `pointer.rs`: pointer attributes and the import checks on them ([`check_pointer`]).
+//! - `error.rs`: the errors ([`DescriptorError`], [`DriverError`]...).
+//! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions.
+//! - [`cuda`] (feature `cuda`): the CUDA driver through cust: cust buffers and streams, the
+//!   event wait, pointer attributes, device allocations and copies. [`python`] (feature
+//!   `python`): the PyO3 glue.
+//!
+//! GT4Py's GDP-3 storages and `__gt_data_interface__` are the `cai-gt` crate, built on this one.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "cuda")]
 pub mod cuda;
-pub mod descr;
-pub mod descriptor;
-pub mod element;
-pub mod error;
-pub mod interface;
-pub mod layout;
-pub mod memory;
-pub mod pointer;
+mod descriptor;
+mod element;
+mod error;
+mod interface;
+mod layout;
+mod memory;
+mod pointer;
 #[cfg(feature = "python")]
 pub mod python;
-pub mod stream;
+mod stream;
+mod structured;
 pub mod sync;
-pub mod typestr;
+mod typestr;
 
-pub use descr::{Descr, DescrField, DescrFormat, DescrNameError};
 pub use descriptor::{
     ArrayDescriptor, CudaArrayDescriptor, Data, DescriptorBuilder, Device, Host,
     HostArrayDescriptor, NoStream, Space,
 };
 pub use element::{DType, Element, FieldDType, StructDType};
-pub use error::{AllocError, CopyToHostError, DescriptorError, DriverError};
+pub use error::{AllocError, CopyToHostError, DescriptorError, DriverError, driver_error_name};
 pub use interface::{
     ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
 };
-pub use layout::{Extent, Layout, LayoutError, Order};
+pub use layout::{Extent, Layout, LayoutError, Order, Runs};
 pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
+pub use pointer::{MemoryType, PointerAttributes, PointerError, check_pointer};
 pub use stream::{AsStream, Stream, StreamError, StreamHandle};
-pub use typestr::{ByteOrder, Kind, TypeStr, TypeStrError};
+pub use structured::{Descr, DescrField, DescrFormat, DescrNameError};
+pub use typestr::{ByteOrder, Kind, TimeUnit, TimeUnitBase, TypeStr, TypeStrError};
 
 /// `#[cai_runtime::pymethods(cuda | host)]`: use in place of PyO3's `#[pymethods]` on a class's
 /// own block to add the `__cuda_array_interface__` / `__array_interface__` property to it

@@ -8,11 +8,11 @@
 
 use std::sync::Arc;
 
+use cai_runtime::Extent;
 use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
-use cai_runtime::layout::Extent;
-use cai_runtime::pointer::{MemoryType, PointerError};
 use cai_runtime::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncMode, SyncPlan};
 use cai_runtime::{CudaArrayInterface, DescriptorError, Stream, StreamError};
+use cai_runtime::{MemoryType, PointerError};
 use cust::context::Context;
 use cust::memory::{
     CopyDestination, DeviceBox, DeviceBuffer, DeviceSlice, LockedBuffer, UnifiedBuffer,
@@ -122,7 +122,7 @@ fn error_names_are_the_drivers() {
     };
     let mut checked = 0;
     for code in 0..1000u32 {
-        let ours = cai_runtime::error::driver_error_name(code);
+        let ours = cai_runtime::driver_error_name(code);
         if ours == "CUDA error" {
             continue;
         }
@@ -291,8 +291,8 @@ fn the_emulator_shows_an_unordered_read_as_stale() {
     }
     let (producer, consumer) = (stream(), stream());
     let (p, c) = (
-        cuda::stream::from_raw_handle(producer.as_inner().cast()),
-        cuda::stream::from_raw_handle(consumer.as_inner().cast()),
+        cuda::from_raw_handle(producer.as_inner().cast()),
+        cuda::from_raw_handle(consumer.as_inner().cast()),
     );
     let buf = DeviceBuffer::<u8>::zeroed(64).unwrap();
     buf.copy_to(&mut [0u8; 64][..]).unwrap(); // the zeroing is done
@@ -319,7 +319,7 @@ fn pending_streams_are_ordered_before_the_exported_stream() {
         bytes: bytes.clone(),
         streams: PendingStreams::new(stream()),
     };
-    let side_value = cuda::stream::from_raw_handle(side.as_inner().cast());
+    let side_value = cuda::from_raw_handle(side.as_inner().cast());
     slow_fill(&bytes, 7, side_value, 20);
     m.streams.enqueued_on(side.clone());
     assert_eq!(m.streams.pending(), [side_value]);
@@ -342,8 +342,8 @@ fn import_waits_with_an_event_or_synchronizes() {
     let producer = stream();
     let consumer = stream();
     let (p, c) = (
-        cuda::stream::from_raw_handle(producer.as_inner().cast()),
-        cuda::stream::from_raw_handle(consumer.as_inner().cast()),
+        cuda::from_raw_handle(producer.as_inner().cast()),
+        cuda::from_raw_handle(consumer.as_inner().cast()),
     );
     let big = big();
     let buf = DeviceBuffer::<u8>::zeroed(big).unwrap();
@@ -433,8 +433,8 @@ fn release_orders_the_producer_after_the_consumer() {
     };
     let (producer, consumer) = (stream(), stream());
     let (p, c) = (
-        cuda::stream::from_raw_handle(producer.as_inner().cast()),
-        cuda::stream::from_raw_handle(consumer.as_inner().cast()),
+        cuda::from_raw_handle(producer.as_inner().cast()),
+        cuda::from_raw_handle(consumer.as_inner().cast()),
     );
     let n = big();
     let data = DeviceBuffer::<u8>::zeroed(n).unwrap();

@@ -14,9 +14,9 @@ use cai_gt::GtDataDescriptor;
 use cai_gt::python::{GtData, HookKind};
 use cai_gt::{GtDevice, Managed, PerDim, Preset, Selected, Storage, StorageError, SyncStatus};
 use cai_runtime::DescriptorError;
-use cai_runtime::descriptor::{ArrayDescriptor, Space};
 use cai_runtime::python as cpy;
-use cai_runtime::python::array_struct::ArrayStruct;
+use cai_runtime::python::ArrayStruct;
+use cai_runtime::{ArrayDescriptor, Space};
 use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -141,7 +141,7 @@ impl PyStorage {
     ) -> PyResult<Bound<'py, PyDict>> {
         let d = describe(&self.inner)
             .ok_or_else(|| PyAttributeError::new_err(missing))?
-            .map_err(|e| cpy::export::export_error(e, attribute))?;
+            .map_err(|e| cpy::export_error(e, attribute))?;
         mirror(&self.inner, bring_up_to_date)?;
         cpy::to_dict(py, &d)
     }
@@ -230,7 +230,7 @@ impl PyStorage {
         let this = slf.borrow();
         let host = this.inner.host_descriptor().transpose();
         let gpu = this.inner.device_descriptor().transpose();
-        let export = |e| cpy::export::export_error(e, "__gt_data_interface__");
+        let export = |e| cpy::export_error(e, "__gt_data_interface__");
         let d = GtDataDescriptor::new(
             host.map_err(export)?,
             gpu.map_err(export)?,

@@ -1,34 +1,41 @@
 //! The CUDA driver through `cust` 0.3 (feature `cuda`): the spec's Synchronization and Lifetime
 //! sections and its pointer attributes, for real.
 //!
-//! - [`memory`]: cust's `DeviceBuffer`, `DeviceSlice`, `DeviceBox` and `UnifiedBuffer` as
-//!   [`crate::DeviceMemory`] (and [`crate::RawDeviceMemory`] for memory allocated elsewhere).
-//! - [`stream`]: cust's `Stream` as a derive's `#[cai(stream)]` field; [`stream::PendingStreams`]
-//!   for data with work pending on several streams; [`stream::order_after`], the event wait.
-//! - [`sync`]: what an import does about the producer's stream ([`crate::sync::plan`]), done;
-//!   [`sync::release_import`], the producer's stream ordered after the consumer's work.
-//! - [`pointer`](mod@pointer): pointer attributes and the import checks built on them.
+//! - `device_memory.rs`: cust's `DeviceBuffer`, `DeviceSlice`, `DeviceBox` and `UnifiedBuffer`
+//!   as [`crate::DeviceMemory`]; [`DeviceAllocation`]; copies ([`copy_to_host`],
+//!   [`copy_ranges`]...).
+//! - `stream.rs`: cust's `Stream` as a derive's `#[cai(stream)]` field; [`PendingStreams`] for
+//!   data with work pending on several streams; [`order_after`], the event wait.
+//! - `synchronize.rs`: what an import does about the producer's stream
+//!   ([`crate::sync::plan`]), done ([`synchronize_import`]); [`release_import`], the
+//!   producer's stream ordered after the consumer's work.
+//! - `pointer_attributes.rs`: [`pointer_attributes`] and the import checks built on them.
+//! - `ffi.rs`: the raw driver entry points this module calls.
 //!
 //! Nothing here needs a GPU to compile or link: without a CUDA installation, link against the
 //! stub from `scripts/cuda-stub.sh`; every call then fails with `CUDA_ERROR_STUB_LIBRARY`, which
 //! [`crate::error::DriverError::is_no_device`] recognizes so that tests skip.
 
+mod device_memory;
 mod ffi;
-pub mod memory;
-pub mod pointer;
-pub mod stream;
-pub mod sync;
+mod pointer_attributes;
+mod stream;
+mod synchronize;
 
 use std::sync::{Mutex, OnceLock};
 
-pub use crate::error::DriverError;
-pub use memory::{
+use crate::error::DriverError;
+
+pub use device_memory::{
     DeviceAllocation, copy_async, copy_from_host, copy_ranges, copy_to_host, copy_to_host_into,
     gather_to_host, memset_async, synchronize_context,
 };
-pub use pointer::{ImportCheckError, check_device_pointer, pointer_attributes};
-pub use stream::{ExportStream, NonBlockingStream, PendingStreams, order_after};
-pub use sync::{execute, release_import, synchronize_import};
+pub use pointer_attributes::{ImportCheckError, check_device_pointer, pointer_attributes};
+pub use stream::{
+    ExportStream, NonBlockingStream, PendingStreams, from_raw_handle, order_after,
+    synchronize_stream,
+};
+pub use synchronize::{execute, release_import, synchronize_import};
 
 /// Initializes the driver API once (`cuInit(0)`); later calls return the first outcome. Every
 /// function of this module calls it first.

@@ -142,7 +142,7 @@ pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> 
 }
 
 /// Blocks until all work enqueued on `stream` has finished.
-pub fn synchronize(stream: Stream) -> Result<(), DriverError> {
+pub fn synchronize_stream(stream: Stream) -> Result<(), DriverError> {
     super::init()?;
     let ctx = stream_context(stream)?;
     // SAFETY: the stream is alive (caller's contract).

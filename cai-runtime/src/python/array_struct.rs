@@ -202,19 +202,6 @@ fn numpy_dtype(py: Python<'_>, typestr: TypeStr) -> PyResult<Bound<'_, PyAny>> {
     Ok(dtype)
 }
 
-/// The capsule for a host descriptor of `exporter`'s memory, which the capsule keeps alive.
-/// Its `descr` is the `numpy.dtype` of the type string, or the `descr` list for a structured
-/// type (as the dict would give it).
-pub fn from_descriptor<'py>(
-    exporter: &Bound<'py, PyAny>,
-    d: &HostArrayDescriptor,
-) -> PyResult<Bound<'py, PyAny>> {
-    let layout = d
-        .layout()
-        .map_err(|e| export_error(e, "__array_struct__"))?;
-    capsule(exporter, d, &layout)
-}
-
 /// The capsule for `d`, whose layout is `layout`, keeping `exporter`.
 fn capsule<'py>(
     exporter: &Bound<'py, PyAny>,

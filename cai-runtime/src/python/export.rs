@@ -15,10 +15,10 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
-use crate::descr::{Descr, DescrFormat};
 use crate::descriptor::{ArrayDescriptor, DescriptorBuilder, Device, Host, Space};
 use crate::error::DescriptorError;
 use crate::interface::{ArrayInterface, CudaArrayInterface};
+use crate::structured::{Descr, DescrFormat};
 
 /// A `DescriptorError` met while exporting, as the `ValueError` the property raises. (Not
 /// `AttributeError`: `hasattr()` would then report the interface as absent.)

@@ -22,10 +22,10 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple};
 
 use super::parse::{is_simple_descr_of, typestr};
 use super::rules;
-use crate::descr::Descr;
 use crate::descriptor::{ArrayDescriptor, Data, Space};
 use crate::layout::Layout;
 use crate::stream::Stream;
+use crate::structured::Descr;
 
 /// The keys a descriptor dict may hold, in the order of [`names`] and [`walk`]'s values.
 pub(super) const KEYS: [&str; 8] = [

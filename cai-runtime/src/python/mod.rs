@@ -1,16 +1,16 @@
 //! Python glue (feature `python`), on PyO3:
 //!
-//! - [`export`]: descriptors as the dicts that `__cuda_array_interface__` /
-//!   `__array_interface__` properties return; the bodies of the getters the derives generate.
-//! - [`array_struct`](mod@array_struct): NumPy's `__array_struct__` capsule, which NumPy reads
-//!   before the `__array_interface__` dict.
-//! - [`parse`](mod@parse): reading foreign descriptor dicts, collecting every problem with its exception
-//!   type and spec rule ([`rules`]).
-//! - [`view`]: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array` in
-//!   Rust: a validated, typed view that keeps the owner alive.
-//! - [`check`](mod@check): the conformance checker.
-//! - [`gt`]: GDP-3's `__gt_data_interface__`: the exported dict with hook callables, and
-//!   [`GtData`], reading any object through it or the array interfaces.
+//! - `export.rs`: descriptors as the dicts that `__cuda_array_interface__` /
+//!   `__array_interface__` properties return ([`cuda_array_interface`], [`to_dict`]); the
+//!   bodies of the getters the derives generate.
+//! - `array_struct.rs`: NumPy's `__array_struct__` capsule ([`array_struct()`]), which NumPy
+//!   reads before the `__array_interface__` dict.
+//! - `parse.rs`: reading foreign descriptor dicts ([`parse()`]), collecting every problem with
+//!   its exception type and spec rule (`rules.rs`); `fast.rs`: the fast path for plain dicts.
+//! - `foreign.rs`: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array`
+//!   in Rust: a validated, typed view that keeps what it reads through alive (`buffer.rs`:
+//!   [`Held`]).
+//! - `check.rs`: the conformance checker ([`check()`]).
 //!
 //! Properties on a `#[pyclass]`, without `multiple-pymethods`:
 //! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
@@ -25,22 +25,27 @@ compile_error!(
     "cai-runtime's `python` feature needs PyO3's `abi3-py311` or later (the buffer protocol entered the stable ABI in Python 3.11), or a build for one Python version"
 );
 
-pub mod array_struct;
+mod array_struct;
 mod buffer;
-pub mod check;
-pub mod export;
+mod check;
+mod export;
 mod fast;
-pub mod parse;
-pub mod rules;
-pub mod view;
+mod foreign;
+pub(crate) mod parse;
+mod rules;
 
-pub use array_struct::array_struct;
+pub use array_struct::{ArrayStruct, array_struct};
 pub use buffer::{Held, HeldBuffer};
 pub use check::{Violation, check, check_descriptor};
-pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
+pub use export::{
+    add_classes, array_interface, cuda_array_interface, export_error, to_dict, to_dict_kept,
+};
 #[doc(hidden)]
 pub use fast::{both_paths, exact_int};
-pub use parse::{
-    Parsed, Problem, address_argument, int_like, parse, show, stream_argument, type_error_or,
+pub use foreign::{
+    ForeignArray, ForeignDeviceArray, ForeignHostArray, Plain, Typed, TypedMut, ViewError,
 };
-pub use view::{CudaArrayView, ForeignArray, HostArrayView, Plain, Typed, TypedMut, ViewError};
+pub use parse::{
+    Parsed, Problem, address_argument, int_like, parse, parse_descr, show, stream_argument,
+    type_error_or,
+};

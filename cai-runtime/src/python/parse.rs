@@ -16,11 +16,11 @@ use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 use super::buffer::{Held, HeldBuffer};
 use super::fast::{KEYS, exact_int, exact_text_eq, names};
 use super::rules::{self, Rule};
-use crate::descr::{Descr, DescrField, DescrFormat};
 use crate::descriptor::{ArrayDescriptor, Data, Space};
 use crate::error::DescriptorError;
 use crate::layout::Layout;
 use crate::stream::Stream;
+use crate::structured::{Descr, DescrField, DescrFormat};
 use crate::typestr::TypeStr;
 
 /// The Python exception a problem raises on import.

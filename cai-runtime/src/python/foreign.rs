@@ -58,9 +58,9 @@ pub struct ForeignArray<S: Space> {
 }
 
 /// An imported `__cuda_array_interface__`.
-pub type CudaArrayView = ForeignArray<Device>;
+pub type ForeignDeviceArray = ForeignArray<Device>;
 /// An imported `__array_interface__`.
-pub type HostArrayView = ForeignArray<Host>;
+pub type ForeignHostArray = ForeignArray<Host>;
 
 /// Why a typed view was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! The consumer side: carrying out [`crate::sync::plan`]'s decision with the driver, and
 //! [`crate::sync::release_plan`]'s once the consumer's work is enqueued.
 
-use super::stream::{order_after, synchronize};
+use super::stream::{order_after, synchronize_stream};
 use crate::error::DriverError;
 use crate::stream::Stream;
 use crate::sync::{ImportOptions, ReleasePlan, SyncPlan, ignore_streams, plan, release_plan};
@@ -11,7 +11,7 @@ pub fn execute(plan: SyncPlan) -> Result<(), DriverError> {
     match plan {
         SyncPlan::Nothing(_) => Ok(()),
         SyncPlan::EventWait { producer, consumer } => order_after(consumer, producer),
-        SyncPlan::Synchronize { producer } => synchronize(producer),
+        SyncPlan::Synchronize { producer } => synchronize_stream(producer),
     }
 }
 
