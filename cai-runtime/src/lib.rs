@@ -56,6 +56,7 @@ mod memory;
 mod pointer;
 #[cfg(feature = "python")]
 pub mod python;
+mod shown;
 mod stream;
 mod structured;
 pub mod sync;
@@ -95,7 +96,7 @@ pub mod __private {
     pub use pyo3;
 
     // For cai's own crates (cai-gt, cai-py): not a public API.
-    pub use crate::error::Shown;
     #[cfg(feature = "python")]
     pub use crate::python::parse::{size_pairs, type_name};
+    pub use crate::shown::Shown;
 }

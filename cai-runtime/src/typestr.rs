@@ -8,7 +8,7 @@
 //! [`TypeStr::canonical`] normalises a parsed type string the way NumPy's `dtype(s).str` does,
 //! so that two spellings of one type compare equal.
 
-use crate::error::Shown;
+use crate::shown::Shown;
 use std::fmt;
 use std::str::FromStr;
 

@@ -153,7 +153,7 @@ impl Problem {
 /// `repr` that raises gives a placeholder, and is not reported as an ignored exception).
 pub fn show(v: &Bound<'_, PyAny>) -> String {
     match v.repr() {
-        Ok(r) => crate::error::shorten(&r.to_string_lossy()).into_owned(),
+        Ok(r) => crate::shown::shorten(&r.to_string_lossy()).into_owned(),
         Err(_) => "<unrepresentable>".to_owned(),
     }
 }
