@@ -37,6 +37,9 @@ pub mod view;
 
 pub use array_struct::array_struct;
 pub use buffer::{Held, HeldBuffer};
+/// The bounds of [`Typed::get`] and [`TypedMut::set`], re-exported so that generic code over
+/// them needs no dependency on bytemuck.
+pub use bytemuck::{AnyBitPattern, NoUninit};
 pub use check::{Violation, check, check_descriptor};
 pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
 #[doc(hidden)]
@@ -45,4 +48,4 @@ pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
 pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, show, stream_argument, type_error_or,
 };
-pub use view::{CudaArrayView, ForeignArray, HostArrayView, Plain, Typed, TypedMut, ViewError};
+pub use view::{CudaArrayView, ForeignArray, HostArrayView, Typed, TypedMut, ViewError};
