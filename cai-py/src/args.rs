@@ -12,6 +12,8 @@
 
 use cai_gt::PerDim;
 use cai_runtime::python::{exact_int, int_like, type_error_or};
+use num_complex::Complex;
+use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
@@ -238,21 +240,71 @@ fn bad_choice(key: &str, v: &Bound<'_, PyAny>, names: &[&str], none: bool) -> Py
 /// An item's value, written into an array of the type as NumPy writes one (`a[i] = value`):
 /// any int (a bool too) into an integer type, an OverflowError naming the value and the type
 /// where it does not fit (PyO3 alone says "Python int too large to convert to C long",
-/// naming neither); any real number into a float type.
+/// naming neither); any real number into a float type; any number into a complex type. And
+/// read back as the Python value NumPy's `a[i].item()` is.
 pub trait ItemValue: Sized {
     /// `v` as an item of this type, the argument being `key`.
     fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self>;
+    /// The item as a Python `int`, `float` or `complex`.
+    fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>>;
 }
 
-macro_rules! int_items {
-    ($($ty:ty: $name:literal),*) => {$(
+/// NumPy's name of the dtype of `T`, an item of `kind` (`"int"`, `"float"`...): `int8`,
+/// `float16`, `complex128`.
+fn dtype_name<T>(kind: &str) -> String {
+    format!("{kind}{}", 8 * std::mem::size_of::<T>())
+}
+
+/// A float narrowed from `f64` as NumPy narrows (a float64 beyond float32's range is inf).
+trait FromF64 {
+    fn from_f64(x: f64) -> Self;
+}
+
+impl FromF64 for f64 {
+    fn from_f64(x: f64) -> Self {
+        x
+    }
+}
+
+impl FromF64 for f32 {
+    fn from_f64(x: f64) -> Self {
+        x as f32
+    }
+}
+
+impl FromF64 for half::f16 {
+    fn from_f64(x: f64) -> Self {
+        half::f16::from_f64(x)
+    }
+}
+
+/// `ItemValue` for every element type that `HostArrayView.get`/`set` reach (cai-runtime's one
+/// list of them): all but bool and opaque bytes.
+macro_rules! item_value {
+    (Int, $ty:ty) => {
+        int_item!($ty, "int");
+    };
+    (UInt, $ty:ty) => {
+        int_item!($ty, "uint");
+    };
+    (Float, $ty:ty) => {
+        float_item!($ty);
+    };
+    (Complex, $ty:ty) => {
+        complex_item!($ty);
+    };
+    ($kind:ident, $ty:ty) => {};
+}
+
+macro_rules! int_item {
+    ($ty:ty, $kind:literal) => {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 if !scalar(v) {
                     return Err(PyTypeError::new_err(format!(
                         "{key}: {} is not an int (the items are {})",
                         show(v),
-                        $name
+                        dtype_name::<$ty>($kind)
                     )));
                 }
                 let n = match v.extract::<i128>() {
@@ -264,41 +316,69 @@ macro_rules! int_items {
                     PyOverflowError::new_err(format!(
                         "{key}: {} is out of bounds for {} ({} to {})",
                         show(v),
-                        $name,
+                        dtype_name::<$ty>($kind),
                         <$ty>::MIN,
                         <$ty>::MAX
                     ))
                 })
             }
-        }
-    )*};
-}
 
-int_items!(
-    i8: "int8", i16: "int16", i32: "int32", i64: "int64",
-    u8: "uint8", u16: "uint16", u32: "uint32", u64: "uint64"
-);
-
-macro_rules! float_items {
-    ($($ty:ty: $name:literal),*) => {$(
-        impl ItemValue for $ty {
-            fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
-                // Narrowed as NumPy narrows: a float64 beyond float32's range is inf.
-                v.extract::<f64>().map(|x| x as $ty).map_err(|e| {
-                    type_error_or(e, || {
-                        PyTypeError::new_err(format!(
-                            "{key}: {} is not a real number (the items are {})",
-                            show(v),
-                            $name
-                        ))
-                    })
-                })
+            fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                self.into_bound_py_any(py)
             }
         }
-    )*};
+    };
 }
 
-float_items!(f32: "float32", f64: "float64");
+macro_rules! float_item {
+    ($ty:ty) => {
+        impl ItemValue for $ty {
+            fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+                v.extract::<f64>()
+                    .map(<$ty as FromF64>::from_f64)
+                    .map_err(|e| {
+                        type_error_or(e, || {
+                            PyTypeError::new_err(format!(
+                                "{key}: {} is not a real number (the items are {})",
+                                show(v),
+                                dtype_name::<$ty>("float")
+                            ))
+                        })
+                    })
+            }
+
+            fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                f64::from(self).into_bound_py_any(py)
+            }
+        }
+    };
+}
+
+macro_rules! complex_item {
+    ($ty:ty) => {
+        impl ItemValue for $ty {
+            fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
+                v.extract::<Complex<f64>>()
+                    .map(|z| <$ty>::new(FromF64::from_f64(z.re), FromF64::from_f64(z.im)))
+                    .map_err(|e| {
+                        type_error_or(e, || {
+                            PyTypeError::new_err(format!(
+                                "{key}: {} is not a number (the items are {})",
+                                show(v),
+                                dtype_name::<$ty>("complex")
+                            ))
+                        })
+                    })
+            }
+
+            fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                self.into_bound_py_any(py)
+            }
+        }
+    };
+}
+
+cai_runtime::for_each_element!(item_value);
 
 /// The most fills one `DeviceArray.fill` call enqueues: enough to keep a stream busy for a
 /// test, few enough that a mistyped count cannot queue work for hours.

@@ -10,7 +10,6 @@ use cai_runtime::{
     AllocError, ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
     Element, Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
 };
-use num_complex::Complex;
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -220,34 +219,21 @@ struct Record {
 /// The elements `Buffer` (and `DeviceArray`) can hold, looked up by type string; an error
 /// names `class`, the class the user called.
 pub(crate) fn dtype_for(class: &str, typestr: &str) -> PyResult<&'static DType> {
-    static TABLE: [&DType; 16] = [
-        &<bool as Element>::DTYPE,
-        &<i8 as Element>::DTYPE,
-        &<i16 as Element>::DTYPE,
-        &<i32 as Element>::DTYPE,
-        &<i64 as Element>::DTYPE,
-        &<u8 as Element>::DTYPE,
-        &<u16 as Element>::DTYPE,
-        &<u32 as Element>::DTYPE,
-        &<u64 as Element>::DTYPE,
-        &<half::f16 as Element>::DTYPE,
-        &<f32 as Element>::DTYPE,
-        &<f64 as Element>::DTYPE,
-        &<Complex<f32> as Element>::DTYPE,
-        &<Complex<f64> as Element>::DTYPE,
-        &<usize as Element>::DTYPE,
-        &<Record as Element>::DTYPE,
-    ];
     let t = TypeStr::parse(typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
-    TABLE
-        .iter()
-        .copied()
-        .find(|d| d.typestr().same_type(&t))
-        .ok_or_else(|| {
-            PyTypeError::new_err(format!(
-                "{class} has no element type for typestr {typestr:?}"
-            ))
-        })
+    // Every element type (cai-runtime's one list of them) but opaque bytes, and `Record`.
+    macro_rules! dtype_of {
+        (Void, $ty:ty) => {};
+        ($kind:ident, $ty:ty) => {
+            if <$ty as Element>::DTYPE.typestr().same_type(&t) {
+                return Ok(&<$ty as Element>::DTYPE);
+            }
+        };
+    }
+    cai_runtime::for_each_element!(dtype_of);
+    dtype_of!(Struct, Record);
+    Err(PyTypeError::new_err(format!(
+        "{class} has no element type for typestr {typestr:?}"
+    )))
 }
 
 /// Host memory of any supported type string with any layout (strides, offset): the

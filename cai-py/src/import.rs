@@ -4,10 +4,10 @@
 
 use crate::args::{self, arg};
 use crate::cuda;
-use cai_runtime::python::{self as cpy, ForeignArray, ForeignHostArray as HostImport, Plain};
+use cai_runtime::python::{
+    self as cpy, AnyBitPattern, ForeignArray, ForeignHostArray as HostImport,
+};
 use cai_runtime::{Device, Element, Host, Stream, TypeStr};
-use num_complex::Complex;
-use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
@@ -241,7 +241,7 @@ fn read_item<'py, T>(
     index: &[usize],
 ) -> PyResult<Bound<'py, PyAny>>
 where
-    T: Plain + IntoPyObject<'py>,
+    T: Element + AnyBitPattern + args::ItemValue,
 {
     let v = a.typed::<T>()?.get(index).ok_or_else(|| {
         PyIndexError::new_err(format!(
@@ -249,7 +249,7 @@ where
             a.layout().shape()
         ))
     })?;
-    v.into_bound_py_any(py)
+    v.to_py(py)
 }
 
 #[pymethods]
@@ -260,40 +260,31 @@ impl HostArrayView {
         Ok(PyBytes::new(slf.py(), &host_of(slf).to_bytes()?))
     }
 
-    /// Item `index`, read through a typed view (integer, float and complex types).
+    /// Item `index`, read through a typed view (integer, float and complex types) as a Python
+    /// `int`, `float` or `complex`.
     fn get<'py>(
         slf: &Bound<'py, Self>,
         #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (py, a) = (slf.py(), host_of(slf));
         let t = a.descriptor().typestr;
-        macro_rules! try_types {
-            ($($ty:ty),*) => {$(
+        // Every element type but bool (not every bit pattern is one) and opaque bytes.
+        macro_rules! read_as {
+            (Bool, $ty:ty) => {};
+            (Void, $ty:ty) => {};
+            ($kind:ident, $ty:ty) => {
                 if <$ty as Element>::DTYPE.typestr().same_type(&t) {
                     return read_item::<$ty>(py, a, &index);
                 }
-            )*};
+            };
         }
-        try_types!(
-            i8,
-            i16,
-            i32,
-            i64,
-            u8,
-            u16,
-            u32,
-            u64,
-            f32,
-            f64,
-            Complex<f32>,
-            Complex<f64>
-        );
+        cai_runtime::for_each_element!(read_as);
         Err(PyTypeError::new_err(format!(
             "get() reads native-order integer, float and complex items; typestr is '{t}'"
         )))
     }
 
-    /// Writes item `index` through a mutable typed view (float64, float32 and integer items);
+    /// Writes item `index` through a mutable typed view (integer, float and complex items);
     /// read-only data is refused with ValueError.
     fn set(
         slf: &Bound<'_, Self>,
@@ -311,21 +302,26 @@ impl HostArrayView {
             unsafe { ForeignArray::<Host>::from_interface(&desc, owner.as_ref(), false)? };
         let t = fresh.descriptor().typestr;
         let shape = fresh.layout().shape().to_vec();
-        macro_rules! try_types {
-            ($($ty:ty),*) => {$(
+        // The element types `get` reads.
+        macro_rules! write_as {
+            (Bool, $ty:ty) => {};
+            (Void, $ty:ty) => {};
+            ($kind:ident, $ty:ty) => {
                 if <$ty as Element>::DTYPE.typestr().same_type(&t) {
                     let v = <$ty as args::ItemValue>::read("value", value)?;
                     return if fresh.typed_mut::<$ty>()?.set(&index, v) {
                         Ok(())
                     } else {
-                        Err(PyIndexError::new_err(format!("index {index:?} is out of bounds for shape {shape:?}")))
+                        Err(PyIndexError::new_err(format!(
+                            "index {index:?} is out of bounds for shape {shape:?}"
+                        )))
                     };
                 }
-            )*};
+            };
         }
-        try_types!(f64, f32, i8, i16, i32, i64, u8, u16, u32, u64);
+        cai_runtime::for_each_element!(write_as);
         Err(PyTypeError::new_err(format!(
-            "set() writes native-order integer and float items; typestr is '{t}'"
+            "set() writes native-order integer, float and complex items; typestr is '{t}'"
         )))
     }
 

@@ -3,6 +3,8 @@
 //! Like rust-numpy's `Element`, each implementation states the dtype that describes the type's
 //! memory exactly. Scalars map to NumPy's `dtype.str`; `#[repr(C)]` structs get one from
 //! `#[derive(Element)]`, with typestr `|V<size>` and a `descr` equal to NumPy's, padding included.
+//! The scalar element types are listed once, in [`for_each_element!`](crate::for_each_element),
+//! which makes their implementations here and every per-type dispatch elsewhere.
 //!
 //! ## bfloat16
 //! NumPy has no bfloat16 type string. `half::bf16` is an element only with the `bf16` feature,
@@ -138,8 +140,120 @@ fn name_clashing_padding(out: &mut [DescrField]) {
     }
 }
 
-macro_rules! scalar_elements {
-    ($($ty:ty => $kind:ident),* $(,)?) => {$(
+/// Calls `$callback!(Kind, Type);` once for every scalar element type: the one list of them,
+/// which [`Element`]'s own implementations and every other per-type dispatch (the `cai`
+/// package's typed `get`/`set`, its `Buffer` dtypes, the NumPy oracle) are made from, so that a
+/// new element type is added here and nowhere else.
+///
+/// `Kind` is the [`Kind`] variant of the type's type string (`Bool`, `Int`, `UInt`, `Float`,
+/// `Complex`), or `Void` for a type NumPy has no type string for, exported as opaque bytes
+/// (`half::bf16`, see the module documentation); a callback matches it to pick the types it
+/// handles. `Type` is a path the caller can use without depending on `half` or `num-complex`.
+/// The types behind a feature of cai-runtime (`half`, `complex`, `bf16`) are listed where
+/// cai-runtime was built with that feature, whatever the caller's own features.
+///
+/// ```
+/// use cai_runtime::Element;
+///
+/// fn itemsizes() -> Vec<(&'static str, usize)> {
+///     let mut out = Vec::new();
+///     macro_rules! note {
+///         (Void, $ty:ty) => {}; // no NumPy type
+///         ($kind:ident, $ty:ty) => {
+///             out.push((stringify!($kind), <$ty as Element>::DTYPE.itemsize()));
+///         };
+///     }
+///     cai_runtime::for_each_element!(note);
+///     out
+/// }
+/// assert_eq!(itemsizes()[..2], [("Bool", 1), ("Int", 1)]);
+/// ```
+#[macro_export]
+macro_rules! for_each_element {
+    ($callback:ident) => {
+        $callback!(Bool, bool);
+        $callback!(Int, i8);
+        $callback!(Int, i16);
+        $callback!(Int, i32);
+        $callback!(Int, i64);
+        $callback!(Int, isize);
+        $callback!(UInt, u8);
+        $callback!(UInt, u16);
+        $callback!(UInt, u32);
+        $callback!(UInt, u64);
+        $callback!(UInt, usize);
+        $callback!(Float, f32);
+        $callback!(Float, f64);
+        $crate::__if_feature_half! {
+            $callback!(Float, $crate::__private::F16);
+        }
+        $crate::__if_feature_complex! {
+            $callback!(Complex, $crate::__private::Complex32);
+            $callback!(Complex, $crate::__private::Complex64);
+        }
+        $crate::__if_feature_bf16! {
+            $callback!(Void, $crate::__private::Bf16);
+        }
+    };
+}
+
+// `for_each_element!`'s feature gates: each expands to its input where cai-runtime has the
+// feature and to nothing otherwise (a `#[cfg]` in `for_each_element!`'s expansion would test the
+// calling crate's features instead). Written out, not generated: a macro-expanded
+// `#[macro_export]` macro cannot be named by path (`$crate::...`) in its own crate.
+
+#[cfg(feature = "half")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_half {
+    ($($tokens:tt)*) => { $($tokens)* };
+}
+#[cfg(not(feature = "half"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_half {
+    ($($tokens:tt)*) => {};
+}
+
+#[cfg(feature = "complex")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_complex {
+    ($($tokens:tt)*) => { $($tokens)* };
+}
+#[cfg(not(feature = "complex"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_complex {
+    ($($tokens:tt)*) => {};
+}
+
+#[cfg(feature = "bf16")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_bf16 {
+    ($($tokens:tt)*) => { $($tokens)* };
+}
+#[cfg(not(feature = "bf16"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_bf16 {
+    ($($tokens:tt)*) => {};
+}
+
+macro_rules! impl_element {
+    (Void, $ty:ty) => {
+        // SAFETY: `<V<size>` claims only "`size` opaque bytes", which is true of any type of
+        // that size.
+        unsafe impl Element for $ty {
+            const DTYPE: DType = DType::Scalar(TypeStr::new(
+                ByteOrder::Little,
+                Kind::Void,
+                std::mem::size_of::<$ty>(),
+            ));
+        }
+    };
+    ($kind:ident, $ty:ty) => {
         // SAFETY: a primitive of this size and kind; NumPy's dtype of the same kind and size
         // has the same bit layout in the host's byte order.
         unsafe impl Element for $ty {
@@ -147,30 +261,10 @@ macro_rules! scalar_elements {
                 TypeStr::new(ByteOrder::HOST, Kind::$kind, std::mem::size_of::<$ty>()).canonical(),
             );
         }
-    )*};
+    };
 }
 
-scalar_elements! {
-    bool => Bool,
-    i8 => Int, i16 => Int, i32 => Int, i64 => Int, isize => Int,
-    u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt, usize => UInt,
-    f32 => Float, f64 => Float,
-}
-
-#[cfg(feature = "half")]
-scalar_elements! { half::f16 => Float }
-
-#[cfg(feature = "complex")]
-scalar_elements! {
-    num_complex::Complex<f32> => Complex,
-    num_complex::Complex<f64> => Complex,
-}
-
-// SAFETY: bf16 is two bytes; `<V2` claims only "two opaque bytes", which is true.
-#[cfg(feature = "bf16")]
-unsafe impl Element for half::bf16 {
-    const DTYPE: DType = DType::Scalar(TypeStr::new(ByteOrder::Little, Kind::Void, 2));
-}
+for_each_element!(impl_element);
 
 #[cfg(test)]
 mod tests {

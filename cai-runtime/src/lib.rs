@@ -26,7 +26,8 @@
 //!
 //! Where things live (modules are private; their items are re-exported here, one path each):
 //! - `typestr.rs`: the type-string grammar ([`TypeStr`]); `structured.rs`: `descr` lists
-//!   ([`Descr`]); `element.rs`: the [`Element`] trait and the table of element types.
+//!   ([`Descr`]); `element.rs`: the [`Element`] trait and [`for_each_element!`], the one
+//!   list of scalar element types.
 //! - `layout.rs`: shapes, byte strides, contiguity, extents ([`Layout`]; NumPy's rules).
 //! - `descriptor.rs`: the descriptor model, validation and the export builder
 //!   ([`ArrayDescriptor`], [`DescriptorBuilder`]).
@@ -87,11 +88,22 @@ pub use cai_derive::pymethods;
 #[cfg(feature = "derive")]
 pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
 
-/// Support for the derives' generated code; not a public API.
+/// Support for the derives' generated code and `for_each_element!`; not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use core::mem::{offset_of, size_of};
     pub use core::result::Result;
+    // The feature-gated element types, for `for_each_element!`'s callers that depend on neither
+    // crate. Aliases, not re-exports of the crates: rustc would then name the types by this
+    // path in users' error messages (`cai_runtime::__private::half::f16`).
+    #[cfg(feature = "bf16")]
+    pub type Bf16 = half::bf16;
+    #[cfg(feature = "complex")]
+    pub type Complex32 = num_complex::Complex<f32>;
+    #[cfg(feature = "complex")]
+    pub type Complex64 = num_complex::Complex<f64>;
+    #[cfg(feature = "half")]
+    pub type F16 = half::f16;
     #[cfg(feature = "python")]
     pub use pyo3;
 

@@ -137,6 +137,11 @@ def test_every_scalar_element_matches_numpy(elements):
         assert ours["typestr"] == theirs.str, rust
         assert ast.literal_eval(ours["descr"]) == theirs.descr, rust
         assert ours["itemsize"] == theirs.itemsize == ours["size_of"], rust
+    # The oracle lists cai-runtime's element types (`for_each_element!`): a new one needs its
+    # NumPy dtype above. bfloat16 has none: with the `bf16` feature it is two opaque bytes.
+    if "bf16" in elements:
+        assert (elements["bf16"]["typestr"], elements["bf16"]["size_of"]) == ("<V2", 2)
+    assert set(elements) - set(STRUCTS) - {"bf16"} == set(SCALARS)
 
 
 # NumPy names an unnamed descr entry 'f<index>', so its own descr of these structs names a gap

@@ -131,7 +131,7 @@ def test_round_trip_every_dtype_and_layout(typestr):
         if reference.size:
             assert a.__array_interface__["data"][0] == desc["data"][0]
             index = [0] * len(shape)
-            if dtype.kind in "iufc" and typestr != "<f2":
+            if dtype.kind in "iufc":
                 ours, theirs = view.get(index), reference[tuple(index)]
                 assert ours == theirs or (ours != ours and theirs != theirs), where  # NaN-aware
 
@@ -344,8 +344,9 @@ def test_rust_writes_through_a_mutable_view_into_numpy_memory():
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         cai.as_host_array(ro).set([0], 1.0)
-    with pytest.raises(TypeError, match="set\\(\\) writes native-order integer and float"):
-        cai.as_host_array(np.zeros(2, dtype=np.complex128)).set([0], 1.0)
+    for refused in (np.zeros(2, dtype=bool), np.zeros(2, dtype=">f8"), np.zeros(2, dtype="V2")):
+        with pytest.raises(TypeError, match="set\\(\\) writes native-order integer, float and complex"):
+            cai.as_host_array(refused).set([0], 1.0)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64])
@@ -372,18 +373,34 @@ def test_items_written_are_read_as_numpy_reads_them(dtype):
 
 
 def test_float_items_written_are_read_as_numpy_reads_them():
-    for dtype in (np.float32, np.float64):
+    for dtype in (np.float16, np.float32, np.float64):
         a = np.zeros(2, dtype=dtype)
         for value in (2**70, np.float32(1.5), 1e300, True):
             cai.as_host_array(a).set([0], value)
             ref = np.zeros(1, dtype=dtype)
             with np.errstate(over="ignore"):
                 ref[0] = value
-            assert a[0] == ref[0]
+            assert a[0] == ref[0] and cai.as_host_array(a).get([0]) == ref[0].item()
         with pytest.raises(TypeError, match=rf"^value: 'x' is not a real number \(the items are {np.dtype(dtype).name}\)"):
             cai.as_host_array(a).set([0], "x")
     with pytest.raises(TypeError, match=r"^value: None is not a real number \(the items are float64\)"):
         cai.Grid(2, 2).set(0, 0, None)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_items_written_are_read_as_numpy_reads_them(dtype):
+    a = np.zeros(2, dtype=dtype)
+    v = cai.as_host_array(a)
+    for value in (1.5 - 2j, 3, 2.5, True, np.complex64(1j), 1e300 + 1e-300j):
+        v.set([1], value)
+        ref = np.zeros(2, dtype=dtype)
+        with np.errstate(over="ignore"):
+            ref[1] = value
+        assert a[1] == ref[1] and v.get([1]) == ref[1].item()
+    for value in ("x", None, [1]):
+        with pytest.raises(TypeError, match=rf"^value: {re.escape(repr(value))} is not a number \(the items are {np.dtype(dtype).name}\)"):
+            v.set([0], value)
+    assert a[0] == 0
 
 
 def test_typed_access_checks_dtype_and_readonly():

@@ -46,11 +46,7 @@ fn buffer_as_array<'py>(
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     // (NumPy's own arrays and scalars, the most common data, are told from their type.)
-    // SAFETY: `data` is a live object; PyObject_CheckBuffer only reads its type's slots.
-    if numpy_array_or_scalar(data)?
-        || unsafe { pyo3::ffi::PyObject_CheckBuffer(data.as_ptr()) } == 0
-        || read_through_gt(data)?
-    {
+    if numpy_array_or_scalar(data)? || !has_buffer(data) || read_through_gt(data)? {
         return Ok(None);
     }
     for name in [
@@ -66,13 +62,20 @@ fn buffer_as_array<'py>(
     numpy(py)?.getattr("asarray")?.call1((view,)).map(Some)
 }
 
+/// Whether `data` exports the buffer protocol.
+fn has_buffer(data: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `data` is a live object (borrowed for the call) and the thread is attached to
+    // the interpreter (a `Bound` proves both); PyObject_CheckBuffer only reads its type's
+    // buffer slot, and cannot fail.
+    unsafe { pyo3::ffi::PyObject_CheckBuffer(data.as_ptr()) != 0 }
+}
+
 /// The error `e` of reading `data` to wrap, told apart where `data` is no memory at all (a
 /// list, a str): such data has no interface and no buffer, and the message says so and how to
 /// copy it instead (GtData's own message lists only the interfaces).
 fn not_wrappable(function: &str, data: &Bound<'_, PyAny>, e: PyErr) -> PyErr {
     let py = data.py();
-    // SAFETY: `data` is a live object; PyObject_CheckBuffer only reads its type's slots.
-    let buffer = unsafe { pyo3::ffi::PyObject_CheckBuffer(data.as_ptr()) } != 0;
+    let buffer = has_buffer(data);
     let has = |name: &str| data.hasattr(name).unwrap_or(true);
     if !e.is_instance_of::<PyTypeError>(py)
         || buffer

@@ -80,9 +80,10 @@ impl NonBlockingStream {
 
 impl Drop for NonBlockingStream {
     fn drop(&mut self) {
-        // SAFETY: the handle is ours and destroyed once, in its own context; work still
-        // enqueued on it completes first (cuStreamDestroy's contract).
         let _ = with_context(self.ctx, || {
+            // SAFETY: the handle is ours (created in `new`) and destroyed once, here, in its own
+            // context (`with_context`); work still enqueued on it completes first
+            // (cuStreamDestroy's contract).
             ffi::check("cuStreamDestroy", unsafe {
                 ffi::cuStreamDestroy_v2(self.handle)
             })
@@ -124,13 +125,17 @@ pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> 
         ffi::check("cuEventCreate", unsafe {
             ffi::cuEventCreate(&mut event, ffi::CU_EVENT_DISABLE_TIMING)
         })?;
-        // SAFETY: `event` was just created; the streams are alive (caller's contract). A wait
-        // may name an event of another context; destroying the event after enqueueing the wait
-        // is allowed (the wait keeps what it needs).
+        // SAFETY: `event` was just created in the current context, which is `producer`'s
+        // (`with_context`; the default streams are the current context's), as cuEventRecord
+        // requires; `producer` is alive (caller's contract).
         let recorded = ffi::check("cuEventRecord", unsafe {
             ffi::cuEventRecord(event, raw_handle(producer))
         })
         .and_then(|()| {
+            // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive
+            // (caller's contract); a wait may name an event of another context, and flags must
+            // be 0. Destroying the event after enqueueing the wait is allowed (the wait keeps
+            // what it needs).
             ffi::check("cuStreamWaitEvent", unsafe {
                 ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0)
             })
@@ -145,8 +150,9 @@ pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> 
 pub fn synchronize_stream(stream: Stream) -> Result<(), DriverError> {
     super::init()?;
     let ctx = stream_context(stream)?;
-    // SAFETY: the stream is alive (caller's contract).
     with_context(ctx, || {
+        // SAFETY: the stream is alive (caller's contract), and the current context is its own
+        // (`with_context`); the default streams (null context) are the current context's.
         ffi::check("cuStreamSynchronize", unsafe {
             ffi::cuStreamSynchronize(raw_handle(stream))
         })

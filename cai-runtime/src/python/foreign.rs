@@ -22,10 +22,12 @@
 //!
 //! Either way a view keeps alive whatever the bytes depend on, and the typed accessors
 //! ([`Typed::get`], [`TypedMut::set`], [`ForeignArray::to_bytes`]) read and write only inside
-//! the validated extent, with element types for which any bits are a value ([`Plain`]).
+//! the validated extent, reading element types for which any bits are a value
+//! ([`AnyBitPattern`]) and writing ones whose bytes are all initialized ([`NoUninit`]).
 
 use std::marker::PhantomData;
 
+use bytemuck::{AnyBitPattern, NoUninit};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -422,33 +424,10 @@ fn address_of<S: Space>(a: &ForeignArray<S>, index: &[usize]) -> Option<u64> {
     Some(a.ptr().wrapping_add_signed(off as i64))
 }
 
-/// Elements for which every bit pattern is a valid value, so they can be read from foreign
-/// memory safely (not `bool`, not structs that may contain one).
-///
-/// # Safety
-/// Every bit pattern of `size_of::<Self>()` bytes must be a valid `Self`.
-pub unsafe trait Plain: Element {}
-// SAFETY: integers, floats and complex numbers have no invalid bit patterns.
-unsafe impl Plain for i8 {}
-unsafe impl Plain for i16 {}
-unsafe impl Plain for i32 {}
-unsafe impl Plain for i64 {}
-unsafe impl Plain for isize {}
-unsafe impl Plain for u8 {}
-unsafe impl Plain for u16 {}
-unsafe impl Plain for u32 {}
-unsafe impl Plain for u64 {}
-unsafe impl Plain for usize {}
-unsafe impl Plain for f32 {}
-unsafe impl Plain for f64 {}
-#[cfg(feature = "half")]
-unsafe impl Plain for half::f16 {}
-#[cfg(feature = "complex")]
-unsafe impl Plain for num_complex::Complex<f32> {}
-#[cfg(feature = "complex")]
-unsafe impl Plain for num_complex::Complex<f64> {}
-
-impl<T: Plain> Typed<'_, T, Host> {
+/// Reads need an element type for which every bit pattern is a valid value
+/// ([`AnyBitPattern`]: integers, floats, `half::f16`, `Complex`; not `bool`, nor a struct that
+/// may hold one), since foreign memory may hold any bits.
+impl<T: Element + AnyBitPattern> Typed<'_, T, Host> {
     /// Reads item `index` (`None` outside the shape).
     pub fn get(&self, index: &[usize]) -> Option<T> {
         let addr = self.address_of(index)?;
@@ -456,19 +435,22 @@ impl<T: Plain> Typed<'_, T, Host> {
         // describes valid memory (the import's trust boundary: the producer's contract, or the
         // `unsafe` caller's of `from_interface`), which the view keeps alive with everything it
         // depends on; the index is inside the shape; `T` matches the typestr and accepts any
-        // bits, and the read is unaligned-tolerant.
+        // bits (`AnyBitPattern`), and the read is unaligned-tolerant.
         Some(unsafe { (addr as usize as *const T).read_unaligned() })
     }
 }
 
-impl<T: Plain> TypedMut<'_, T, Host> {
+/// Writes need an element type whose bytes are all initialized ([`NoUninit`]: no padding), so
+/// that the foreign memory keeps holding plain bytes for whoever reads it next
+/// ([`ForeignArray::to_bytes`], NumPy).
+impl<T: Element + NoUninit> TypedMut<'_, T, Host> {
     /// Writes item `index`; false outside the shape.
     pub fn set(&mut self, index: &[usize], value: T) -> bool {
         let Some(addr) = self.address_of(index) else {
             return false;
         };
         // SAFETY: as in `Typed::get`, and the producer declared the data writable
-        // (`typed_mut` refuses read-only data).
+        // (`typed_mut` refuses read-only data); `T`'s bytes are all initialized (`NoUninit`).
         unsafe { (addr as usize as *mut T).write_unaligned(value) };
         true
     }

@@ -36,15 +36,16 @@ mod rules;
 
 pub use array_struct::{ArrayStruct, array_struct};
 pub use buffer::{Held, HeldBuffer};
+/// The bounds of [`Typed::get`] and [`TypedMut::set`], re-exported so that generic code over
+/// them needs no dependency on bytemuck.
+pub use bytemuck::{AnyBitPattern, NoUninit};
 pub use check::{Violation, check, check_descriptor};
 pub use export::{
     add_classes, array_interface, cuda_array_interface, export_error, to_dict, to_dict_kept,
 };
 #[doc(hidden)]
 pub use fast::{both_paths, exact_int};
-pub use foreign::{
-    ForeignArray, ForeignDeviceArray, ForeignHostArray, Plain, Typed, TypedMut, ViewError,
-};
+pub use foreign::{ForeignArray, ForeignDeviceArray, ForeignHostArray, Typed, TypedMut, ViewError};
 pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, parse_descr, show, stream_argument,
     type_error_or,

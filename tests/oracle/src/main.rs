@@ -209,24 +209,32 @@ fn element<T: Element>(name: &str) -> Value {
     })
 }
 
+/// `std::any::type_name` without module paths: `f16`, `Complex<f32>`.
+fn short_name(full: &str) -> String {
+    let mut out = String::new();
+    let mut rest = full;
+    while let Some(i) = rest.find("::") {
+        out.push_str(&rest[..i]);
+        let kept = out
+            .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_')
+            .len();
+        out.truncate(kept);
+        rest = &rest[i + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn elements() -> Vec<Value> {
-    vec![
-        element::<bool>("bool"),
-        element::<i8>("i8"),
-        element::<i16>("i16"),
-        element::<i32>("i32"),
-        element::<i64>("i64"),
-        element::<isize>("isize"),
-        element::<u8>("u8"),
-        element::<u16>("u16"),
-        element::<u32>("u32"),
-        element::<u64>("u64"),
-        element::<usize>("usize"),
-        element::<f32>("f32"),
-        element::<f64>("f64"),
-        element::<half::f16>("f16"),
-        element::<Complex<f32>>("Complex<f32>"),
-        element::<Complex<f64>>("Complex<f64>"),
+    let mut out = Vec::new();
+    // Every scalar element type: cai-runtime's one list of them.
+    macro_rules! scalar {
+        ($kind:ident, $ty:ty) => {
+            out.push(element::<$ty>(&short_name(std::any::type_name::<$ty>())));
+        };
+    }
+    cai_runtime::for_each_element!(scalar);
+    out.extend([
         element::<Point>("Point"),
         element::<Particle>("Particle"),
         element::<Nested>("Nested"),
@@ -234,7 +242,8 @@ fn elements() -> Vec<Value> {
         element::<Clashing>("Clashing"),
         element::<Packed>("Packed"),
         element::<Aligned>("Aligned"),
-    ]
+    ]);
+    out
 }
 
 fn main() {
