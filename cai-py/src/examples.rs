@@ -238,7 +238,7 @@ pub(crate) fn dtype_for(class: &str, typestr: &str) -> PyResult<&'static DType> 
         &<usize as Element>::DTYPE,
         &<Record as Element>::DTYPE,
     ];
-    let t = TypeStr::parse(typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    let t = TypeStr::parse(typestr)?;
     TABLE
         .iter()
         .copied()
@@ -320,8 +320,7 @@ impl Buffer {
             strides,
             offset,
         };
-        b.array_interface()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        b.array_interface()?;
         Ok(b)
     }
 
@@ -406,8 +405,7 @@ impl Field {
             })?;
         let halo = halo.unwrap_or_else(|| vec![(0, 0); 3]);
         // Refused here rather than at the first export, where it would name no argument.
-        cai_runtime::storage::check_halo(&halo, &[ni, nj, nk])
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        cai_runtime::storage::check_halo(&halo, &[ni, nj, nk])?;
         Ok(Field {
             values: zeros(n)?,
             ni,

@@ -1,7 +1,7 @@
 //! Dtypes: a `dtype=` argument or a foreign typestr resolved through NumPy into the
 //! runtime's element type and the NumPy dtype object, recent ones remembered.
 
-use super::{err, numpy, numpy_error_named};
+use super::{numpy, numpy_error_named};
 use crate::args::show;
 use cai_runtime::TypeStr;
 use cai_runtime::python::parse::parse_descr;
@@ -129,7 +129,7 @@ pub(super) fn dtype_arg<'py>(
 fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
     let py = dt.py();
     if dt.getattr(pyo3::intern!(py, "hasobject"))?.is_truthy()? {
-        return Err(err(cai_runtime::storage::StorageError::Dtype(
+        return Err(PyErr::from(cai_runtime::storage::StorageError::Dtype(
             dt.repr()?.to_string(),
         )));
     }
@@ -146,13 +146,13 @@ fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
         )));
     }
     let typestr: String = dt.getattr("str")?.extract()?;
-    let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    let typestr = TypeStr::parse(&typestr)?;
     let descr = if dt.getattr("fields")?.is_none() {
         None
     } else {
         Some(parse_descr(&dt.getattr("descr")?)?)
     };
-    let element = ElementType::new(typestr, descr).map_err(err)?;
+    let element = ElementType::new(typestr, descr)?;
     Ok(Dtype { element, numpy: dt })
 }
 

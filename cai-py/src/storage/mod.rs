@@ -10,7 +10,8 @@
 //!   `storage(copy=False)` (existing buffers).
 //! - `keywords.rs`: the arguments and GDP-3's keyword arguments; `dtype.rs`: dtypes through
 //!   NumPy; `sync_state.rs`: `SyncState`; `device.rs`: what the `cuda` feature adds.
-//! - Here: the error mapping, the NumPy and CuPy modules, and the module's registration.
+//! - Here: the NumPy and CuPy modules, and the module's registration. (The storage errors'
+//!   Python exceptions are `cai_runtime::python::errors`'.)
 
 mod class;
 mod create;
@@ -21,41 +22,19 @@ mod keywords;
 mod sync_state;
 mod wrap;
 
-use cai_runtime::python::GtData;
-use cai_runtime::storage::StorageError;
+use cai_runtime::python::{GTNoSuchBufferError, GtData};
 use cai_runtime::sync::ImportOptions;
 use class::{
     CpuStorage, CudaManagedGpuStorage, GpuStorage, PyStorage, REBUILD_STORAGE,
     SoftwareManagedGpuStorage, rebuild_storage,
 };
 use create::storage;
-use pyo3::exceptions::{
-    PyException, PyMemoryError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyComplex, PyFloat, PyInt, PyType};
 use sync_state::PySyncState;
 use wrap::as_storage;
-
-pyo3::create_exception!(
-    cai,
-    GTNoSuchBufferError,
-    PyException,
-    "The storage has no buffer on the side asked for (to_numpy() of a device-only storage...)."
-);
-
-/// A `StorageError` as the Python exception that fits it.
-fn err(e: StorageError) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        StorageError::NoSuchBuffer(_) => GTNoSuchBufferError::new_err(msg),
-        StorageError::Alloc(_) => PyMemoryError::new_err(msg),
-        StorageError::NoGpu(_) | StorageError::Transfer(_) => PyRuntimeError::new_err(msg),
-        StorageError::Dtype(_) => PyTypeError::new_err(msg),
-        _ => PyValueError::new_err(msg),
-    }
-}
 
 fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();

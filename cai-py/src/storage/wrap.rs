@@ -5,7 +5,7 @@ use super::device::wrap_device;
 use super::dtype::{data_dtype, dtype_of};
 use super::keywords::read_kwargs;
 use super::sync_state::sync_state_arg;
-use super::{err, numpy, numpy_array_or_scalar, read_options, read_through_gt};
+use super::{numpy, numpy_array_or_scalar, read_options, read_through_gt};
 use crate::args::show;
 use cai_runtime::python::{ForeignArray, GtData};
 use cai_runtime::storage::array::{AllocInfo, layout_following, stride_order};
@@ -196,7 +196,7 @@ pub(super) fn wrap(
     if gpu.is_some() {
         // A build without CUDA cannot keep a device side in step (nor copy it): refused as
         // device requests are.
-        wrap_device().map_err(err)?;
+        wrap_device()?;
     }
     if let (Some(h), Some(g)) = (host, gpu) {
         check_mirror_pair(h, g)?;
@@ -246,12 +246,7 @@ pub(super) fn wrap(
     let meta = from.as_ref().or(from_dev.as_ref()).expect("one given");
     // Lookup order: explicit, then the preset, then the data, then the fallback.
     let data_params = StorageParams {
-        dims: meta
-            .dims
-            .as_deref()
-            .map(parse_dims)
-            .transpose()
-            .map_err(err)?,
+        dims: meta.dims.as_deref().map(parse_dims).transpose()?,
         halo: meta.halo.as_deref().map(PerDim::from),
         // A storage knows the order its strides do not tell (where they tie).
         layout: Some(match source.cast::<PyStorage>() {
@@ -260,7 +255,7 @@ pub(super) fn wrap(
         }),
         ..Default::default()
     };
-    let resolved = p.clone().resolve(&shape, &data_params).map_err(err)?;
+    let resolved = p.clone().resolve(&shape, &data_params)?;
     // Explicit parameters must agree with the buffers: first where the storage lives (as
     // `storage(copy=True)` and the creators place it), then the layout and the alignment.
     if resolved.device == StorageDevice::Gpu && gpu.is_none() {
@@ -288,8 +283,7 @@ pub(super) fn wrap(
         dtype.element.itemsize(),
         resolved.alignment_size,
         &resolved.aligned_index,
-    )
-    .map_err(err)?;
+    )?;
     let extent = layout.extent();
     let (lo, len) = extent.map_or((0, 0), |e| (e.lo, e.len()));
     let origin = usize::try_from(-lo).unwrap_or(0);
@@ -324,7 +318,7 @@ pub(super) fn wrap(
                         Box::new((data.expect("host data").clone().unbind(), held_host)),
                     )
                 },
-                None => HostBuffer::zeroed(0).map_err(|e| err(e.into()))?,
+                None => HostBuffer::zeroed(0)?,
             };
             Some(Side { buffer, origin })
         }
@@ -372,8 +366,7 @@ pub(super) fn wrap(
         resolved.halo,
         resolved.dims,
         resolved.layout,
-    )
-    .map_err(err)?
+    )?
     .with_info(AllocInfo {
         alignment_size: resolved.alignment_size,
         aligned_index: Some(resolved.aligned_index),

@@ -52,10 +52,7 @@ impl HookKind {
     }
 }
 
-/// `GtError` as a Python exception (`ValueError`: the values are wrong, not their types).
-pub fn gt_error(e: GtError) -> PyErr {
-    PyValueError::new_err(format!("cannot export __gt_data_interface__: {e}"))
-}
+pub use super::errors::gt_error;
 
 /// The `acquire` / `touch` / `release` callable of an exported `__gt_data_interface__`: calls
 /// the hook of the Rust object it was exported from, which it keeps alive.
@@ -375,11 +372,10 @@ impl GtData {
             }
         }
         if data.host.is_none() && data.gpu.is_none() {
-            return Err(PyValueError::new_err(GtError::NoBuffer.to_string()));
+            return Err(GtError::NoBuffer.into());
         }
         data.check_shapes()?;
-        check_dims_and_halo(data.shape(), data.dims.as_deref(), data.halo.as_deref())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        check_dims_and_halo(data.shape(), data.dims.as_deref(), data.halo.as_deref())?;
         Ok(data)
     }
 
@@ -387,13 +383,11 @@ impl GtData {
         if let (Some(h), Some(g)) = (&self.host, &self.gpu)
             && h.descriptor().shape != g.descriptor().shape
         {
-            return Err(PyValueError::new_err(
-                GtError::ShapeMismatch {
-                    host: h.descriptor().shape.clone(),
-                    gpu: g.descriptor().shape.clone(),
-                }
-                .to_string(),
-            ));
+            return Err(GtError::ShapeMismatch {
+                host: h.descriptor().shape.clone(),
+                gpu: g.descriptor().shape.clone(),
+            }
+            .into());
         }
         Ok(())
     }

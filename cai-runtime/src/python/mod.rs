@@ -9,6 +9,8 @@
 //! - [`view`]: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array` in
 //!   Rust: a validated, typed view that keeps the owner alive.
 //! - [`check`](mod@check): the conformance checker.
+//! - [`errors`]: cai's errors as Python exceptions, one `From<E> for PyErr` per error type
+//!   ([`impl_pyerr!`](crate::impl_pyerr)).
 //! - [`gt`]: GDP-3's `__gt_data_interface__`: the exported dict with hook callables, and
 //!   [`GtData`], reading any object through it or the array interfaces.
 //!
@@ -28,6 +30,7 @@ compile_error!(
 pub mod array_struct;
 mod buffer;
 pub mod check;
+pub mod errors;
 pub mod export;
 mod fast;
 pub mod gt;
@@ -38,6 +41,7 @@ pub mod view;
 pub use array_struct::array_struct;
 pub use buffer::{Held, HeldBuffer};
 pub use check::{Violation, check, check_descriptor};
+pub use errors::GTNoSuchBufferError;
 pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
 #[doc(hidden)]
 pub use fast::{both_paths, exact_int};

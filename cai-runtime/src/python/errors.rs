@@ -1,0 +1,176 @@
+//! cai's errors as Python exceptions, in one place: `impl From<E> for PyErr` for each error
+//! type of the crate, so that code reading or making Python objects returns them with `?`.
+//!
+//! The exception is chosen as NumPy and the array libraries raise it for the same fault:
+//!
+//! | error | exception | why |
+//! |---|---|---|
+//! | [`DescriptorError`], [`LayoutError`], [`StreamError`], [`DescrNameError`] | `ValueError` | values of the right types that break a rule (a shape too large, a stream of 0) |
+//! | [`TypeStrError`] | `TypeError` | not a type string, as NumPy's `dtype("x")` is a `TypeError` |
+//! | [`ViewError`] | `ValueError` for [`ViewError::ReadOnly`], else `TypeError` | writing read-only data is a bad value; an element type that is not the array's is a type mismatch |
+//! | [`AllocError`] | `MemoryError` | as NumPy raises when an array cannot be allocated |
+//! | [`DriverError`] | `RuntimeError` | the CUDA driver failed, whatever the arguments |
+//! | [`CopyToHostError`] | `RuntimeError` (the driver) or `MemoryError` (the host buffer) | as its two causes |
+//! | `cuda::ImportCheckError` | `ValueError` (the driver says the pointer is unusable) or `RuntimeError` (the driver could not be asked) | a bad `data` value, or a failing driver |
+//! | [`StorageError`] | by variant: [`GTNoSuchBufferError`], `MemoryError`, `RuntimeError` (no GPU, a failed transfer), `TypeError` (a dtype), else `ValueError` | GT4Py's exception for a missing buffer; the others as above |
+//! | [`IndexError`](crate::storage::IndexError) | `IndexError` where NumPy raises it ([`is_index_error`](crate::storage::IndexError::is_index_error)), else `ValueError` | NumPy's indexing errors |
+//! | [`GtError`] | `ValueError` | a data interface whose values disagree |
+//!
+//! The message is always the error's `Display` text. Where a message names its context
+//! ("cannot export `__array_interface__`: ..."), the functions here add it: [`export_error`],
+//! [`gt_error`] and `stream_error` choose the exception the same way.
+//!
+//! The impls are made by [`impl_pyerr!`](crate::impl_pyerr), which a crate defining its own
+//! error types can use too (the orphan rule puts `impl From<E> for PyErr` in `E`'s crate).
+
+use pyo3::PyErr;
+use pyo3::exceptions::{
+    PyException, PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+};
+
+use super::view::ViewError;
+use crate::descr::DescrNameError;
+use crate::error::{AllocError, CopyToHostError, DescriptorError, DriverError};
+use crate::layout::LayoutError;
+use crate::storage::StorageError;
+use crate::storage::gt::GtError;
+use crate::stream::StreamError;
+use crate::typestr::TypeStrError;
+
+/// Implements `From<E> for PyErr` for error types, each with the Python exception it becomes;
+/// the message is the error's `Display` text.
+///
+/// Each entry is `Type => Exception;`, or, where the exception depends on the variant, a
+/// match on the error: `Type { pattern => Exception, ... }` (arms may have `if` guards; the
+/// first matching arm wins).
+/// Attributes (docs, `#[cfg]`) before an entry go on its impl. Usable from any crate that
+/// depends on `cai-runtime` with the `python` feature, for its own error types:
+///
+/// ```ignore
+/// cai_runtime::impl_pyerr! {
+///     /// A bad parameter: ValueError.
+///     MyError => pyo3::exceptions::PyValueError;
+///     OtherError {
+///         OtherError::Missing => pyo3::exceptions::PyKeyError,
+///         _ => pyo3::exceptions::PyValueError,
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! impl_pyerr {
+    () => {};
+    ($(#[$attr:meta])* $ty:ty => $exc:ty; $($rest:tt)*) => {
+        $(#[$attr])*
+        impl ::core::convert::From<$ty> for $crate::__private::pyo3::PyErr {
+            fn from(e: $ty) -> Self {
+                <$exc>::new_err(::std::string::ToString::to_string(&e))
+            }
+        }
+        $crate::impl_pyerr!($($rest)*);
+    };
+    ($(#[$attr:meta])* $ty:ty { $($pat:pat $(if $guard:expr)? => $exc:ty),+ $(,)? } $($rest:tt)*) => {
+        $(#[$attr])*
+        impl ::core::convert::From<$ty> for $crate::__private::pyo3::PyErr {
+            fn from(e: $ty) -> Self {
+                let message = ::std::string::ToString::to_string(&e);
+                match e {
+                    $($pat $(if $guard)? => <$exc>::new_err(message),)+
+                }
+            }
+        }
+        $crate::impl_pyerr!($($rest)*);
+    };
+}
+
+impl_pyerr! {
+    /// `ValueError`: the descriptor's values break a rule.
+    DescriptorError => PyValueError;
+    /// `ValueError`: a shape and strides that no memory can have.
+    LayoutError => PyValueError;
+    /// `ValueError`: a stream value the spec forbids (0).
+    StreamError => PyValueError;
+    /// `ValueError`: a `descr` field name that is not one.
+    DescrNameError => PyValueError;
+    /// `TypeError`, as NumPy's `dtype("x")`.
+    TypeStrError => PyTypeError;
+    /// `ValueError` for mutable access to read-only data; `TypeError` for an element type that
+    /// is not the array's.
+    ViewError {
+        ViewError::ReadOnly => PyValueError,
+        _ => PyTypeError,
+    }
+    /// `MemoryError`, as NumPy raises when an array cannot be allocated.
+    AllocError => PyMemoryError;
+    /// `RuntimeError`: the CUDA driver failed.
+    DriverError => PyRuntimeError;
+    /// `RuntimeError` for the driver's failure, `MemoryError` for the host's.
+    CopyToHostError {
+        CopyToHostError::Driver(_) => PyRuntimeError,
+        CopyToHostError::HostAlloc(_) => PyMemoryError,
+    }
+    /// `ValueError` when the driver says the pointer is unusable; `RuntimeError` when the
+    /// driver could not be asked.
+    #[cfg(feature = "cuda")]
+    crate::cuda::ImportCheckError {
+        crate::cuda::ImportCheckError::Pointer(_) => PyValueError,
+        crate::cuda::ImportCheckError::Driver(_) => PyRuntimeError,
+    }
+    /// `ValueError`: the driver says the pointer is unusable.
+    crate::pointer::PointerError => PyValueError;
+}
+
+/// A `DescriptorError` met while exporting, as the `ValueError` the property raises, naming
+/// the attribute. (Not `AttributeError`: `hasattr()` would then report the interface as
+/// absent.)
+pub fn export_error(e: DescriptorError, attribute: &str) -> PyErr {
+    PyValueError::new_err(format!("cannot export {attribute}: {e}"))
+}
+
+/// `what` failed with the driver's `e`: `ValueError` when the driver did not know a stream
+/// handle (`CUDA_ERROR_INVALID_HANDLE`), which is then a bad value; `RuntimeError` otherwise.
+#[cfg(feature = "cuda")]
+pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
+    if e.is_invalid_handle() {
+        PyValueError::new_err(format!(
+            "{what}: {e}; a stream must be 1, 2 or the handle of a live CUDA stream of this process"
+        ))
+    } else {
+        PyRuntimeError::new_err(format!("{what}: {e}"))
+    }
+}
+
+// The storages' errors (GDP-3).
+
+pyo3::create_exception!(
+    cai,
+    GTNoSuchBufferError,
+    PyException,
+    "The storage has no buffer on the side asked for (to_numpy() of a device-only storage...)."
+);
+
+impl_pyerr! {
+    /// By variant: GT4Py's [`GTNoSuchBufferError`] for a missing buffer, `MemoryError` for a
+    /// failed allocation, `RuntimeError` for no GPU or a failed transfer, `TypeError` for a
+    /// dtype a storage cannot hold, `ValueError` for any other parameter.
+    StorageError {
+        StorageError::NoSuchBuffer(_) => GTNoSuchBufferError,
+        StorageError::Alloc(_) => PyMemoryError,
+        StorageError::NoGpu(_) | StorageError::Transfer(_) => PyRuntimeError,
+        StorageError::Dtype(_) => PyTypeError,
+        _ => PyValueError,
+    }
+    /// `IndexError` where NumPy raises it (an index out of bounds, too many indices, two
+    /// `...`), else `ValueError` (a zero step, axes that are no permutation, an overflow).
+    crate::storage::IndexError {
+        e if e.is_index_error() => PyIndexError,
+        _ => PyValueError,
+    }
+    /// `ValueError`: a data interface whose entries or parameters disagree.
+    GtError => PyValueError;
+}
+
+/// A `GtError` met while exporting `__gt_data_interface__`, as the `ValueError` the property
+/// raises, naming the attribute.
+pub fn gt_error(e: GtError) -> PyErr {
+    PyValueError::new_err(format!("cannot export __gt_data_interface__: {e}"))
+}
