@@ -13,6 +13,8 @@ same process (never asserted: timings vary by machine).
       `__array_interface__` dict, already built (what the dict costs NumPy alone).
 
 Run: .venv/bin/python benches/python_bench.py
+(with the wheel scripts/test.sh installs there: (b) times the import through `_import_ns`, a hook
+of the cai-py feature `testing`, which that wheel has and a user's build has not).
 """
 
 import sys

@@ -200,8 +200,8 @@ mod device_array {
     use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
     use cai_runtime::python::HostArrayView as HostImport;
     use cai_runtime::{
-        CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
-        Layout, Order,
+        CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Layout,
+        Order,
     };
     use cust::memory::DeviceBuffer;
     use cust::stream::{Stream as CuStream, StreamFlags};

@@ -402,19 +402,23 @@ fn total(a: HostImport) -> PyResult<f64> {
     Ok((0..n).filter_map(|i| t.get(&[i])).sum())
 }
 
-/// Test support: `(fast, full)`, what import's fast path and its full parser make of a
-/// descriptor (`Debug` text, `None` where the fast path declines or the parser refuses).
+/// Test support (feature `testing`): `(fast, full)`, what import's fast path and its full
+/// parser make of a descriptor (`Debug` text, `None` where the fast path declines or the
+/// parser refuses).
+#[cfg(feature = "testing")]
 #[pyfunction]
 fn _import_paths(desc: &Bound<'_, PyAny>, device: bool) -> (Option<String>, Option<String>) {
     if device {
-        cai_runtime::python::both_paths::<cai_runtime::Device>(desc)
+        cai_runtime::python::testing::both_paths::<cai_runtime::Device>(desc)
     } else {
-        cai_runtime::python::both_paths::<cai_runtime::Host>(desc)
+        cai_runtime::python::testing::both_paths::<cai_runtime::Host>(desc)
     }
 }
 
-/// Benchmark support: nanoseconds per `ForeignArray::<Host>::from_object(obj)` over `n` runs
-/// in Rust, without the Python call and the view object around each import.
+/// Benchmark support (feature `testing`): nanoseconds per
+/// `ForeignArray::<Host>::from_object(obj)` over `n` runs in Rust, without the Python call and
+/// the view object around each import.
+#[cfg(feature = "testing")]
 #[pyfunction]
 fn _import_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
     let start = std::time::Instant::now();
@@ -434,7 +438,10 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(total, m)?)?;
-    m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
-    m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
+    #[cfg(feature = "testing")]
+    {
+        m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
+        m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
+    }
     Ok(())
 }

@@ -13,6 +13,7 @@
 //!   ([`impl_pyerr!`](crate::impl_pyerr)).
 //! - [`gt`]: GDP-3's `__gt_data_interface__`: the exported dict with hook callables, and
 //!   [`GtData`], reading any object through it or the array interfaces.
+//! - `testing` (feature `testing`): hooks for the `cai` package's tests; not an API.
 //!
 //! Properties on a `#[pyclass]`, without `multiple-pymethods`:
 //! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
@@ -36,6 +37,8 @@ mod fast;
 pub mod gt;
 pub mod parse;
 pub mod rules;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod view;
 
 pub use array_struct::array_struct;
@@ -43,8 +46,7 @@ pub use buffer::{Held, HeldBuffer};
 pub use check::{Violation, check, check_descriptor};
 pub use errors::GTNoSuchBufferError;
 pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
-#[doc(hidden)]
-pub use fast::{both_paths, exact_int};
+pub use fast::exact_int;
 pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
 pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, show, stream_argument, type_error_or,
