@@ -1,14 +1,14 @@
 //! Importing foreign arrays: `from_cuda_array_interface`, `as_cuda_array`,
 //! `from_array_interface` and `as_host_array` make `CudaArrayView` / `HostArrayView` objects (a
-//! validated descriptor holding its owner); `total` is the README's typed-view example.
+//! validated descriptor holding its owner).
 
 use crate::args::{self, arg};
 use crate::cuda;
-use cai_runtime::python::{self as cpy, ForeignArray, HostArrayView as HostImport, Plain};
+use cai_runtime::python::{self as cpy, ForeignArray, Plain};
 use cai_runtime::{Device, Element, Host, Stream, TypeStr};
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;
-use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
@@ -390,18 +390,6 @@ fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
     new_host_view(obj.py(), ForeignArray::from_object(obj, false)?)
 }
 
-/// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
-/// through a typed view (the README's import example).
-#[pyfunction]
-fn total(a: HostImport) -> PyResult<f64> {
-    let t = a.typed::<f64>()?;
-    let n = a.layout().shape().first().copied().unwrap_or(1);
-    if a.layout().ndim() != 1 {
-        return Err(PyValueError::new_err("total() takes a 1-D array"));
-    }
-    Ok((0..n).filter_map(|i| t.get(&[i])).sum())
-}
-
 /// Test support (feature `testing`): `(fast, full)`, what import's fast path and its full
 /// parser make of a descriptor (`Debug` text, `None` where the fast path declines or the
 /// parser refuses).
@@ -437,7 +425,6 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(as_cuda_array, m)?)?;
     m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
-    m.add_function(wrap_pyfunction!(total, m)?)?;
     #[cfg(feature = "testing")]
     {
         m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
