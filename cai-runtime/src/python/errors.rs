@@ -46,14 +46,40 @@ use crate::typestr::TypeStrError;
 /// Attributes (docs, `#[cfg]`) before an entry go on its impl. Usable from any crate that
 /// depends on `cai-runtime` with the `python` feature, for its own error types:
 ///
-/// ```ignore
+/// ```no_run
+/// use pyo3::exceptions::{PyKeyError, PyValueError};
+/// use std::fmt;
+///
+/// #[derive(Debug)]
+/// pub struct BadParam(u32);
+///
+/// #[derive(Debug)]
+/// pub enum Lookup {
+///     Missing(String),
+///     Invalid,
+/// }
+/// # impl fmt::Display for BadParam {
+/// #     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { write!(f, "bad parameter {}", self.0) }
+/// # }
+/// # impl fmt::Display for Lookup {
+/// #     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { write!(f, "{self:?}") }
+/// # }
+///
 /// cai_runtime::impl_pyerr! {
 ///     /// A bad parameter: ValueError.
-///     MyError => pyo3::exceptions::PyValueError;
-///     OtherError {
-///         OtherError::Missing => pyo3::exceptions::PyKeyError,
-///         _ => pyo3::exceptions::PyValueError,
+///     BadParam => PyValueError;
+///     /// A missing key: KeyError; anything else: ValueError.
+///     Lookup {
+///         Lookup::Missing(_) => PyKeyError,
+///         _ => PyValueError,
 ///     }
+/// }
+///
+/// fn read(n: u32) -> pyo3::PyResult<u32> {
+///     if n > 3 {
+///         return Err(BadParam(n).into());
+///     }
+///     Ok(n)
 /// }
 /// ```
 #[macro_export]
@@ -173,4 +199,71 @@ impl_pyerr! {
 /// raises, naming the attribute.
 pub fn gt_error(e: GtError) -> PyErr {
     PyValueError::new_err(format!("cannot export __gt_data_interface__: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::IndexError;
+    use crate::typestr::TypeStr;
+    use pyo3::Python;
+    use pyo3::types::PyTypeMethods;
+
+    /// The exception's type name and message.
+    fn raised(py: Python<'_>, e: impl Into<PyErr>) -> (String, String) {
+        let e: PyErr = e.into();
+        let name = e.get_type(py).name().map(|n| n.to_string()).unwrap();
+        (name, e.value(py).to_string())
+    }
+
+    #[test]
+    fn each_error_is_the_exception_its_table_row_says_with_its_own_message() {
+        Python::initialize();
+        Python::attach(|py| {
+            let shown = |e: &dyn std::fmt::Display| e.to_string();
+            let alloc = AllocError(1 << 40);
+            assert_eq!(raised(py, alloc), ("MemoryError".into(), shown(&alloc)));
+            let bad = TypeStr::parse("x").unwrap_err();
+            assert_eq!(raised(py, bad.clone()), ("TypeError".into(), shown(&bad)));
+            assert_eq!(raised(py, ViewError::ReadOnly).0, "ValueError");
+            let mismatch = ViewError::Descr {
+                rust: "f64",
+                expected: "<f8".into(),
+                found: "<f4".into(),
+            };
+            assert_eq!(raised(py, mismatch).0, "TypeError");
+            let driver = DriverError {
+                operation: "cuInit",
+                code: 100,
+            };
+            assert_eq!(raised(py, driver).0, "RuntimeError");
+            assert_eq!(
+                raised(py, CopyToHostError::Driver(driver)).0,
+                "RuntimeError"
+            );
+            assert_eq!(
+                raised(py, CopyToHostError::HostAlloc(alloc)).0,
+                "MemoryError"
+            );
+            for (e, exc) in [
+                (StorageError::NoSuchBuffer("host"), "GTNoSuchBufferError"),
+                (StorageError::Alloc(8), "MemoryError"),
+                (StorageError::NoGpu("none".into()), "RuntimeError"),
+                (StorageError::Transfer("failed".into()), "RuntimeError"),
+                (StorageError::Dtype("object".into()), "TypeError"),
+                (StorageError::ReadOnly, "ValueError"),
+            ] {
+                let message = e.to_string();
+                assert_eq!(raised(py, e), (exc.into(), message));
+            }
+            for (e, exc) in [
+                (IndexError::Ellipsis, "IndexError"),
+                (IndexError::TooMany { ndim: 1, given: 2 }, "IndexError"),
+                (IndexError::ZeroStep, "ValueError"),
+            ] {
+                assert_eq!(raised(py, e).0, exc);
+            }
+            assert_eq!(raised(py, GtError::NoBuffer).0, "ValueError");
+        });
+    }
 }
