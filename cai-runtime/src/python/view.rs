@@ -63,7 +63,8 @@ pub type CudaArrayView = ForeignArray<Device>;
 /// An imported `__array_interface__`.
 pub type HostArrayView = ForeignArray<Host>;
 
-/// Why a typed view was refused.
+/// Why a typed view was refused (in Python a `TypeError`, or a `ValueError` for
+/// [`ViewError::ReadOnly`]: [`errors`](super::errors)).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ViewError {
     /// The array's type string is not the element type's.
