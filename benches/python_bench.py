@@ -13,6 +13,8 @@ same process (never asserted: timings vary by machine).
       `__array_interface__` dict, already built (what the dict costs NumPy alone).
 
 Run: .venv/bin/python benches/python_bench.py
+(with the wheel scripts/test.sh installs there: (b) times the import through `_import_ns`, a hook
+of the cai-py feature `testing`, which that wheel has and a user's build has not).
 """
 
 import sys
@@ -21,6 +23,7 @@ import timeit
 import numpy as np
 
 import cai
+import cai.examples
 
 
 def best(stmt, number, repeat=7, **ns):
@@ -37,12 +40,12 @@ def main():
     rows, cols = 64, 32
     a = np.zeros((rows, cols), dtype=np.float32)
     ptr = a.__array_interface__["data"][0]
-    m = cai.DeviceMatrix(ptr, rows, cols, stream=2, owner=a)
-    g = cai.Grid(rows, cols)
+    m = cai.examples.DeviceMatrix(ptr, rows, cols, stream=2, owner=a)
+    g = cai.examples.Grid(rows, cols)
 
     ours = best("m.__cuda_array_interface__", n, m=m)
     # Memo misses: more distinct objects than the memo keeps, visited round-robin.
-    many = [cai.DeviceMatrix(ptr + 4 * i, rows, cols, stream=2, owner=a) for i in range(64)]
+    many = [cai.examples.DeviceMatrix(ptr + 4 * i, rows, cols, stream=2, owner=a) for i in range(64)]
     uncached = best("for x in many: x.__cuda_array_interface__", n // 64, many=many) / 64
     loop_only = best("for x in many: x", n // 64, many=many) / 64
     uncached -= loop_only

@@ -4,9 +4,10 @@ zero-copy, a foreign array is imported into a Rust view, and the checker judges 
 import numpy as np
 
 import cai
+import cai.examples
 
 print("== NumPy reads and writes a Rust Vec<f64> zero-copy (#[derive(ArrayInterface)])")
-grid = cai.Grid(2, 3, order="F")
+grid = cai.examples.Grid(2, 3, order="F")
 array = np.asarray(grid)
 print("__array_interface__ =", grid.__array_interface__)
 array[1, 2] = 42.0
@@ -18,7 +19,7 @@ print("same memory:", array.__array_interface__["data"][0] == grid.__array_inter
 print("== a NumPy view imported into Rust, with its owner kept alive")
 view = cai.as_host_array(np.arange(12.0).reshape(3, 4)[::-1, ::2])
 print(view, "strides", view.strides, "item (0, 1) =", view.get([0, 1]))
-print("Rust-side sum of a reversed slice:", cai.total(np.arange(10.0)[::-2]))
+print("Rust-side sum of a reversed slice:", cai.examples.total(np.arange(10.0)[::-2]))
 
 print("== conformance check")
 broken = {"shape": (4,), "typestr": "<f4", "data": (0, False), "version": 2, "stream": 0}

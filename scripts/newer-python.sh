@@ -42,7 +42,7 @@ fi
 echo "== building the wheel, the GPU bundle, the emulated driver and the NumPy oracle"
 maturin=$( [ -x .venv/bin/maturin ] && echo .venv/bin/maturin || echo maturin )
 rm -rf dist
-"$maturin" build --release -m cai-py/Cargo.toml -o dist -q
+"$maturin" build --release -m cai-py/Cargo.toml --features testing -o dist -q
 scripts/gpu-bundle.sh gpu-bundle >/dev/null
 scripts/cuda-stub.sh --emulator target/cuda-emu
 cargo build -q -p cai-oracle

@@ -34,9 +34,9 @@ echo "== cargo test"
 cargo test --workspace --all-features
 echo "== miri (the unsafe code the pure-logic and derive tests reach)"
 scripts/miri.sh
-echo "== abi3 wheel of the cai package"
+echo "== abi3 wheel of the cai package (with the test suite's hooks: feature \`testing\`)"
 rm -rf dist
-.venv/bin/maturin build --release -m cai-py/Cargo.toml -o dist
+.venv/bin/maturin build --release -m cai-py/Cargo.toml --features testing -o dist
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai-*-abi3-*.whl
 echo "== GPU bundle: built, and dry-run here (device tests say they were skipped)"
 scripts/gpu-bundle.sh gpu-bundle

@@ -1,10 +1,18 @@
 //! `__gt_data_interface__` in Python: the dict a [`GtDataInterface`] type exports (with hook
 //! callables that call back into the Rust object), and [`GtData`], the consumption of any
 //! object exposing it, falling back to `__array_interface__` / `__cuda_array_interface__` as
-//! GDP-3 says.
+//! GDP-3 says; and the storage errors as Python exceptions (cai-runtime's `impl_pyerr!`):
+//!
+//! | error | exception |
+//! |---|---|
+//! | [`StorageError`] | by variant: [`GTNoSuchBufferError`] (a missing buffer), `MemoryError` (an allocation), `RuntimeError` (no GPU, the driver, a failed transfer), `TypeError` (a dtype), else `ValueError` |
+//! | [`IndexError`](crate::IndexError) | `IndexError` where NumPy raises it ([`is_index_error`](crate::IndexError::is_index_error)), else `ValueError` |
+//! | [`GtError`] | `ValueError`: a data interface whose values disagree |
 
 use pyo3::PyClass;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyException, PyIndexError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -17,7 +25,44 @@ use cai_runtime::python::{
 use cai_runtime::sync::ImportOptions;
 
 use crate::interface::check_dims_and_halo;
-use crate::{GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks};
+use crate::{GtDataDescriptor, GtDataInterface, GtDevice, GtError, GtHooks, StorageError};
+
+// The storages' errors as Python exceptions (cai-runtime's table, `python` module docs):
+// GT4Py's exception for a missing buffer, the others as NumPy raises them.
+
+pyo3::create_exception!(
+    cai,
+    GTNoSuchBufferError,
+    PyException,
+    "The storage has no buffer on the side asked for (to_numpy() of a device-only storage...)."
+);
+
+cai_runtime::impl_pyerr! {
+    /// By variant: GT4Py's [`GTNoSuchBufferError`] for a missing buffer, `MemoryError` for a
+    /// failed allocation, `RuntimeError` for no GPU or a failed transfer, `TypeError` for a
+    /// dtype a storage cannot hold, `ValueError` for any other parameter.
+    StorageError {
+        StorageError::NoSuchBuffer(_) => GTNoSuchBufferError,
+        StorageError::Alloc(_) => PyMemoryError,
+        StorageError::NoGpu(_) | StorageError::Transfer(_) => PyRuntimeError,
+        StorageError::Dtype(_) => PyTypeError,
+        _ => PyValueError,
+    }
+    /// `IndexError` where NumPy raises it (an index out of bounds, too many indices, two
+    /// `...`), else `ValueError` (a zero step, axes that are no permutation, an overflow).
+    crate::IndexError {
+        e if e.is_index_error() => PyIndexError,
+        _ => PyValueError,
+    }
+    /// `ValueError`: a data interface whose entries or parameters disagree.
+    GtError => PyValueError;
+}
+
+/// A `GtError` met while exporting `__gt_data_interface__`, as the `ValueError` the property
+/// raises, naming the attribute.
+pub fn gt_error(e: GtError) -> PyErr {
+    PyValueError::new_err(format!("cannot export __gt_data_interface__: {e}"))
+}
 
 /// Which hook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,11 +96,6 @@ impl HookKind {
         };
         r.map_err(|e| PyRuntimeError::new_err(format!("{} failed: {e}", self.key())))
     }
-}
-
-/// `GtError` as a Python exception (`ValueError`: the values are wrong, not their types).
-pub fn gt_error(e: GtError) -> PyErr {
-    PyValueError::new_err(format!("cannot export __gt_data_interface__: {e}"))
 }
 
 /// The `acquire` / `touch` / `release` callable of an exported `__gt_data_interface__`: calls
@@ -378,11 +418,10 @@ impl GtData {
             }
         }
         if data.host.is_none() && data.gpu.is_none() {
-            return Err(PyValueError::new_err(GtError::NoBuffer.to_string()));
+            return Err(GtError::NoBuffer.into());
         }
         data.check_shapes()?;
-        check_dims_and_halo(data.shape(), data.dims.as_deref(), data.halo.as_deref())
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        check_dims_and_halo(data.shape(), data.dims.as_deref(), data.halo.as_deref())?;
         Ok(data)
     }
 
@@ -390,13 +429,11 @@ impl GtData {
         if let (Some(h), Some(g)) = (&self.host, &self.gpu)
             && h.descriptor().shape != g.descriptor().shape
         {
-            return Err(PyValueError::new_err(
-                GtError::ShapeMismatch {
-                    host: h.descriptor().shape.clone(),
-                    gpu: g.descriptor().shape.clone(),
-                }
-                .to_string(),
-            ));
+            return Err(GtError::ShapeMismatch {
+                host: h.descriptor().shape.clone(),
+                gpu: g.descriptor().shape.clone(),
+            }
+            .into());
         }
         Ok(())
     }
@@ -500,4 +537,43 @@ fn agree<T: PartialEq + std::fmt::Debug>(
 /// Adds the hook class to a module.
 pub fn add_classes(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<GtHook>()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::IndexError;
+
+    /// The exception's type name and message.
+    fn raised(py: Python<'_>, e: impl Into<PyErr>) -> (String, String) {
+        let e: PyErr = e.into();
+        let name = e.get_type(py).name().map(|n| n.to_string()).unwrap();
+        (name, e.value(py).to_string())
+    }
+
+    #[test]
+    fn each_storage_error_is_the_exception_its_variant_says_with_its_own_message() {
+        Python::initialize();
+        Python::attach(|py| {
+            for (e, exc) in [
+                (StorageError::NoSuchBuffer("host"), "GTNoSuchBufferError"),
+                (StorageError::Alloc(8), "MemoryError"),
+                (StorageError::NoGpu("none".into()), "RuntimeError"),
+                (StorageError::Transfer("failed".into()), "RuntimeError"),
+                (StorageError::Dtype("object".into()), "TypeError"),
+                (StorageError::ReadOnly, "ValueError"),
+            ] {
+                let message = e.to_string();
+                assert_eq!(raised(py, e), (exc.into(), message));
+            }
+            for (e, exc) in [
+                (IndexError::Ellipsis, "IndexError"),
+                (IndexError::TooMany { ndim: 1, given: 2 }, "IndexError"),
+                (IndexError::ZeroStep, "ValueError"),
+            ] {
+                assert_eq!(raised(py, e).0, exc);
+            }
+            assert_eq!(raised(py, GtError::NoBuffer).0, "ValueError");
+        });
+    }
 }

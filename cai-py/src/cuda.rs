@@ -7,6 +7,7 @@ use cai_runtime::PointerAttributes;
 use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
 use cai_runtime::{Device, Stream};
+#[cfg(not(feature = "cuda"))]
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -142,8 +143,7 @@ fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDic
     let (py, ptr) = (ptr.py(), cai_runtime::python::address_argument("ptr", ptr)?);
     #[cfg(feature = "cuda")]
     {
-        let a = cai_runtime::cuda::pointer_attributes(ptr)
-            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let a = cai_runtime::cuda::pointer_attributes(ptr)?;
         attributes_dict(py, &a)
     }
     #[cfg(not(feature = "cuda"))]
@@ -200,8 +200,8 @@ mod device_array {
     use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
     use cai_runtime::python::ForeignHostArray as HostImport;
     use cai_runtime::{
-        CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
-        DriverError, Layout, Order,
+        CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Layout,
+        Order,
     };
     use cust::memory::DeviceBuffer;
     use cust::stream::{Stream as CuStream, StreamFlags};
@@ -211,6 +211,8 @@ mod device_array {
 
     use crate::args::arg;
 
+    /// A failed cust call, named in `e`: the `RuntimeError` of a failed driver call
+    /// (`DriverError`; cust's own error type is foreign to cai-runtime's mapping).
     fn driver(e: impl std::fmt::Display) -> PyErr {
         PyRuntimeError::new_err(e.to_string())
     }
@@ -220,7 +222,7 @@ mod device_array {
     /// cust 0.3 drops `NON_BLOCKING`).
     fn new_stream(non_blocking: bool) -> PyResult<ExportStream> {
         if non_blocking {
-            return Ok(NonBlockingStream::new().map_err(driver)?.into());
+            return Ok(NonBlockingStream::new()?.into());
         }
         CuStream::new(StreamFlags::DEFAULT, None)
             .map(ExportStream::from)
@@ -280,7 +282,7 @@ mod device_array {
                 Some(s) => Layout::strided(&self.shape, s, itemsize),
                 None => Layout::c_contiguous(&self.shape, itemsize),
             }
-            .map_err(|e| PyValueError::new_err(e.to_string()))
+            .map_err(PyErr::from)
         }
     }
 
@@ -304,14 +306,13 @@ mod device_array {
                 crate::examples::dtype_for("DeviceArray", &obj.descriptor().typestr.to_string())?;
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
-            cuda::ensure_context(0).map_err(driver)?;
+            cuda::ensure_context(0)?;
             let buf = DeviceBuffer::from_slice(&bytes)
                 .map_err(|e| driver(format!("cuMemAlloc/cuMemcpyHtoD failed: {e}")))?;
             let strides = match order {
                 Order::C => None,
                 Order::F => Some(
-                    Layout::contiguous(&shape, dtype.itemsize(), Order::F)
-                        .map_err(|e| PyValueError::new_err(e.to_string()))?
+                    Layout::contiguous(&shape, dtype.itemsize(), Order::F)?
                         .strides()
                         .to_vec(),
                 ),
@@ -347,15 +348,13 @@ mod device_array {
                 side: self.side.clone(),
             };
             // Validate without ordering any stream.
-            v.builder()
-                .build()
-                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            v.builder().build()?;
             Ok(v)
         }
 
         /// The view's items in C order, copied to the host after all pending work.
         fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-            self.streams.order_pending().map_err(driver)?;
+            self.streams.order_pending()?;
             let layout = self.layout()?;
             let ptr = self.buf.as_device_ptr().as_raw() + self.offset as u64;
             let bytes = cuda::gather_to_host(ptr, &layout, self.streams.exported().stream())?;
@@ -388,7 +387,7 @@ mod device_array {
                 // SAFETY: the whole buffer is ours; it outlives the work because it is only
                 // freed after its streams are (the Arc'd streams are dropped with the last
                 // view, and cuMemFree waits for the device to finish using the memory).
-                unsafe { cuda::memset_async(ptr, v, self.buf.len(), stream) }.map_err(driver)?;
+                unsafe { cuda::memset_async(ptr, v, self.buf.len(), stream) }?;
             }
             if on_side_stream {
                 self.streams.enqueued_on(self.side.clone());
@@ -428,14 +427,13 @@ mod device_array {
                     self.streams.exported().stream(),
                 )
             }
-            .map_err(driver)
+            .map_err(PyErr::from)
         }
 
         /// Blocks until all work on the data (every stream) has finished.
         fn synchronize(&self) -> PyResult<()> {
-            self.streams.order_pending().map_err(driver)?;
-            cuda::synchronize_stream(self.streams.exported().stream())
-                .map_err(|e: DriverError| driver(e))
+            self.streams.order_pending()?;
+            cuda::synchronize_stream(self.streams.exported().stream()).map_err(PyErr::from)
         }
 
         /// The exported stream's handle.

@@ -1,11 +1,24 @@
-//! The example classes, each built with a derive as a user would build one: `Grid`
-//! (`ArrayInterface`, host), `Counts` (`#[cai(python)]`), `DeviceMatrix` (`CudaArrayInterface`
-//! over memory allocated elsewhere), `Buffer` (a descriptor built at run time for any dtype and
-//! layout) and `Field` (`GtDataInterface` with hooks). The tests use them as producers.
+//! The worked example of cai's derives: PyO3 classes as a user would write them, each built
+//! with a derive, which the package exposes as `cai.examples` (and its tests use as
+//! producers). Copy from here:
+//!
+//! - `Grid`: `#[derive(ArrayInterface)]` (host memory NumPy reads and writes zero-copy), its own
+//!   methods in a `#[cai_runtime::pymethods(host)]` block;
+//! - `Counts` (made by `counts(n)`): `#[cai(python)]`, for a class with no `#[pymethods]` block
+//!   of its own;
+//! - `DeviceMatrix`: `#[derive(CudaArrayInterface)]` over device memory allocated elsewhere,
+//!   with a stream and an owner kept alive;
+//! - `Buffer`: a descriptor built at run time (`DescriptorBuilder`) for any dtype and layout;
+//! - `Field`: `#[derive(GtDataInterface)]` with hooks (GDP-3's `__gt_data_interface__`);
+//! - `total(a)`: a `#[pyfunction]` taking any object exposing `__array_interface__` as a
+//!   typed view (`HostArrayView`).
+//!
+//! Their `#[pyclass(module = "cai.examples")]` names the module Python finds them in
+//! (`python/cai/examples.py` re-exports them from the native module).
 
 use crate::args::arg;
-use cai_gt::GtDevice;
-use cai_gt::HookError;
+use cai_gt::{GtDevice, HookError};
+use cai_runtime::python::ForeignHostArray;
 use cai_runtime::{
     AllocError, ArrayInterface, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError,
     Element, Host, HostArrayDescriptor, RawDeviceMemory, Stream, TypeStr,
@@ -34,7 +47,7 @@ fn checked_len(rows: usize, cols: usize) -> PyResult<usize> {
 ///
 /// Made with `#[derive(ArrayInterface)]`; its own methods live in a
 /// `#[cai_runtime::pymethods(host)]` block, which adds `__array_interface__` to them.
-#[pyclass(module = "cai", weakref)]
+#[pyclass(module = "cai.examples", weakref)]
 #[derive(ArrayInterface)]
 #[cai(shape = [self.rows, self.cols], strides = self.byte_strides())]
 pub struct Grid {
@@ -118,8 +131,8 @@ impl Grid {
 }
 
 /// A 1-D uint32 array with no methods of its own: `#[cai(python)]` generates its only
-/// `#[pymethods]` block, holding `__array_interface__`. Made by `cai.counts(n)`.
-#[pyclass(module = "cai", frozen, weakref)]
+/// `#[pymethods]` block, holding `__array_interface__`. Made by `cai.examples.counts(n)`.
+#[pyclass(module = "cai.examples", frozen, weakref)]
 #[derive(ArrayInterface)]
 #[cai(python, readonly)]
 pub struct Counts {
@@ -138,7 +151,7 @@ fn counts(#[pyo3(from_py_with = arg::n)] n: u32) -> Counts {
 /// A float32 matrix in device memory allocated elsewhere (CuPy, Numba, PyTorch...), exported
 /// through `__cuda_array_interface__` with its stream. Rust never dereferences the pointer; the
 /// object keeps `owner` alive so the memory outlives every export.
-#[pyclass(module = "cai", weakref)]
+#[pyclass(module = "cai.examples", weakref)]
 #[derive(CudaArrayInterface)]
 #[cai(shape = [self.rows, self.cols], strides = self.byte_strides())]
 pub struct DeviceMatrix {
@@ -219,7 +232,7 @@ struct Record {
 /// The elements `Buffer` (and `DeviceArray`) can hold, looked up by type string; an error
 /// names `class`, the class the user called.
 pub(crate) fn dtype_for(class: &str, typestr: &str) -> PyResult<&'static DType> {
-    let t = TypeStr::parse(typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    let t = TypeStr::parse(typestr)?;
     // Every element type (cai-runtime's one list of them) but opaque bytes, and `Record`.
     macro_rules! dtype_of {
         (Void, $ty:ty) => {};
@@ -239,7 +252,7 @@ pub(crate) fn dtype_for(class: &str, typestr: &str) -> PyResult<&'static DType> 
 /// Host memory of any supported type string with any layout (strides, offset): the
 /// descriptor is built at run time with `DescriptorBuilder`, as code without a fixed element
 /// type would. Used to round-trip every dtype and layout.
-#[pyclass(module = "cai", weakref)]
+#[pyclass(module = "cai.examples", weakref)]
 pub struct Buffer {
     /// 8-byte aligned storage.
     storage: Vec<u64>,
@@ -306,8 +319,7 @@ impl Buffer {
             strides,
             offset,
         };
-        b.array_interface()
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        b.array_interface()?;
         Ok(b)
     }
 
@@ -333,7 +345,7 @@ impl Buffer {
 /// A 3-D float64 field in host memory exporting `__gt_data_interface__` (dims "IJK", a halo,
 /// and hooks that record their calls): `#[derive(GtDataInterface)]` with `#[cai(hooks)]`, its
 /// property added by `#[cai_runtime::pymethods(gt)]`.
-#[pyclass(module = "cai", frozen, weakref)]
+#[pyclass(module = "cai.examples", frozen, weakref)]
 #[derive(cai_gt::GtDataInterface)]
 #[cai(hooks, shape = [self.ni, self.nj, self.nk], dims = "IJK", halo = self.halo)]
 pub struct Field {
@@ -392,8 +404,7 @@ impl Field {
             })?;
         let halo = halo.unwrap_or_else(|| vec![(0, 0); 3]);
         // Refused here rather than at the first export, where it would name no argument.
-        cai_gt::check_halo(&halo, &[ni, nj, nk])
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        cai_gt::check_halo(&halo, &[ni, nj, nk])?;
         Ok(Field {
             values: zeros(n)?,
             ni,
@@ -416,6 +427,18 @@ impl Field {
     }
 }
 
+/// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
+/// through a typed view (the README's import example).
+#[pyfunction]
+fn total(a: ForeignHostArray) -> PyResult<f64> {
+    let t = a.typed::<f64>()?;
+    let n = a.layout().shape().first().copied().unwrap_or(1);
+    if a.layout().ndim() != 1 {
+        return Err(PyValueError::new_err("total() takes a 1-D array"));
+    }
+    Ok((0..n).filter_map(|i| t.get(&[i])).sum())
+}
+
 /// Adds these to the module.
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Grid>()?;
@@ -424,5 +447,6 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Buffer>()?;
     m.add_class::<Field>()?;
     m.add_function(wrap_pyfunction!(counts, m)?)?;
+    m.add_function(wrap_pyfunction!(total, m)?)?;
     Ok(())
 }

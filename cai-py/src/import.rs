@@ -1,14 +1,12 @@
 //! Importing foreign arrays: `from_cuda_array_interface`, `as_cuda_array`,
 //! `from_array_interface` and `as_host_array` make `CudaArrayView` / `HostArrayView` objects (a
-//! validated descriptor holding its owner); `total` is the README's typed-view example.
+//! validated descriptor holding its owner).
 
 use crate::args::{self, arg};
 use crate::cuda;
-use cai_runtime::python::{
-    self as cpy, AnyBitPattern, ForeignArray, ForeignHostArray as HostImport,
-};
+use cai_runtime::python::{self as cpy, AnyBitPattern, ForeignArray};
 use cai_runtime::{Device, Element, Host, Stream, TypeStr};
-use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
@@ -386,31 +384,23 @@ fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
     new_host_view(obj.py(), ForeignArray::from_object(obj, false)?)
 }
 
-/// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
-/// through a typed view (the README's import example).
-#[pyfunction]
-fn total(a: HostImport) -> PyResult<f64> {
-    let t = a.typed::<f64>()?;
-    let n = a.layout().shape().first().copied().unwrap_or(1);
-    if a.layout().ndim() != 1 {
-        return Err(PyValueError::new_err("total() takes a 1-D array"));
-    }
-    Ok((0..n).filter_map(|i| t.get(&[i])).sum())
-}
-
-/// Test support: `(fast, full)`, what import's fast path and its full parser make of a
-/// descriptor (`Debug` text, `None` where the fast path declines or the parser refuses).
+/// Test support (feature `testing`): `(fast, full)`, what import's fast path and its full
+/// parser make of a descriptor (`Debug` text, `None` where the fast path declines or the
+/// parser refuses).
+#[cfg(feature = "testing")]
 #[pyfunction]
 fn _import_paths(desc: &Bound<'_, PyAny>, device: bool) -> (Option<String>, Option<String>) {
     if device {
-        cai_runtime::python::both_paths::<cai_runtime::Device>(desc)
+        cai_runtime::python::testing::both_paths::<cai_runtime::Device>(desc)
     } else {
-        cai_runtime::python::both_paths::<cai_runtime::Host>(desc)
+        cai_runtime::python::testing::both_paths::<cai_runtime::Host>(desc)
     }
 }
 
-/// Benchmark support: nanoseconds per `ForeignArray::<Host>::from_object(obj)` over `n` runs
-/// in Rust, without the Python call and the view object around each import.
+/// Benchmark support (feature `testing`): nanoseconds per
+/// `ForeignArray::<Host>::from_object(obj)` over `n` runs in Rust, without the Python call and
+/// the view object around each import.
+#[cfg(feature = "testing")]
 #[pyfunction]
 fn _import_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
     let start = std::time::Instant::now();
@@ -429,8 +419,10 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(as_cuda_array, m)?)?;
     m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
-    m.add_function(wrap_pyfunction!(total, m)?)?;
-    m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
-    m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
+    #[cfg(feature = "testing")]
+    {
+        m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
+        m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
+    }
     Ok(())
 }

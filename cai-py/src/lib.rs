@@ -1,6 +1,7 @@
 //! The `cai` Python package's native module. See `python/cai/__init__.py` for the API.
 //!
-//! - `examples.rs`: the example classes, built with the derives (`Grid`, `DeviceMatrix`...).
+//! - `examples.rs`: the worked example of the derives (`Grid`, `DeviceMatrix`...), which
+//!   `python/cai/examples.py` exposes as `cai.examples`.
 //! - `import.rs`: importing foreign arrays (`as_cuda_array`, `CudaArrayView`...); `gt_data.rs`:
 //!   reading any object as GDP-3 says (`gt_data`).
 //! - `cuda.rs`: the stream options and what the `cuda` feature adds (`DeviceArray`).

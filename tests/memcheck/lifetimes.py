@@ -9,6 +9,7 @@ import gc
 import numpy as np
 
 import cai
+import cai.examples
 
 
 def churn():
@@ -84,8 +85,8 @@ def main():
 
     capsules = [
         (cai.full((300, 300), 7.0).__array_struct__, 7.0),
-        (cai.Grid(40, 50).__array_struct__, 0.0),
-        (cai.counts(1000).__array_struct__, None),
+        (cai.examples.Grid(40, 50).__array_struct__, 0.0),
+        (cai.examples.counts(1000).__array_struct__, None),
     ]
     gc.collect()
     junk = churn()

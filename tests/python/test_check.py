@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import cai
+import cai.examples
 
 
 def good(**changes):
@@ -124,10 +125,10 @@ def test_host_rules_differ_from_device_rules():
         lambda: np.zeros(4, dtype=[("a", "u1"), ("b", "<f8")]),
         # NumPy's descr of this names the gap like the field 'f1' (a warning, not an error).
         lambda: np.zeros(4, dtype=np.dtype([("f0", "u1"), ("f1", "<f8")], align=True)),
-        lambda: cai.Grid(2, 3, order="F"),
-        lambda: cai.counts(7),
-        lambda: cai.DeviceMatrix(0x1000, 4, 4, stream=2),
-        lambda: cai.Buffer(64, "<c16", [2], [-16], 32),
+        lambda: cai.examples.Grid(2, 3, order="F"),
+        lambda: cai.examples.counts(7),
+        lambda: cai.examples.DeviceMatrix(0x1000, 4, 4, stream=2),
+        lambda: cai.examples.Buffer(64, "<c16", [2], [-16], 32),
         lambda: cai.as_host_array(np.arange(10)[::-2]),
     ],
 )
@@ -171,5 +172,5 @@ def test_cli_reports_conformance_and_fails_on_errors():
     assert [v["rule"] for v in report[0]["violations"] if v["severity"] == "error"] == ["stream", "data-null"]
     broken = run_cli("check", "no_such_module_xyz.thing")
     assert broken.returncode == 2 and "could not evaluate" in broken.stderr
-    strict = run_cli("check", "--strict", "cai.DeviceMatrix(4096, 2, 2, readonly=True)")
+    strict = run_cli("check", "--strict", "cai.examples.DeviceMatrix(4096, 2, 2, readonly=True)")
     assert strict.returncode == 1 and "interop-readonly" in strict.stdout

@@ -55,9 +55,9 @@ def test_without_libcuda_import_fails_with_a_clear_message(site):
 
 def test_with_a_driver_library_but_no_device_calls_raise(site):
     code = (
-        "import cai, numpy as np\n"
+        "import cai, cai.examples, numpy as np\n"
         "print(cai.HAS_CUDA, cai.cuda_available()[0])\n"
-        "m = cai.DeviceMatrix(0x7f0000000000, 2, 2, stream=5)\n"
+        "m = cai.examples.DeviceMatrix(0x7f0000000000, 2, 2, stream=5)\n"
         "for f in (lambda: cai.as_cuda_array(m), lambda: cai.DeviceArray(np.zeros(3)), lambda: cai.pointer_attributes(1)):\n"
         "    try:\n"
         "        f()\n"

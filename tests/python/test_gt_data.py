@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import cai
+import cai.examples
 
 
 class Obj:
@@ -18,7 +19,7 @@ class Obj:
 
 
 def test_derived_class_exports_dims_halo_and_hooks():
-    f = cai.Field(3, 4, 5, halo=[(1, 1), (0, 0), (2, 1)])
+    f = cai.examples.Field(3, 4, 5, halo=[(1, 1), (0, 0), (2, 1)])
     gt = f.__gt_data_interface__
     assert list(gt) == [None]  # host only
     entry = gt[None]
@@ -30,7 +31,7 @@ def test_derived_class_exports_dims_halo_and_hooks():
     entry["touch"]()
     entry["release"]()
     assert f.calls == ["acquire:None", "touch:None", "release:None"]
-    assert "acquire hook of the None buffer of cai.Field" in repr(entry["acquire"])
+    assert "acquire hook of the None buffer of cai.examples.Field" in repr(entry["acquire"])
     # NumPy can use the entry directly: it is an __array_interface__
     a = np.asarray(Obj(__array_interface__=entry))
     a[0, 0, 0] = 2.0
@@ -40,7 +41,7 @@ def test_derived_class_exports_dims_halo_and_hooks():
 
 
 def test_hook_keeps_its_object_alive():
-    f = cai.Field(1, 1, 1)
+    f = cai.examples.Field(1, 1, 1)
     r = weakref.ref(f)
     hook = f.__gt_data_interface__[None]["acquire"]
     del f
@@ -65,7 +66,7 @@ def test_storage_exports_gdp3_keys():
 
 
 def test_consumes_gt_interface_first():
-    f = cai.Field(2, 3, 4, halo=[(1, 1), (1, 1), (0, 0)])
+    f = cai.examples.Field(2, 3, 4, halo=[(1, 1), (1, 1), (0, 0)])
     d = cai.gt_data(f)
     assert d.from_gt and d.gpu is None
     assert d.host.shape == (2, 3, 4) and d.dims == ["I", "J", "K"]
@@ -178,7 +179,7 @@ def test_hook_errors_propagate():
 
 
 def test_as_storage_takes_dims_and_halo_from_the_data():
-    f = cai.Field(3, 4, 5, halo=[(1, 1), (0, 0), (2, 1)])
+    f = cai.examples.Field(3, 4, 5, halo=[(1, 1), (0, 0), (2, 1)])
     s = cai.as_storage(f)
     assert s.dims == ("I", "J", "K") and s.halo == ((1, 1), (0, 0), (2, 1))
     s[1, 1, 1] = 4.0

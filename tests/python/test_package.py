@@ -15,13 +15,36 @@ import numpy as np
 import pytest
 
 import cai
+import cai.examples
+
+# ---------------------------------------------------------------- the public namespace
+
+
+def test_example_classes_live_in_cai_examples_only():
+    """The derives' example classes are `cai.examples`, named there for repr and pickling; the
+    package's own namespace holds its API, without them (and without test hooks)."""
+    import pickle
+
+    examples = ["Buffer", "Counts", "DeviceMatrix", "Field", "Grid", "counts", "total"]
+    assert sorted(cai.examples.__all__) == examples
+    public = set(cai.__all__) | {n for n in dir(cai) if not n.startswith("_")}
+    assert not public & set(examples), public & set(examples)
+    assert not {n for n in dir(cai) if n.startswith("_import")}
+    for name in ["Buffer", "Counts", "DeviceMatrix", "Field", "Grid"]:
+        cls = getattr(cai.examples, name)
+        assert (cls.__module__, cls.__qualname__) == ("cai.examples", name)
+        assert pickle.loads(pickle.dumps(cls)) is cls
+    for f in [cai.examples.counts, cai.examples.total]:
+        assert pickle.loads(pickle.dumps(f)) is f
+    assert cai.examples.Grid.__module__ == type(cai.examples.counts(1)).__module__
+
 
 # ---------------------------------------------------------------- zero-copy with NumPy
 
 
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_numpy_and_rust_share_grid_memory(order):
-    g = cai.Grid(3, 4, order=order)
+    g = cai.examples.Grid(3, 4, order=order)
     a = np.asarray(g)
     assert a.shape == (3, 4) and a.dtype == np.float64
     assert a.flags.c_contiguous == (order == "C")
@@ -36,7 +59,7 @@ def test_numpy_and_rust_share_grid_memory(order):
 
 
 def test_property_returns_a_fresh_dict_with_every_key():
-    g = cai.Grid(2, 3)
+    g = cai.examples.Grid(2, 3)
     d1, d2 = g.__array_interface__, g.__array_interface__
     assert d1 == d2 and d1 is not d2
     d1["shape"] = None
@@ -44,12 +67,12 @@ def test_property_returns_a_fresh_dict_with_every_key():
     assert set(d2) == {"shape", "typestr", "descr", "data", "strides", "version"}
     assert type(d2["shape"]) is tuple and all(type(x) is int for x in d2["shape"])
     assert d2["strides"] is None
-    f = cai.Grid(2, 3, order="F").__array_interface__
+    f = cai.examples.Grid(2, 3, order="F").__array_interface__
     assert f["strides"] == (8, 16) and all(type(x) is int for x in f["strides"])
 
 
 def test_class_without_own_pymethods_gets_the_property():
-    c = cai.counts(5)
+    c = cai.examples.counts(5)
     d = c.__array_interface__
     assert d["data"][1] is True  # #[cai(readonly)]
     a = np.asarray(c)
@@ -60,7 +83,7 @@ def test_class_without_own_pymethods_gets_the_property():
 
 
 def test_device_matrix_descriptor():
-    d = cai.DeviceMatrix(0x7F00_0000_0000, 2, 3, order="F", stream=0xABC0).__cuda_array_interface__
+    d = cai.examples.DeviceMatrix(0x7F00_0000_0000, 2, 3, order="F", stream=0xABC0).__cuda_array_interface__
     assert d == {
         "shape": (2, 3),
         "typestr": "<f4",
@@ -70,15 +93,15 @@ def test_device_matrix_descriptor():
         "version": 3,
         "stream": 0xABC0,
     }
-    assert cai.DeviceMatrix(0x1000, 2, 2).__cuda_array_interface__["stream"] is None
-    assert cai.DeviceMatrix(0, 0, 5).__cuda_array_interface__["data"] == (0, False)
-    assert cai.DeviceMatrix(0x1000, 2, 2, stream=1).__cuda_array_interface__["stream"] == 1
+    assert cai.examples.DeviceMatrix(0x1000, 2, 2).__cuda_array_interface__["stream"] is None
+    assert cai.examples.DeviceMatrix(0, 0, 5).__cuda_array_interface__["data"] == (0, False)
+    assert cai.examples.DeviceMatrix(0x1000, 2, 2, stream=1).__cuda_array_interface__["stream"] == 1
     with pytest.raises(ValueError, match="stream` = 0 is disallowed"):
-        cai.DeviceMatrix(0x1000, 2, 2, stream=0)
+        cai.examples.DeviceMatrix(0x1000, 2, 2, stream=0)
     with pytest.raises(ValueError, match=r"^stream: -1 is out of range"):
-        cai.DeviceMatrix(0x1000, 2, 2, stream=-1)
+        cai.examples.DeviceMatrix(0x1000, 2, 2, stream=-1)
     with pytest.raises(ValueError, match="^order = 'K': expected 'C' or 'F'"):
-        cai.DeviceMatrix(0x1000, 2, 2, order="K")
+        cai.examples.DeviceMatrix(0x1000, 2, 2, order="K")
 
 
 # ---------------------------------------------------------------- round trips
@@ -112,7 +135,7 @@ def test_round_trip_every_dtype_and_layout(typestr):
         if dtype.kind == "b":
             raw = bytes(b & 1 for b in raw)
         reference = np.ndarray(shape, dtype=dtype, buffer=raw, offset=offset, strides=strides)
-        buf = cai.Buffer(nbytes, typestr, list(shape), None if strides is None else list(strides), offset)
+        buf = cai.examples.Buffer(nbytes, typestr, list(shape), None if strides is None else list(strides), offset)
         buf.write(raw)
         desc = buf.__array_interface__  # Rust -> dict
         view = cai.from_array_interface(desc, owner=buf)  # dict -> Rust
@@ -137,7 +160,7 @@ def test_round_trip_every_dtype_and_layout(typestr):
 
 
 def test_device_round_trip():
-    m = cai.DeviceMatrix(0x7F00_0000_1000, 3, 5, order="F", stream=2, readonly=True)
+    m = cai.examples.DeviceMatrix(0x7F00_0000_1000, 3, 5, order="F", stream=2, readonly=True)
     v = cai.from_cuda_array_interface(m.__cuda_array_interface__, owner=m)
     assert (v.shape, v.strides, v.typestr, v.ptr) == ((3, 5), (4, 12), "<f4", 0x7F00_0000_1000)
     assert (v.stream, v.readonly, v.version, v.needs_sync) == (2, True, 3, True)
@@ -152,7 +175,7 @@ def test_device_round_trip():
 def test_numpy_reads_derived_classes_through_the_c_struct_as_through_the_dict(typestr):
     rng = random.Random(typestr)
     for shape, strides, offset, nbytes in layouts(rng, np.dtype(typestr).itemsize):
-        buf = cai.Buffer(nbytes, typestr, list(shape), None if strides is None else list(strides), offset)
+        buf = cai.examples.Buffer(nbytes, typestr, list(shape), None if strides is None else list(strides), offset)
         buf.write(bytes(rng.randrange(2) for _ in range(nbytes)))
         desc = buf.__array_interface__
         a, ref = np.asarray(buf), np.asarray(types.SimpleNamespace(__array_interface__=desc))
@@ -161,11 +184,11 @@ def test_numpy_reads_derived_classes_through_the_c_struct_as_through_the_dict(ty
         if a.size:
             assert (a.strides, a.ctypes.data) == (ref.strides, desc["data"][0]), where
             assert a.tobytes() == ref.tobytes(), where
-    assert np.asarray(cai.Buffer(32, "|V16", (2,))).dtype.names == ("id", "f1", "value")
+    assert np.asarray(cai.examples.Buffer(32, "|V16", (2,))).dtype.names == ("id", "f1", "value")
 
 
 def test_the_c_struct_of_a_derived_class(array_struct):
-    g = cai.Grid(3, 4, order="F")
+    g = cai.examples.Grid(3, 4, order="F")
     capsule, st_ = array_struct(g)
     assert (st_.two, st_.nd, st_.typekind, st_.itemsize) == (2, 2, b"f", 8)
     assert [st_.shape[i] for i in range(2)] == [3, 4] and [st_.strides[i] for i in range(2)] == [8, 24]
@@ -173,7 +196,7 @@ def test_the_c_struct_of_a_derived_class(array_struct):
     HAS_DESCR, WRITEABLE, NOTSWAPPED = 0x800, 0x400, 0x200
     assert st_.flags & HAS_DESCR and st_.flags & WRITEABLE and st_.flags & NOTSWAPPED
     assert ctypes.cast(st_.descr, ctypes.py_object).value == np.dtype("<f8")
-    c = cai.counts(5)  # exported read-only
+    c = cai.examples.counts(5)  # exported read-only
     capsule, st_ = array_struct(c)
     assert not st_.flags & WRITEABLE
     a = np.asarray(c)
@@ -186,10 +209,10 @@ def test_arrays_read_through_the_c_struct_may_outlive_the_modules_at_exit():
     # not need PyO3 (it aborted the process). No storage creator runs here, as each attaches
     # once, which would hide the fault.
     code = """
-import numpy as np, cai
-grid, storage = np.asarray(cai.Grid(2, 2)), np.asarray(cai.as_storage(np.zeros(3)))
-record = np.asarray(cai.Buffer(32, "|V16", (2,)))
-capsules = [cai.counts(3).__array_struct__, cai.as_storage(np.ones(2, "i4")).__array_struct__]
+import numpy as np, cai, cai.examples
+grid, storage = np.asarray(cai.examples.Grid(2, 2)), np.asarray(cai.as_storage(np.zeros(3)))
+record = np.asarray(cai.examples.Buffer(32, "|V16", (2,)))
+capsules = [cai.examples.counts(3).__array_struct__, cai.as_storage(np.ones(2, "i4")).__array_struct__]
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stderr) == (0, "")
@@ -199,7 +222,7 @@ capsules = [cai.counts(3).__array_struct__, cai.as_storage(np.ones(2, "i4")).__a
 
 
 def test_numpy_keeps_a_rust_producer_alive():
-    g = cai.Grid(50, 50)
+    g = cai.examples.Grid(50, 50)
     a = np.asarray(g)
     a[:] = 3.0
     ref = weakref.ref(g)
@@ -384,7 +407,7 @@ def test_float_items_written_are_read_as_numpy_reads_them():
         with pytest.raises(TypeError, match=rf"^value: 'x' is not a real number \(the items are {np.dtype(dtype).name}\)"):
             cai.as_host_array(a).set([0], "x")
     with pytest.raises(TypeError, match=r"^value: None is not a real number \(the items are float64\)"):
-        cai.Grid(2, 2).set(0, 0, None)
+        cai.examples.Grid(2, 2).set(0, 0, None)
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
@@ -570,7 +593,7 @@ def test_legacy_descriptors_are_accepted():
 
 
 def test_memoized_dicts_share_no_mutable_state():
-    g = cai.Grid(2, 3)
+    g = cai.examples.Grid(2, 3)
     first = g.__array_interface__
     first["descr"].append(("x", "<f4"))
     first["descr"][0] = ("y", "<i8")
@@ -582,14 +605,14 @@ def test_memoized_dicts_share_no_mutable_state():
 
 def test_memo_is_exact_across_many_objects():
     # More objects than the memo holds, visited round-robin: every dict must still be right.
-    grids = [cai.Grid(1 + i % 3, 2 + i % 5, order="CF"[i % 2]) for i in range(40)]
+    grids = [cai.examples.Grid(1 + i % 3, 2 + i % 5, order="CF"[i % 2]) for i in range(40)]
     for _ in range(3):
         for g in grids:
             d = g.__array_interface__
             a = np.asarray(g)
             assert d["shape"] == a.shape == g.shape
             assert d["data"][0] == a.__array_interface__["data"][0]
-    mats = [cai.DeviceMatrix(0x1000 * (i + 1), 2, 2, stream=(i % 3) or None) for i in range(40)]
+    mats = [cai.examples.DeviceMatrix(0x1000 * (i + 1), 2, 2, stream=(i % 3) or None) for i in range(40)]
     for i, m in enumerate(mats * 2):
         d = m.__cuda_array_interface__
         assert d["data"][0] == 0x1000 * (i % 40 + 1)
@@ -597,13 +620,13 @@ def test_memo_is_exact_across_many_objects():
 
 
 def test_pyfunction_takes_imported_arrays_as_arguments():
-    assert cai.total(np.arange(5.0)) == 10.0
-    assert cai.total(np.arange(10.0)[::-3]) == 9 + 6 + 3 + 0
-    assert cai.total(np.zeros(0)) == 0.0
+    assert cai.examples.total(np.arange(5.0)) == 10.0
+    assert cai.examples.total(np.arange(10.0)[::-3]) == 9 + 6 + 3 + 0
+    assert cai.examples.total(np.zeros(0)) == 0.0
     with pytest.raises(TypeError, match="typestr '<i8'"):
-        cai.total(np.arange(3))
+        cai.examples.total(np.arange(3))
     with pytest.raises(TypeError, match="does not expose __array_interface__"):
-        cai.total([1.0, 2.0])
+        cai.examples.total([1.0, 2.0])
 
 
 def test_str_subclass_typestr_with_python_eq_is_safe():
@@ -632,7 +655,7 @@ def test_import_fast_path_reads_what_producers_send():
         (np.zeros((4, 5), np.float32).__array_interface__, False),
         (np.zeros((4, 5), np.complex128)[:, ::2].__array_interface__, False),
         (np.zeros((2, 3), np.float64).T.__array_interface__, False),
-        (cai.DeviceMatrix(0x1000, 2, 3, stream=7).__cuda_array_interface__, True),
+        (cai.examples.DeviceMatrix(0x1000, 2, 3, stream=7).__cuda_array_interface__, True),
         (base_desc(), True),
         (base_desc(version=2, strides=REMOVE), True),
         (base_desc(stream=2, strides=(-12, 0), data=(0x2000, True)), True),
@@ -661,7 +684,7 @@ def test_import_fast_path_declines_what_it_does_not_read():
         base_desc(shape=(IntLike(2), 3)),
         base_desc(data=(2**64 - 8, False)),
         base_desc(descr=[("a", "<f4")]),
-        base_desc(mask=cai.DeviceMatrix(0x1000, 2, 3)),
+        base_desc(mask=cai.examples.DeviceMatrix(0x1000, 2, 3)),
         base_desc(version=2, stream=7),
         base_desc(shape=(0, 3)),
     ]
@@ -686,9 +709,9 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
     with pytest.raises(MemoryError, match=f"cannot allocate {2**62} bytes of host memory"):
         view.tobytes()
     for make, nbytes in [
-        (lambda: cai.Grid(2**30, 2**29), 2**62),
-        (lambda: cai.Field(2**20, 2**20, 2**19), 2**62),
-        (lambda: cai.Buffer(2**62 - 8, "<f8", (1,)), 2**62 - 8),
+        (lambda: cai.examples.Grid(2**30, 2**29), 2**62),
+        (lambda: cai.examples.Field(2**20, 2**20, 2**19), 2**62),
+        (lambda: cai.examples.Buffer(2**62 - 8, "<f8", (1,)), 2**62 - 8),
     ]:
         with pytest.raises(MemoryError, match=f"cannot allocate {nbytes} bytes of host memory"):
             make()
@@ -697,29 +720,29 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
 @pytest.mark.parametrize(
     "make, exc, message",
     [
-        (lambda: cai.Grid(-1, 3), ValueError, "rows: -1 must be a non-negative int"),
-        (lambda: cai.Grid(2, 2**64), ValueError, f"cols: {2**64} is too large \\(at most {2**64 - 1}\\)"),
-        (lambda: cai.Grid(2, 2**200), ValueError, f"cols: {2**200} is too large"),
-        (lambda: cai.Grid("2", 3), TypeError, "rows: '2' is not an int"),
-        (lambda: cai.Grid(2, 3).get(-1, 0), ValueError, "i: -1 must be a non-negative int"),
-        (lambda: cai.Grid(2, 3).set(0, 2**70, 1.0), ValueError, f"j: {2**70} is too large"),
-        (lambda: cai.DeviceMatrix(-5, 2, 2), ValueError, "ptr: -5 is out of range"),
-        (lambda: cai.DeviceMatrix(16, 2, -2), ValueError, "cols: -2 must be a non-negative int"),
-        (lambda: cai.Buffer(-1, "<f8", (1,)), ValueError, "nbytes: -1 must be a non-negative int"),
-        (lambda: cai.Buffer(8, "<f8", (1, -1)), ValueError, "shape: -1 must be a non-negative int"),
-        (lambda: cai.Buffer(8, "<f8", "1"), TypeError, "shape = '1': expected a sequence of ints"),
-        (lambda: cai.Buffer(8, "<f8", (1,), (2**63,)), ValueError, f"strides: {2**63} is too large"),
+        (lambda: cai.examples.Grid(-1, 3), ValueError, "rows: -1 must be a non-negative int"),
+        (lambda: cai.examples.Grid(2, 2**64), ValueError, f"cols: {2**64} is too large \\(at most {2**64 - 1}\\)"),
+        (lambda: cai.examples.Grid(2, 2**200), ValueError, f"cols: {2**200} is too large"),
+        (lambda: cai.examples.Grid("2", 3), TypeError, "rows: '2' is not an int"),
+        (lambda: cai.examples.Grid(2, 3).get(-1, 0), ValueError, "i: -1 must be a non-negative int"),
+        (lambda: cai.examples.Grid(2, 3).set(0, 2**70, 1.0), ValueError, f"j: {2**70} is too large"),
+        (lambda: cai.examples.DeviceMatrix(-5, 2, 2), ValueError, "ptr: -5 is out of range"),
+        (lambda: cai.examples.DeviceMatrix(16, 2, -2), ValueError, "cols: -2 must be a non-negative int"),
+        (lambda: cai.examples.Buffer(-1, "<f8", (1,)), ValueError, "nbytes: -1 must be a non-negative int"),
+        (lambda: cai.examples.Buffer(8, "<f8", (1, -1)), ValueError, "shape: -1 must be a non-negative int"),
+        (lambda: cai.examples.Buffer(8, "<f8", "1"), TypeError, "shape = '1': expected a sequence of ints"),
+        (lambda: cai.examples.Buffer(8, "<f8", (1,), (2**63,)), ValueError, f"strides: {2**63} is too large"),
         (
-            lambda: cai.Buffer(8, "<f8", (1,), (-(2**63) - 1,)),
+            lambda: cai.examples.Buffer(8, "<f8", (1,), (-(2**63) - 1,)),
             ValueError,
             f"strides: {-(2**63) - 1} must be at least {-(2**63)}",
         ),
-        (lambda: cai.Buffer(8, "<f8", (1,), None, -1), ValueError, "offset: -1 must be a non-negative int"),
-        (lambda: cai.Field(1, -2, 3), ValueError, "nj: -2 must be a non-negative int"),
-        (lambda: cai.Field(1, 2, 3, [(0, -1)] * 3), ValueError, "halo: -1 must be a non-negative int"),
-        (lambda: cai.Field(2, 2, 2, [(0, 0)]), ValueError, "halo has 1 entries but the storage has 3 dim"),
-        (lambda: cai.Field(2, 2, 2, [(0, 0), (1, 2), 0]), ValueError, r"halo = \(1, 2\) on dimension 1 needs 3"),
-        (lambda: cai.counts(2**32), ValueError, f"n: {2**32} is too large \\(at most {2**32 - 1}\\)"),
+        (lambda: cai.examples.Buffer(8, "<f8", (1,), None, -1), ValueError, "offset: -1 must be a non-negative int"),
+        (lambda: cai.examples.Field(1, -2, 3), ValueError, "nj: -2 must be a non-negative int"),
+        (lambda: cai.examples.Field(1, 2, 3, [(0, -1)] * 3), ValueError, "halo: -1 must be a non-negative int"),
+        (lambda: cai.examples.Field(2, 2, 2, [(0, 0)]), ValueError, "halo has 1 entries but the storage has 3 dim"),
+        (lambda: cai.examples.Field(2, 2, 2, [(0, 0), (1, 2), 0]), ValueError, r"halo = \(1, 2\) on dimension 1 needs 3"),
+        (lambda: cai.examples.counts(2**32), ValueError, f"n: {2**32} is too large \\(at most {2**32 - 1}\\)"),
         (lambda: cai.as_host_array(np.zeros((2, 2))).get((0, -1)), ValueError, "index: -1 must be"),
         (lambda: cai.as_host_array(np.zeros((2, 2))).set((2**64, 0), 1.0), ValueError, "index: 1844"),
         (lambda: cai.zeros((2**200,)), ValueError, f"shape: {2**200} is too large"),
@@ -734,11 +757,11 @@ def test_copies_and_buffers_too_big_for_memory_are_memory_errors():
         (lambda: cai.zeros((2, 2), aligned_index=(0, False)), TypeError, "aligned_index: False is a bool"),
         (lambda: cai.zeros((2, 2), alignment_size=True), TypeError, "alignment_size: True is a bool"),
         (lambda: cai.zeros((3,), halo=((True, 0),)), TypeError, "halo: True is a bool"),
-        (lambda: cai.Grid(True, 3), TypeError, "rows: True is a bool, not an int"),
-        (lambda: cai.Field(2, 2, 2, [True, 0, 0]), TypeError, "halo: True is a bool, not an int"),
+        (lambda: cai.examples.Grid(True, 3), TypeError, "rows: True is a bool, not an int"),
+        (lambda: cai.examples.Field(2, 2, 2, [True, 0, 0]), TypeError, "halo: True is a bool, not an int"),
         # a class with __index__ is not an int (its instances are): this was __index__'s
         # own error, naming neither the argument nor the value
-        (lambda: cai.Buffer(8, "<f8", (1,), None, np.int64), TypeError, "offset: <class 'numpy.int64'> is not an int"),
+        (lambda: cai.examples.Buffer(8, "<f8", (1,), None, np.int64), TypeError, "offset: <class 'numpy.int64'> is not an int"),
     ],
 )
 def test_int_arguments_out_of_range_name_the_argument_and_the_value(make, exc, message):
@@ -754,9 +777,9 @@ M = np.zeros((2, 3))
 @pytest.mark.parametrize(
     "make, exc, message",
     [
-        (lambda v: cai.Grid(2, 2, v), None, "order = {v}: expected 'C' or 'F'"),
-        (lambda v: cai.DeviceMatrix(0, 2, 2, order=v), None, "order = {v}: expected 'C' or 'F'"),
-        (lambda v: cai.DeviceMatrix(0, 2, 2, readonly=v), TypeError, "readonly: {v} is not a bool"),
+        (lambda v: cai.examples.Grid(2, 2, v), None, "order = {v}: expected 'C' or 'F'"),
+        (lambda v: cai.examples.DeviceMatrix(0, 2, 2, order=v), None, "order = {v}: expected 'C' or 'F'"),
+        (lambda v: cai.examples.DeviceMatrix(0, 2, 2, readonly=v), TypeError, "readonly: {v} is not a bool"),
         (lambda v: cai.as_cuda_array(M, v), TypeError, "sync: {v} is not a bool"),
         (lambda v: cai.as_cuda_array(M, mode=v), None, "mode = {v}: expected 'enqueue' or 'synchronize'"),
         (lambda v: cai.as_cuda_array(M, check_pointer=v), TypeError, "check_pointer: {v} is not a bool"),
@@ -794,20 +817,20 @@ def test_str_and_bool_arguments_name_the_argument_and_the_value(make, exc, messa
 
 def test_str_and_bool_arguments_take_numpy_bools_and_defaults():
     assert cai.gt_data(M, np.False_).host.shape == (2, 3)
-    assert cai.as_cuda_array(cai.DeviceMatrix(0x1000, 2, 2), np.True_, check_pointer=np.False_).shape == (2, 2)
+    assert cai.as_cuda_array(cai.examples.DeviceMatrix(0x1000, 2, 2), np.True_, check_pointer=np.False_).shape == (2, 2)
     assert cai.storage(M, copy=np.bool_(False)).shape == (2, 3)
     assert cai.check_descriptor(M.__array_interface__, "host") == []
-    assert cai.Grid(2, 2, "F").__array_interface__["strides"] == (8, 16)
-    assert "order='C'" in str(inspect.signature(cai.Grid))
+    assert cai.examples.Grid(2, 2, "F").__array_interface__["strides"] == (8, 16)
+    assert "order='C'" in str(inspect.signature(cai.examples.Grid))
     assert "mode='enqueue'" in str(inspect.signature(cai.as_cuda_array))
     for v in (5, b"<f8", None):
         with pytest.raises(TypeError, match=f"^typestr: {re.escape(repr(v))} is not a str"):
-            cai.Buffer(8, v, (1,))
+            cai.examples.Buffer(8, v, (1,))
 
 
 def test_int_arguments_take_numpy_integers_and_defaults():
-    assert cai.Grid(np.int64(2), np.uint8(3)).shape == (2, 3)
-    assert cai.Buffer(16, "<f8", np.int32(1), None, np.uint16(8)).__array_interface__["shape"] == (1,)
-    assert list(np.asarray(cai.counts(np.int16(3)))) == [0, 1, 2]
-    f = cai.Field(3, 3, 3, [1, (0, 1), 0])  # a halo entry may be one int, as for storages
+    assert cai.examples.Grid(np.int64(2), np.uint8(3)).shape == (2, 3)
+    assert cai.examples.Buffer(16, "<f8", np.int32(1), None, np.uint16(8)).__array_interface__["shape"] == (1,)
+    assert list(np.asarray(cai.examples.counts(np.int16(3)))) == [0, 1, 2]
+    f = cai.examples.Field(3, 3, 3, [1, (0, 1), 0])  # a halo entry may be one int, as for storages
     assert f.__gt_data_interface__[None]["halo"] == ((1, 1), (0, 1), (0, 0))

@@ -34,6 +34,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import cai
+import cai.examples
 
 
 def run_python(code, timeout=60):
@@ -325,9 +326,9 @@ def test_mask_built_on_each_access_reads_back_its_values():  # defect 3
 STRUCT_EXPORTERS = {
     "zeros": lambda: cai.zeros((1000, 1000)),
     "as_storage": lambda: cai.as_storage(np.ones((3, 4))),
-    "Grid": lambda: cai.Grid(3, 4),
-    "counts": lambda: cai.counts(10),
-    "Buffer": lambda: cai.Buffer(32, "<f8", (4,)),
+    "Grid": lambda: cai.examples.Grid(3, 4),
+    "counts": lambda: cai.examples.counts(10),
+    "Buffer": lambda: cai.examples.Buffer(32, "<f8", (4,)),
 }
 
 
@@ -707,7 +708,7 @@ HALO_CALLS = {
     "Storage.halo =": (_set_halo, ((BIG, 1),)),
     "gt_data": (lambda h: cai.gt_data(_gt_with_halo(h)), ((BIG, 1),)),
     "as_storage (gt)": (lambda h: cai.as_storage(_gt_with_halo(h)), ((BIG, 1),)),
-    "Field": (lambda h: cai.Field(4, 1, 1, [h[0], 0, 0]), ((BIG, 1),)),
+    "Field": (lambda h: cai.examples.Field(4, 1, 1, [h[0], 0, 0]), ((BIG, 1),)),
 }
 
 
@@ -807,12 +808,12 @@ def test_no_mutable_state_is_shared_between_exports():  # defect 15
     mask = np.array([True, False, True, True])
     record = np.zeros(3, dtype=[("a", "<i4"), ("b", [("c", "<f8")])])
     view = cai.from_array_interface(dict(values.__array_interface__, mask=mask), owner=values)
-    gpu_mask = cai.DeviceMatrix(0x7F00_0000_2000, 2, 3)
+    gpu_mask = cai.examples.DeviceMatrix(0x7F00_0000_2000, 2, 3)
     gpu = cai.from_cuda_array_interface(
-        dict(cai.DeviceMatrix(0x7F00_0000_1000, 2, 3).__cuda_array_interface__, mask=gpu_mask),
+        dict(cai.examples.DeviceMatrix(0x7F00_0000_1000, 2, 3).__cuda_array_interface__, mask=gpu_mask),
         sync=False, check_pointer=False,
     )
-    grid, storage, field = cai.Grid(2, 3), cai.zeros((2, 3), dtype=record.dtype), cai.Field(2, 2, 2)
+    grid, storage, field = cai.examples.Grid(2, 3), cai.zeros((2, 3), dtype=record.dtype), cai.examples.Field(2, 2, 2)
     results = {
         "masked view": lambda: view.__array_interface__,
         "masked view's mask dict": lambda: view.mask,
@@ -1036,7 +1037,7 @@ def test_every_argument_reader_lets_the_values_own_exception_through():  # defec
         "Storage.transpose": lambda e: cai.zeros((3, 4)).transpose(RaisingIter(e)),
         "HostArrayView.get": lambda e: cai.as_host_array(a).get(RaisingIter(e)),
         "HostArrayView.set": lambda e: cai.as_host_array(a).set([0, 0], RaisingFloat(e)),
-        "Grid.set": lambda e: cai.Grid(2, 2).set(0, 0, RaisingFloat(e)),
+        "Grid.set": lambda e: cai.examples.Grid(2, 2).set(0, 0, RaisingFloat(e)),
     }
     wrong = {}
     for exc in (KeyboardInterrupt("mine"), Boom("mine")):

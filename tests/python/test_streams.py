@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import cai
+import cai.examples
 
 pytestmark = pytest.mark.skipif(
     cai.HAS_CUDA, reason="CUDA builds check pointers with the driver; see tests/gpu"
@@ -21,7 +22,7 @@ PTR = 0x7F00_0000_0000
 
 
 def matrix(stream=None):
-    return cai.DeviceMatrix(PTR, 2, 3, stream=stream)
+    return cai.examples.DeviceMatrix(PTR, 2, 3, stream=stream)
 
 
 @pytest.mark.parametrize(
@@ -164,7 +165,7 @@ def test_switches():
 )
 def test_environment_variables(env, expected):
     code = (
-        "import cai; m = cai.DeviceMatrix(%d, 2, 3, stream=5); "
+        "import cai.examples; m = cai.examples.DeviceMatrix(%d, 2, 3, stream=5); "
         "print(cai.as_cuda_array(m).sync_plan, m.__cuda_array_interface__['stream'])" % PTR
     )
     out = subprocess.run(

@@ -2,9 +2,12 @@
 
 Import foreign arrays into validated views that keep their owner alive
 (``from_cuda_array_interface``, ``as_cuda_array``, ``from_array_interface``,
-``as_host_array``), check any object's interface against the spec (``check``), and try the
-example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayInterface)]``
-(``Grid``, ``counts``, ``DeviceMatrix``, ``Buffer``, ``Field``; ``DeviceArray`` in CUDA builds).
+``as_host_array``), and check any object's interface against the spec (``check``). CUDA builds
+add ``DeviceArray``, device memory owned by Rust that exports its stream.
+
+The example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayInterface)]``
+/ ``#[derive(GtDataInterface)]`` (``Grid``, ``counts``, ``DeviceMatrix``, ``Buffer``, ``Field``,
+``total``) are in ``cai.examples``.
 
 GT4Py GDP-3 storages: ``empty``, ``zeros``, ``ones``, ``full`` and their ``_like`` forms,
 ``as_storage`` and ``storage`` make ``Storage`` objects with a layout, halo, alignment and
@@ -36,12 +39,8 @@ HAS_CUDA = _native.HAS_CUDA
 
 from ._native import (
     ArrayView,
-    Buffer,
-    Counts,
     CudaArrayView,
     CudaMask,
-    DeviceMatrix,
-    Grid,
     HostArrayView,
     HostMask,
     Violation,
@@ -49,7 +48,6 @@ from ._native import (
     as_host_array,
     check,
     check_descriptor,
-    counts,
     from_array_interface,
     from_cuda_array_interface,
     cuda_available,
@@ -58,10 +56,8 @@ from ._native import (
     pointer_attributes,
     set_export_stream_none,
     set_ignore_streams,
-    total,
 )
 from ._native import (
-    Field,
     GtDataView,
     GtHook,
     Storage,
@@ -94,12 +90,8 @@ if HAS_CUDA:
 __all__ = [
     "HAS_CUDA",
     "ArrayView",
-    "Buffer",
-    "Counts",
     "CudaArrayView",
     "CudaMask",
-    "DeviceMatrix",
-    "Grid",
     "HostArrayView",
     "HostMask",
     "Violation",
@@ -107,7 +99,6 @@ __all__ = [
     "as_host_array",
     "check",
     "check_descriptor",
-    "counts",
     "from_array_interface",
     "from_cuda_array_interface",
     "cuda_available",
@@ -116,8 +107,6 @@ __all__ = [
     "pointer_attributes",
     "set_export_stream_none",
     "set_ignore_streams",
-    "total",
-    "Field",
     "GtDataView",
     "GtHook",
     "Storage",

@@ -5,7 +5,7 @@
     cai-check "mypkg.make_array()"
 
 Each EXPRESSION is evaluated with the modules it names imported (``numpy.zeros(3)`` imports
-numpy; add others with ``-i``). Exit status: 0 when no errors were found (warnings do not
+numpy, ``cai.examples.Grid(2, 3)`` cai and cai.examples; add others with ``-i``). Exit status: 0 when no errors were found (warnings do not
 count unless --strict), 1 when some were, 2 when an expression could not be evaluated.
 """
 
@@ -22,17 +22,39 @@ _NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)*")
 
 def _namespace(expression, extra_modules):
     ns = {}
-    for name in list(extra_modules) + [m.group(1) for m in _NAME.finditer(expression)]:
+    for name in list(extra_modules) + [m.group(0) for m in _NAME.finditer(expression)]:
         root = name.split(".")[0]
-        if root in ns:
-            continue
-        try:
-            ns[root] = importlib.import_module(root)
-        except ImportError:
-            pass
+        if root not in ns:
+            try:
+                ns[root] = importlib.import_module(root)
+            except ImportError:
+                continue
+        # A submodule named in the expression (`cai.examples.Grid`) is imported too: each
+        # dotted prefix that is a module, up to the first that is not.
+        parts = name.split(".")
+        for i in range(2, len(parts) + 1):
+            if not _import_submodule(ns[root], parts[:i]):
+                break
     for name in extra_modules:
         importlib.import_module(name)
     return ns
+
+
+def _import_submodule(root, parts):
+    """Imports the submodule named by ``parts`` unless its parent already has that attribute (a
+    function, a class, a submodule already imported); returns whether it is a module."""
+    parent = root
+    for p in parts[1:-1]:
+        parent = getattr(parent, p, None)
+        if parent is None:
+            return False
+    if hasattr(parent, parts[-1]):
+        return isinstance(getattr(parent, parts[-1]), type(root))
+    try:
+        importlib.import_module(".".join(parts))
+    except ImportError:
+        return False
+    return True
 
 
 def _report(expression, violations, as_json):

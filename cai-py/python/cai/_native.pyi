@@ -6,6 +6,9 @@ from typing_extensions import CapsuleType, disjoint_base
 
 _Descriptor = dict[str, Any]
 
+# The example classes of the derives (Grid, Counts, counts, DeviceMatrix, Buffer, Field, total)
+# are public as cai.examples, which re-exports them.
+
 @final
 class Grid:
     """A 2-D float64 matrix in host memory that NumPy reads and writes zero-copy."""

@@ -5,10 +5,10 @@
 use super::create::storage;
 use super::device::{MirrorOp, copy_storage, mirror};
 use super::dtype::{Dtype, dtype_arg};
-use super::index::{basic_index, gt_index_arrays, gt_ndarray, index_error};
+use super::index::{basic_index, gt_index_arrays, gt_ndarray};
 use super::keywords::dim_names;
 use super::mirror::PySyncState;
-use super::{cupy, err, numpy, read_options, read_through_gt};
+use super::{cupy, numpy, read_options, read_through_gt};
 use crate::args::{self, sizes};
 use cai_gt::GtDataDescriptor;
 use cai_gt::python::{GtData, HookKind};
@@ -289,7 +289,7 @@ impl PyStorage {
     /// `GTNoSuchBufferError` without one.
     fn to_numpy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         if !slf.borrow().inner.has_host() {
-            return Err(err(StorageError::NoSuchBuffer("host")));
+            return Err(PyErr::from(StorageError::NoSuchBuffer("host")));
         }
         numpy(slf.py())?.getattr("asarray")?.call1((slf,))
     }
@@ -298,7 +298,7 @@ impl PyStorage {
     /// `GTNoSuchBufferError` without one.
     fn to_cupy<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         if !slf.borrow().inner.has_device() {
-            return Err(err(StorageError::NoSuchBuffer("device")));
+            return Err(PyErr::from(StorageError::NoSuchBuffer("device")));
         }
         cupy(slf.py())?.getattr("asarray")?.call1((slf,))
     }
@@ -319,7 +319,7 @@ impl PyStorage {
         let py = slf.py();
         if let Some(items) = basic_index(key)? {
             let this = slf.borrow();
-            match this.inner.select(&items).map_err(index_error)? {
+            match this.inner.select(&items)? {
                 Selected::View(v) => return Ok(this.view(py, v)?.into_bound(py).into_any()),
                 Selected::Item(_) => {}
             }
@@ -341,7 +341,7 @@ impl PyStorage {
         };
         if let Some(items) = basic_index(key)? {
             // Validate first, so a bad index raises IndexError as for a read.
-            slf.borrow().inner.select(&items).map_err(index_error)?;
+            slf.borrow().inner.select(&items)?;
         }
         // GDP-3 ("Choosing the Device"): a value with a data interface (an xarray DataArray
         // through its data) is on the GPU if it has a "gpu" entry, and is read through the
@@ -415,7 +415,7 @@ impl PyStorage {
     /// A new storage with the same parameters and a copy of the data (its own sync state).
     fn copy(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
         mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
-        let c = copy_storage(&self.inner).map_err(err)?;
+        let c = copy_storage(&self.inner)?;
         self.view(py, c)
     }
 
@@ -481,14 +481,14 @@ impl PyStorage {
             }
             _ => Some(sizes("axes", axes.as_any())?),
         };
-        let t = self.inner.transpose(axes.as_deref()).map_err(index_error)?;
+        let t = self.inner.transpose(axes.as_deref())?;
         self.view(py, t)
     }
 
     /// `transpose()`.
     #[getter(T)]
     fn t(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
-        let t = self.inner.transpose(None).map_err(index_error)?;
+        let t = self.inner.transpose(None)?;
         self.view(py, t)
     }
 
@@ -550,7 +550,7 @@ impl PyStorage {
     #[setter]
     fn set_halo(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let halo = args::halo(value)?;
-        self.inner.set_halo(halo).map_err(err)
+        self.inner.set_halo(halo).map_err(PyErr::from)
     }
 
     /// The semantic dims.

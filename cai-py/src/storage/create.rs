@@ -7,7 +7,7 @@ use super::dtype::{Dtype, data_dtype, dtype_of};
 use super::keywords::{Keyword, read_call, read_kwargs, shape_arg};
 use super::mirror::sync_state_arg;
 use super::wrap::{NO_DEVICE_BUFFER, wrap};
-use super::{err, numpy, numpy_error_named, read_options};
+use super::{numpy, numpy_error_named, read_options};
 use crate::args::{self, show};
 use crate::fastcall::{self, Args};
 use cai_gt::python::GtData;
@@ -32,14 +32,14 @@ fn create(
     // Borrowed out of the results rather than moved out with `?`: each move copies a few
     // hundred bytes (counted with `perf probe` on `memmove`: 13 per call before, 10 after).
     let resolved = explicit.resolve(shape, data);
-    let params = resolved.as_ref().map_err(|e| err(e.clone()))?;
+    let params = resolved.as_ref().map_err(|e| PyErr::from(e.clone()))?;
     let allocated = match params.device {
         StorageDevice::Host => Storage::allocate_host(shape, dtype.element.clone(), params, init),
         StorageDevice::Gpu => allocate_gpu(shape, dtype.element.clone(), params, init),
     };
     match allocated {
         Ok(inner) => PyStorage::new_py(py, inner, dtype),
-        Err(e) => Err(err(e)),
+        Err(e) => Err(PyErr::from(e)),
     }
 }
 
@@ -258,12 +258,7 @@ fn template<'py>(
     };
     let dtype = data_dtype(py, data, &typestr, descr.as_ref())?;
     let params = StorageParams {
-        dims: gt
-            .dims
-            .as_deref()
-            .map(parse_dims)
-            .transpose()
-            .map_err(err)?,
+        dims: gt.dims.as_deref().map(parse_dims).transpose()?,
         halo: gt.halo.as_deref().map(PerDim::from),
         layout: Some(stride_order(&strides)),
         device: Some(if gt.host.is_some() {

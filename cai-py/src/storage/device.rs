@@ -2,8 +2,6 @@
 //! copying a device storage. Without the feature, device requests fail and mirror
 //! operations do nothing (no storage has a device side).
 
-#[cfg(feature = "cuda")]
-use super::err;
 use cai_gt::{ElementType, Init, Storage, StorageError};
 use pyo3::prelude::*;
 
@@ -56,7 +54,7 @@ pub(super) fn mirror(s: &Storage, op: MirrorOp) -> PyResult<bool> {
         MirrorOp::DeviceToHost(force) => cs::device_to_host(s, force),
         MirrorOp::Synchronize => cs::synchronize(s),
     }
-    .map_err(err)
+    .map_err(PyErr::from)
 }
 
 #[cfg(not(feature = "cuda"))]

@@ -1,7 +1,7 @@
 //! Dtypes: a `dtype=` argument or a foreign typestr resolved through NumPy into the
 //! runtime's element type and the NumPy dtype object, recent ones remembered.
 
-use super::{err, numpy, numpy_error_named};
+use super::{numpy, numpy_error_named};
 use crate::args::show;
 use cai_gt::ElementType;
 use cai_runtime::TypeStr;
@@ -129,7 +129,9 @@ pub(super) fn dtype_arg<'py>(
 fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
     let py = dt.py();
     if dt.getattr(pyo3::intern!(py, "hasobject"))?.is_truthy()? {
-        return Err(err(cai_gt::StorageError::Dtype(dt.repr()?.to_string())));
+        return Err(PyErr::from(cai_gt::StorageError::Dtype(
+            dt.repr()?.to_string(),
+        )));
     }
     // NumPy turns a sub-array dtype into more dimensions of its base wherever it makes an
     // array, so a storage of one would not read back as itself (pickling, `full`, wrapping).
@@ -144,13 +146,13 @@ fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
         )));
     }
     let typestr: String = dt.getattr("str")?.extract()?;
-    let typestr = TypeStr::parse(&typestr).map_err(|e| PyTypeError::new_err(e.to_string()))?;
+    let typestr = TypeStr::parse(&typestr)?;
     let descr = if dt.getattr("fields")?.is_none() {
         None
     } else {
         Some(parse_descr(&dt.getattr("descr")?)?)
     };
-    let element = ElementType::new(typestr, descr).map_err(err)?;
+    let element = ElementType::new(typestr, descr)?;
     Ok(Dtype { element, numpy: dt })
 }
 

@@ -134,11 +134,3 @@ pub(super) fn basic_index(key: &Bound<'_, PyAny>) -> PyResult<Option<Vec<IndexIt
         Err(_) => Ok(one(key)?.map(|i| vec![i])),
     }
 }
-
-pub(super) fn index_error(e: cai_gt::IndexError) -> PyErr {
-    if e.is_index_error() {
-        PyIndexError::new_err(e.to_string())
-    } else {
-        PyValueError::new_err(e.to_string())
-    }
-}

@@ -2,7 +2,6 @@
 //! `layout`, `defaults`, `device`, `managed`...) into `StorageParams`, and the creators'
 //! own parameters, worded as Python's own errors are.
 
-use super::err;
 use crate::args::{self, show, size, sizes};
 use crate::fastcall::Args;
 use cai_gt::{Dim, Managed, PerDim, Preset, StorageDevice, StorageParams, parse_dims};
@@ -19,7 +18,7 @@ fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
             .char_indices()
             .map(|(i, c)| &s[i..i + c.len_utf8()])
             .collect();
-        return parse_dims(&letters).map_err(err);
+        return parse_dims(&letters).map_err(PyErr::from);
     }
     let names: Vec<String> = v.extract().map_err(|e| {
         type_error_or(e, || {
@@ -29,7 +28,7 @@ fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
             ))
         })
     })?;
-    parse_dims(&names).map_err(err)
+    parse_dims(&names).map_err(PyErr::from)
 }
 
 /// A storage's dims by name, as Python sees them.
@@ -135,19 +134,16 @@ fn set_param(p: &mut StorageParams, kw: Keyword, v: &Bound<'_, PyAny>) -> PyResu
         Keyword::AlignedIndex if given => p.aligned_index = Some(sizes(name, v)?),
         Keyword::AlignmentSize if given => p.alignment_size = Some(size(name, v)?),
         Keyword::Defaults => {
-            p.defaults = opt_str(name, v)?
-                .map(|s| Preset::parse(&s))
-                .transpose()
-                .map_err(err)?;
+            p.defaults = opt_str(name, v)?.map(|s| Preset::parse(&s)).transpose()?;
         }
         Keyword::Device => {
-            p.device = Some(StorageDevice::parse(opt_str(name, v)?.as_deref()).map_err(err)?);
+            p.device = Some(StorageDevice::parse(opt_str(name, v)?.as_deref())?);
         }
         Keyword::Dims if given => p.dims = Some(dims_arg(v)?),
         Keyword::Halo if given => p.halo = Some(args::halo(v)?),
         Keyword::Layout if given => p.layout = Some(sizes(name, v)?),
         Keyword::Managed => {
-            p.managed = Some(Managed::parse(opt_str(name, v)?.as_deref()).map_err(err)?);
+            p.managed = Some(Managed::parse(opt_str(name, v)?.as_deref())?);
         }
         Keyword::AlignedIndex
         | Keyword::AlignmentSize

@@ -10,7 +10,8 @@
 //!   `storage(copy=False)` (existing buffers).
 //! - `keywords.rs`: the arguments and GDP-3's keyword arguments; `dtype.rs`: dtypes through
 //!   NumPy; `mirror.rs`: `SyncState`; `device.rs`: what the `cuda` feature adds.
-//! - Here: the error mapping, the NumPy and CuPy modules, and the module's registration.
+//! - Here: the NumPy and CuPy modules, and the module's registration. (The storage errors'
+//!   Python exceptions are cai-gt's, `cai_gt::python`.)
 
 mod class;
 mod create;
@@ -21,8 +22,7 @@ mod keywords;
 mod mirror;
 mod wrap;
 
-use cai_gt::StorageError;
-use cai_gt::python::GtData;
+use cai_gt::python::{GTNoSuchBufferError, GtData};
 use cai_runtime::sync::ImportOptions;
 use class::{
     CpuStorage, CudaManagedGpuStorage, GpuStorage, PyStorage, REBUILD_STORAGE,
@@ -30,32 +30,11 @@ use class::{
 };
 use create::storage;
 use mirror::PySyncState;
-use pyo3::exceptions::{
-    PyException, PyMemoryError, PyOverflowError, PyRuntimeError, PyTypeError, PyValueError,
-};
+use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyComplex, PyFloat, PyInt, PyType};
 use wrap::as_storage;
-
-pyo3::create_exception!(
-    cai,
-    GTNoSuchBufferError,
-    PyException,
-    "The storage has no buffer on the side asked for (to_numpy() of a device-only storage...)."
-);
-
-/// A `StorageError` as the Python exception that fits it.
-fn err(e: StorageError) -> PyErr {
-    let msg = e.to_string();
-    match e {
-        StorageError::NoSuchBuffer(_) => GTNoSuchBufferError::new_err(msg),
-        StorageError::Alloc(_) => PyMemoryError::new_err(msg),
-        StorageError::NoGpu(_) | StorageError::Transfer(_) => PyRuntimeError::new_err(msg),
-        StorageError::Dtype(_) => PyTypeError::new_err(msg),
-        _ => PyValueError::new_err(msg),
-    }
-}
 
 fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     static NUMPY: PyOnceLock<Py<PyModule>> = PyOnceLock::new();

@@ -5,7 +5,7 @@ use super::device::wrap_device;
 use super::dtype::{data_dtype, dtype_of};
 use super::keywords::read_kwargs;
 use super::mirror::sync_state_arg;
-use super::{err, numpy, numpy_array_or_scalar, read_options, read_through_gt};
+use super::{numpy, numpy_array_or_scalar, read_options, read_through_gt};
 use crate::args::show;
 use std::any::Any;
 
@@ -179,7 +179,7 @@ pub(super) fn wrap(
     if gpu.is_some() {
         // A build without CUDA cannot keep a device side in step (nor copy it): refused as
         // device requests are.
-        wrap_device().map_err(err)?;
+        wrap_device()?;
     }
     // Each side keeps its data object and what its bytes were read through.
     let host = host.map(|h| {
@@ -191,10 +191,10 @@ pub(super) fn wrap(
         foreign(g, Box::new((owner, held_device)))
     });
     if let (Some(h), Some(g)) = (&host, &gpu) {
-        check_mirror_pair(h, g).map_err(err)?;
+        check_mirror_pair(h, g)?;
     }
     let Some(first) = host.as_ref().or(gpu.as_ref()) else {
-        return Err(err(StorageError::NothingToWrap));
+        return Err(StorageError::NothingToWrap.into());
     };
     let source = data.or(device_data).expect("one given");
     let data_type = data_dtype(py, source, &first.typestr, first.descr.as_ref())?;
@@ -211,12 +211,7 @@ pub(super) fn wrap(
     let meta = from.as_ref().or(from_dev.as_ref()).expect("one given");
     // Lookup order: explicit, then the preset, then the data, then the fallback.
     let data_params = StorageParams {
-        dims: meta
-            .dims
-            .as_deref()
-            .map(parse_dims)
-            .transpose()
-            .map_err(err)?,
+        dims: meta.dims.as_deref().map(parse_dims).transpose()?,
         halo: meta.halo.as_deref().map(PerDim::from),
         // A storage knows the order its strides do not tell (where they tie).
         layout: Some(match source.cast::<PyStorage>() {
@@ -237,7 +232,6 @@ pub(super) fn wrap(
             p,
             &data_params,
         )
-    }
-    .map_err(err)?;
+    }?;
     PyStorage::new_py(py, inner, &data_type)
 }

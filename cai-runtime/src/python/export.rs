@@ -16,15 +16,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 
 use crate::descriptor::{ArrayDescriptor, DescriptorBuilder, Device, Host, Space};
-use crate::error::DescriptorError;
 use crate::interface::{ArrayInterface, CudaArrayInterface};
 use crate::structured::{Descr, DescrFormat};
 
-/// A `DescriptorError` met while exporting, as the `ValueError` the property raises. (Not
-/// `AttributeError`: `hasattr()` would then report the interface as absent.)
-pub fn export_error(e: DescriptorError, attribute: &str) -> PyErr {
-    pyo3::exceptions::PyValueError::new_err(format!("cannot export {attribute}: {e}"))
-}
+pub use super::errors::export_error;
 
 pub(crate) fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);

@@ -173,8 +173,13 @@ pub(super) fn exact_text_eq(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> Optio
     Some(unsafe { ffi::PyUnicode_Compare(a.as_ptr(), b.as_ptr()) } == 0)
 }
 
-/// An exact `int` (never a bool, which has its own type) that fits 64 bits: one C call, no
-/// type-flag lookups.
+/// The value of an exact `int` (never a bool, which has its own type) that fits 64 bits, read
+/// in one C call with no type-flag lookups: the fast read of an integer, for what callers
+/// nearly always pass. `None` for anything else (a bool, an `int` subclass, a NumPy integer,
+/// an `int` beyond 64 bits), which the caller then reads the general way ([`int_like`],
+/// `__index__`), with its own errors.
+///
+/// [`int_like`]: super::int_like
 pub fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
     if !v.is_exact_instance_of::<PyInt>() {
         return None;
@@ -211,17 +216,4 @@ fn data_entry(v: &Bound<'_, PyAny>) -> Option<Data> {
         ptr,
         readonly: readonly.is(PyBool::new(v.py(), true)),
     })
-}
-
-/// Test support: what the fast path and the full parser make of `desc`, as `Debug` text of
-/// the descriptor and layout (`None` where the fast path declines or the parser refuses), so a
-/// test can check that the fast path never returns anything the parser would not.
-#[doc(hidden)]
-pub fn both_paths<S: Space>(desc: &Bound<'_, PyAny>) -> (Option<String>, Option<String>) {
-    let fast = import::<S>(desc).map(|(d, l, _)| format!("{:?}", (d, l)));
-    let full = super::parse::parse::<S>(desc)
-        .into_result()
-        .ok()
-        .map(|(descriptor, layout, _)| format!("{:?}", (descriptor, layout)));
-    (fast, full)
 }

@@ -28,10 +28,11 @@
 use std::marker::PhantomData;
 
 use bytemuck::{AnyBitPattern, NoUninit};
-use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use super::buffer::Held;
+#[cfg(feature = "cuda")]
+use super::errors::stream_error;
 use super::fast;
 use super::parse::{interface_of, parse_exposed};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
@@ -64,7 +65,8 @@ pub type ForeignDeviceArray = ForeignArray<Device>;
 /// An imported `__array_interface__`.
 pub type ForeignHostArray = ForeignArray<Host>;
 
-/// Why a typed view was refused.
+/// Why a typed view was refused (in Python a `TypeError`, or a `ValueError` for
+/// [`ViewError::ReadOnly`]: [`errors`](super::errors)).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ViewError {
     /// The array's type string is not the element type's.
@@ -92,15 +94,6 @@ pub enum ViewError {
     /// Mutable access to read-only data.
     #[error("the array is read-only (data[1] is True): mutable access refused")]
     ReadOnly,
-}
-
-impl From<ViewError> for PyErr {
-    fn from(e: ViewError) -> PyErr {
-        match e {
-            ViewError::ReadOnly => PyValueError::new_err(e.to_string()),
-            _ => PyTypeError::new_err(e.to_string()),
-        }
-    }
 }
 
 impl<S: Space> ForeignArray<S> {
@@ -224,19 +217,13 @@ impl<S: Space> ForeignArray<S> {
     fn apply_with_driver(&mut self) -> PyResult<()> {
         use crate::cuda;
         if self.options.check_pointer {
-            self.attributes = cuda::check_device_pointer(self.ptr(), self.layout.extent())
-                .map_err(|e| match e {
-                    cuda::ImportCheckError::Pointer(_) => PyValueError::new_err(e.to_string()),
-                    cuda::ImportCheckError::Driver(_) => {
-                        pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
-                    }
-                })?;
+            self.attributes = cuda::check_device_pointer(self.ptr(), self.layout.extent())?;
         }
         if !matches!(self.sync_plan, SyncPlan::Nothing(_)) {
             // The default streams are those of the current context: make the data's device's
             // primary context current when the thread has none.
             let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-            cuda::ensure_context(ordinal).map_err(driver_error)?;
+            cuda::ensure_context(ordinal)?;
             cuda::execute(self.sync_plan).map_err(|e| sync_error(self.sync_plan, e))?;
         }
         Ok(())
@@ -487,29 +474,6 @@ impl ForeignArray<Host> {
     }
 }
 
-impl From<AllocError> for PyErr {
-    /// `MemoryError`, as NumPy raises when an array cannot be allocated.
-    fn from(e: AllocError) -> PyErr {
-        pyo3::exceptions::PyMemoryError::new_err(e.to_string())
-    }
-}
-
-#[cfg(feature = "cuda")]
-impl From<crate::error::CopyToHostError> for PyErr {
-    /// `RuntimeError` for the driver's failure, `MemoryError` for the host's.
-    fn from(e: crate::error::CopyToHostError) -> PyErr {
-        match e {
-            crate::error::CopyToHostError::Driver(e) => driver_error(e),
-            crate::error::CopyToHostError::HostAlloc(e) => e.into(),
-        }
-    }
-}
-
-#[cfg(feature = "cuda")]
-fn driver_error(e: crate::error::DriverError) -> PyErr {
-    pyo3::exceptions::PyRuntimeError::new_err(e.to_string())
-}
-
 /// A failed synchronization with the producer's stream, naming the streams involved. A handle
 /// the driver does not know (`CUDA_ERROR_INVALID_HANDLE`) is a bad value: ValueError.
 #[cfg(feature = "cuda")]
@@ -524,19 +488,6 @@ fn sync_error(plan: SyncPlan, e: crate::error::DriverError) -> PyErr {
         SyncPlan::Nothing(_) => "cannot synchronize".to_owned(),
     };
     stream_error(what, e)
-}
-
-/// `what` failed with `e`: ValueError when the driver did not know a stream handle
-/// (`CUDA_ERROR_INVALID_HANDLE`), which is then a bad value; RuntimeError otherwise.
-#[cfg(feature = "cuda")]
-fn stream_error(what: String, e: crate::error::DriverError) -> PyErr {
-    if e.is_invalid_handle() {
-        PyValueError::new_err(format!(
-            "{what}: {e}; a stream must be 1, 2 or the handle of a live CUDA stream of this process"
-        ))
-    } else {
-        pyo3::exceptions::PyRuntimeError::new_err(format!("{what}: {e}"))
-    }
 }
 
 #[cfg(feature = "cuda")]
@@ -554,7 +505,7 @@ impl ForeignArray<Device> {
             return Ok(None);
         };
         let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-        crate::cuda::ensure_context(ordinal).map_err(driver_error)?;
+        crate::cuda::ensure_context(ordinal)?;
         crate::cuda::release_import(self.sync_plan, self.options.consumer).map_err(|e| {
             stream_error(
                 format!(
@@ -570,7 +521,7 @@ impl ForeignArray<Device> {
     /// are copied to the host on the consumer's stream, which is then synchronized.
     pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
         let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-        crate::cuda::ensure_context(ordinal).map_err(driver_error)?;
+        crate::cuda::ensure_context(ordinal)?;
         let consumer = self.options.consumer;
         crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer).map_err(|e| match e {
             // With `sync=False` nothing has used the consumer's stream before the copy.

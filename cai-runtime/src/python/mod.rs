@@ -11,6 +11,9 @@
 //!   in Rust: a validated, typed view that keeps what it reads through alive (`buffer.rs`:
 //!   [`Held`]).
 //! - `check.rs`: the conformance checker ([`check()`]).
+//! - `errors.rs`: cai's errors as Python exceptions, one `From<E> for PyErr` per error type
+//!   ([`impl_pyerr!`](crate::impl_pyerr)), and the context-naming [`export_error`].
+//! - `testing.rs` (feature `testing`): hooks for the `cai` package's tests; not an API.
 //!
 //! Properties on a `#[pyclass]`, without `multiple-pymethods`:
 //! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
@@ -28,11 +31,15 @@ compile_error!(
 mod array_struct;
 mod buffer;
 mod check;
+mod errors;
 mod export;
 mod fast;
 mod foreign;
 pub(crate) mod parse;
 mod rules;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod testing;
 
 pub use array_struct::{ArrayStruct, array_struct};
 pub use buffer::{Held, HeldBuffer};
@@ -40,11 +47,9 @@ pub use buffer::{Held, HeldBuffer};
 /// them needs no dependency on bytemuck.
 pub use bytemuck::{AnyBitPattern, NoUninit};
 pub use check::{Violation, check, check_descriptor};
-pub use export::{
-    add_classes, array_interface, cuda_array_interface, export_error, to_dict, to_dict_kept,
-};
-#[doc(hidden)]
-pub use fast::{both_paths, exact_int};
+pub use errors::export_error;
+pub use export::{add_classes, array_interface, cuda_array_interface, to_dict, to_dict_kept};
+pub use fast::exact_int;
 pub use foreign::{ForeignArray, ForeignDeviceArray, ForeignHostArray, Typed, TypedMut, ViewError};
 pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, parse_descr, show, stream_argument,

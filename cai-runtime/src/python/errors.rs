@@ -1,0 +1,207 @@
+//! cai's errors as Python exceptions, in one place: `impl From<E> for PyErr` for each error
+//! type of the crate, so that code reading or making Python objects returns them with `?`.
+//!
+//! The exception is chosen as NumPy and the array libraries raise it for the same fault:
+//!
+//! | error | exception | why |
+//! |---|---|---|
+//! | [`DescriptorError`], [`LayoutError`], [`StreamError`], [`DescrNameError`] | `ValueError` | values of the right types that break a rule (a shape too large, a stream of 0) |
+//! | [`TypeStrError`] | `TypeError` | not a type string, as NumPy's `dtype("x")` is a `TypeError` |
+//! | [`ViewError`] | `ValueError` for [`ViewError::ReadOnly`], else `TypeError` | writing read-only data is a bad value; an element type that is not the array's is a type mismatch |
+//! | [`AllocError`] | `MemoryError` | as NumPy raises when an array cannot be allocated |
+//! | [`DriverError`] | `RuntimeError` | the CUDA driver failed, whatever the arguments |
+//! | [`CopyToHostError`] | `RuntimeError` (the driver) or `MemoryError` (the host buffer) | as its two causes |
+//! | `cuda::ImportCheckError` | `ValueError` (the driver says the pointer is unusable) or `RuntimeError` (the driver could not be asked) | a bad `data` value, or a failing driver |
+//!
+//! The message is always the error's `Display` text. Where a message names its context
+//! ("cannot export `__array_interface__`: ..."), the functions here add it: [`export_error`],
+//! and `stream_error` choose the exception the same way. (cai-gt maps its storage errors with
+//! the same macro.)
+//!
+//! The impls are made by [`impl_pyerr!`](crate::impl_pyerr), which a crate defining its own
+//! error types can use too (the orphan rule puts `impl From<E> for PyErr` in `E`'s crate).
+
+use pyo3::PyErr;
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+
+use super::foreign::ViewError;
+use crate::error::{AllocError, CopyToHostError, DescriptorError, DriverError};
+use crate::layout::LayoutError;
+use crate::stream::StreamError;
+use crate::structured::DescrNameError;
+use crate::typestr::TypeStrError;
+
+/// Implements `From<E> for PyErr` for error types, each with the Python exception it becomes;
+/// the message is the error's `Display` text.
+///
+/// Each entry is `Type => Exception;`, or, where the exception depends on the variant, a
+/// match on the error: `Type { pattern => Exception, ... }` (arms may have `if` guards; the
+/// first matching arm wins).
+/// Attributes (docs, `#[cfg]`) before an entry go on its impl. Usable from any crate that
+/// depends on `cai-runtime` with the `python` feature, for its own error types:
+///
+/// ```no_run
+/// use pyo3::exceptions::{PyKeyError, PyValueError};
+/// use std::fmt;
+///
+/// #[derive(Debug)]
+/// pub struct BadParam(u32);
+///
+/// #[derive(Debug)]
+/// pub enum Lookup {
+///     Missing(String),
+///     Invalid,
+/// }
+/// # impl fmt::Display for BadParam {
+/// #     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { write!(f, "bad parameter {}", self.0) }
+/// # }
+/// # impl fmt::Display for Lookup {
+/// #     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { write!(f, "{self:?}") }
+/// # }
+///
+/// cai_runtime::impl_pyerr! {
+///     /// A bad parameter: ValueError.
+///     BadParam => PyValueError;
+///     /// A missing key: KeyError; anything else: ValueError.
+///     Lookup {
+///         Lookup::Missing(_) => PyKeyError,
+///         _ => PyValueError,
+///     }
+/// }
+///
+/// fn read(n: u32) -> pyo3::PyResult<u32> {
+///     if n > 3 {
+///         return Err(BadParam(n).into());
+///     }
+///     Ok(n)
+/// }
+/// ```
+#[macro_export]
+macro_rules! impl_pyerr {
+    () => {};
+    ($(#[$attr:meta])* $ty:ty => $exc:ty; $($rest:tt)*) => {
+        $(#[$attr])*
+        impl ::core::convert::From<$ty> for $crate::__private::pyo3::PyErr {
+            fn from(e: $ty) -> Self {
+                <$exc>::new_err(::std::string::ToString::to_string(&e))
+            }
+        }
+        $crate::impl_pyerr!($($rest)*);
+    };
+    ($(#[$attr:meta])* $ty:ty { $($pat:pat $(if $guard:expr)? => $exc:ty),+ $(,)? } $($rest:tt)*) => {
+        $(#[$attr])*
+        impl ::core::convert::From<$ty> for $crate::__private::pyo3::PyErr {
+            fn from(e: $ty) -> Self {
+                let message = ::std::string::ToString::to_string(&e);
+                match e {
+                    $($pat $(if $guard)? => <$exc>::new_err(message),)+
+                }
+            }
+        }
+        $crate::impl_pyerr!($($rest)*);
+    };
+}
+
+impl_pyerr! {
+    /// `ValueError`: the descriptor's values break a rule.
+    DescriptorError => PyValueError;
+    /// `ValueError`: a shape and strides that no memory can have.
+    LayoutError => PyValueError;
+    /// `ValueError`: a stream value the spec forbids (0).
+    StreamError => PyValueError;
+    /// `ValueError`: a `descr` field name that is not one.
+    DescrNameError => PyValueError;
+    /// `TypeError`, as NumPy's `dtype("x")`.
+    TypeStrError => PyTypeError;
+    /// `ValueError` for mutable access to read-only data; `TypeError` for an element type that
+    /// is not the array's.
+    ViewError {
+        ViewError::ReadOnly => PyValueError,
+        _ => PyTypeError,
+    }
+    /// `MemoryError`, as NumPy raises when an array cannot be allocated.
+    AllocError => PyMemoryError;
+    /// `RuntimeError`: the CUDA driver failed.
+    DriverError => PyRuntimeError;
+    /// `RuntimeError` for the driver's failure, `MemoryError` for the host's.
+    CopyToHostError {
+        CopyToHostError::Driver(_) => PyRuntimeError,
+        CopyToHostError::HostAlloc(_) => PyMemoryError,
+    }
+    /// `ValueError` when the driver says the pointer is unusable; `RuntimeError` when the
+    /// driver could not be asked.
+    #[cfg(feature = "cuda")]
+    crate::cuda::ImportCheckError {
+        crate::cuda::ImportCheckError::Pointer(_) => PyValueError,
+        crate::cuda::ImportCheckError::Driver(_) => PyRuntimeError,
+    }
+    /// `ValueError`: the driver says the pointer is unusable.
+    crate::pointer::PointerError => PyValueError;
+}
+
+/// A `DescriptorError` met while exporting, as the `ValueError` the property raises, naming
+/// the attribute. (Not `AttributeError`: `hasattr()` would then report the interface as
+/// absent.)
+pub fn export_error(e: DescriptorError, attribute: &str) -> PyErr {
+    PyValueError::new_err(format!("cannot export {attribute}: {e}"))
+}
+
+/// `what` failed with the driver's `e`: `ValueError` when the driver did not know a stream
+/// handle (`CUDA_ERROR_INVALID_HANDLE`), which is then a bad value; `RuntimeError` otherwise.
+#[cfg(feature = "cuda")]
+pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
+    if e.is_invalid_handle() {
+        PyValueError::new_err(format!(
+            "{what}: {e}; a stream must be 1, 2 or the handle of a live CUDA stream of this process"
+        ))
+    } else {
+        PyRuntimeError::new_err(format!("{what}: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TypeStr;
+    use pyo3::Python;
+    use pyo3::types::PyTypeMethods;
+
+    /// The exception's type name and message.
+    fn raised(py: Python<'_>, e: impl Into<PyErr>) -> (String, String) {
+        let e: PyErr = e.into();
+        let name = e.get_type(py).name().map(|n| n.to_string()).unwrap();
+        (name, e.value(py).to_string())
+    }
+
+    #[test]
+    fn each_error_is_the_exception_its_table_row_says_with_its_own_message() {
+        Python::initialize();
+        Python::attach(|py| {
+            let shown = |e: &dyn std::fmt::Display| e.to_string();
+            let alloc = AllocError(1 << 40);
+            assert_eq!(raised(py, alloc), ("MemoryError".into(), shown(&alloc)));
+            let bad = TypeStr::parse("x").unwrap_err();
+            assert_eq!(raised(py, bad.clone()), ("TypeError".into(), shown(&bad)));
+            assert_eq!(raised(py, ViewError::ReadOnly).0, "ValueError");
+            let mismatch = ViewError::Descr {
+                rust: "f64",
+                expected: "<f8".into(),
+                found: "<f4".into(),
+            };
+            assert_eq!(raised(py, mismatch).0, "TypeError");
+            let driver = DriverError {
+                operation: "cuInit",
+                code: 100,
+            };
+            assert_eq!(raised(py, driver).0, "RuntimeError");
+            assert_eq!(
+                raised(py, CopyToHostError::Driver(driver)).0,
+                "RuntimeError"
+            );
+            assert_eq!(
+                raised(py, CopyToHostError::HostAlloc(alloc)).0,
+                "MemoryError"
+            );
+        });
+    }
+}

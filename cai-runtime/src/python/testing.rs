@@ -1,0 +1,19 @@
+//! Hooks for the `cai` package's tests and benchmarks (feature `testing`, which builds of the
+//! package for its test suite enable): not part of the API, and absent from ordinary builds.
+
+use pyo3::prelude::*;
+
+use crate::descriptor::Space;
+
+/// What import's fast path and its full parser make of `desc`, as `Debug` text of the
+/// descriptor and layout (`None` where the fast path declines or the parser refuses), so a
+/// test can check, on the same inputs, that the fast path never returns anything the parser
+/// would not.
+pub fn both_paths<S: Space>(desc: &Bound<'_, PyAny>) -> (Option<String>, Option<String>) {
+    let fast = super::fast::import::<S>(desc).map(|(d, l, _)| format!("{:?}", (d, l)));
+    let full = super::parse::parse::<S>(desc)
+        .into_result()
+        .ok()
+        .map(|(descriptor, layout, _)| format!("{:?}", (descriptor, layout)));
+    (fast, full)
+}
