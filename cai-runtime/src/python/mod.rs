@@ -9,6 +9,8 @@
 //! - [`view`]: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array` in
 //!   Rust: a validated, typed view that keeps the owner alive.
 //! - [`check`](mod@check): the conformance checker.
+//! - [`Memo`]: the small most-recently-used caches behind the statics that remember dicts,
+//!   type strings and dtypes, with their thread-safety argument.
 //! - [`gt`]: GDP-3's `__gt_data_interface__`: the exported dict with hook callables, and
 //!   [`GtData`], reading any object through it or the array interfaces.
 //!
@@ -31,6 +33,7 @@ pub mod check;
 pub mod export;
 mod fast;
 pub mod gt;
+mod memo;
 pub mod parse;
 pub mod rules;
 pub mod view;
@@ -42,6 +45,7 @@ pub use export::{array_interface, cuda_array_interface, to_dict, to_dict_kept};
 #[doc(hidden)]
 pub use fast::{both_paths, exact_int};
 pub use gt::{GtData, GtHook, HookKind, gt_data_interface};
+pub use memo::Memo;
 pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, show, stream_argument, type_error_or,
 };
