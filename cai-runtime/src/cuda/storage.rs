@@ -64,7 +64,7 @@ fn alloc(len: usize, managed: bool) -> Result<Allocation, StorageError> {
         code,
     )
     .map_err(|e| {
-        if e.code == 2 {
+        if e.code == DriverError::CUDA_ERROR_OUT_OF_MEMORY {
             StorageError::Alloc(len)
         } else {
             driver(e)
