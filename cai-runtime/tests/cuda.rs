@@ -121,6 +121,10 @@ fn without_a_driver_every_call_is_a_typed_error() {
             e.to_string()
                 .starts_with("device=\"gpu\" needs a CUDA device: cuInit failed")
         );
+        // The driver's error is kept as the source, not only as text.
+        let source =
+            std::error::Error::source(&e).and_then(|s| s.downcast_ref::<cuda::DriverError>());
+        assert_eq!(source.map(|d| d.operation), Some("cuInit"), "{e}");
     }
 }
 

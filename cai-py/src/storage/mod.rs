@@ -51,7 +51,10 @@ fn err(e: StorageError) -> PyErr {
     match e {
         StorageError::NoSuchBuffer(_) => GTNoSuchBufferError::new_err(msg),
         StorageError::Alloc(_) => PyMemoryError::new_err(msg),
-        StorageError::NoGpu(_) | StorageError::Transfer(_) => PyRuntimeError::new_err(msg),
+        StorageError::NoGpu(_)
+        | StorageError::NoCuda(_)
+        | StorageError::Driver(_)
+        | StorageError::Transfer(_) => PyRuntimeError::new_err(msg),
         StorageError::Dtype(_) => PyTypeError::new_err(msg),
         _ => PyValueError::new_err(msg),
     }

@@ -36,15 +36,15 @@ impl Drop for Allocation {
 
 fn driver(e: DriverError) -> StorageError {
     if e.is_no_device() {
-        StorageError::NoGpu(e.to_string())
+        StorageError::NoGpu(e)
     } else {
-        StorageError::Transfer(e.to_string())
+        StorageError::Driver(e)
     }
 }
 
 fn alloc(len: usize, managed: bool) -> Result<Allocation, StorageError> {
     // No usable driver or device at all: say so, whatever the code.
-    ensure_context(0).map_err(|e| StorageError::NoGpu(e.to_string()))?;
+    ensure_context(0).map_err(StorageError::NoGpu)?;
     let mut ptr = 0;
     // SAFETY: `ptr` is a valid out-pointer; a context is current (above). 1 is
     // CU_MEM_ATTACH_GLOBAL.
