@@ -21,17 +21,17 @@ use crate::{
 
 fn driver(e: DriverError) -> StorageError {
     if e.is_no_device() {
-        StorageError::NoGpu(e.to_string())
+        StorageError::NoGpu(e)
     } else {
-        StorageError::Transfer(e.to_string())
+        StorageError::Driver(e)
     }
 }
 
 fn alloc(len: usize, managed: bool) -> Result<DeviceAllocation, StorageError> {
     // No usable driver or device at all: say so, whatever the code.
-    ensure_context(0).map_err(|e| StorageError::NoGpu(e.to_string()))?;
+    ensure_context(0).map_err(StorageError::NoGpu)?;
     DeviceAllocation::new(len, managed).map_err(|e| {
-        if e.code == 2 {
+        if e.code == DriverError::CUDA_ERROR_OUT_OF_MEMORY {
             StorageError::Alloc(len)
         } else {
             driver(e)

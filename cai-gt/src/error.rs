@@ -1,6 +1,7 @@
 //! [`StorageError`]: every way a storage parameter, a wrap or a transfer can fail.
 
 use cai_runtime::__private::Shown;
+use cai_runtime::DriverError;
 
 /// A storage parameter GDP-3 does not allow; each names the parameter and the value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -166,9 +167,14 @@ pub enum StorageError {
     /// The host allocation failed.
     #[error("cannot allocate {0} bytes of host memory")]
     Alloc(usize),
-    /// A device storage was asked for where there is none.
+    /// A device storage was asked for where there is no usable CUDA driver or device: the
+    /// driver's error (`cuInit` failing, no device visible...).
     #[error("device=\"gpu\" needs a CUDA device: {0}")]
-    NoGpu(String),
+    NoGpu(#[source] DriverError),
+    /// A device storage was asked for where none can be made, whatever the machine: a build
+    /// without CUDA, or a host allocation given device parameters (the reason says which).
+    #[error("device=\"gpu\" needs a CUDA device: {0}")]
+    NoCuda(&'static str),
     /// A fill value of the wrong size.
     #[error("fill value has {got} bytes but an item has {itemsize}")]
     FillValue {
@@ -183,7 +189,49 @@ pub enum StorageError {
     /// The storage has no buffer on that side (GT4Py's `GTNoSuchBufferError`).
     #[error("the storage has no {0} buffer")]
     NoSuchBuffer(&'static str),
-    /// Copying between host and device failed.
+    /// A driver call of a device storage failed: copying between host and device, or
+    /// allocating or clearing device memory.
+    #[error("copy between host and device failed: {0}")]
+    Driver(#[source] DriverError),
+    /// Copying between host and device (or between two storages' items) cannot be done: why.
     #[error("copy between host and device failed: {0}")]
     Transfer(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StorageError;
+    use crate::error::DriverError;
+    use std::error::Error;
+
+    #[test]
+    fn driver_failures_keep_the_driver_error_as_source() {
+        let driver = DriverError {
+            operation: "cuInit",
+            code: DriverError::CUDA_ERROR_NO_DEVICE,
+        };
+        let no_gpu = StorageError::NoGpu(driver);
+        assert_eq!(
+            no_gpu.to_string(),
+            format!("device=\"gpu\" needs a CUDA device: {driver}")
+        );
+        let failed = StorageError::Driver(DriverError {
+            operation: "cuMemcpyHtoD",
+            code: DriverError::CUDA_ERROR_ILLEGAL_ADDRESS,
+        });
+        assert_eq!(
+            failed.to_string(),
+            "copy between host and device failed: cuMemcpyHtoD failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"
+        );
+        for (e, operation) in [(no_gpu, "cuInit"), (failed, "cuMemcpyHtoD")] {
+            let source = e.source().and_then(|s| s.downcast_ref::<DriverError>());
+            assert_eq!(source.map(|d| d.operation), Some(operation));
+        }
+        let no_cuda = StorageError::NoCuda("this build has no CUDA support");
+        assert_eq!(
+            no_cuda.to_string(),
+            "device=\"gpu\" needs a CUDA device: this build has no CUDA support"
+        );
+        assert!(no_cuda.source().is_none());
+    }
 }

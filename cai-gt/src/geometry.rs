@@ -63,7 +63,7 @@ pub enum IndexError {
         ndim: usize,
     },
     /// Byte offsets overflow (`ValueError`).
-    #[error("{0}")]
+    #[error(transparent)]
     Layout(#[from] LayoutError),
 }
 

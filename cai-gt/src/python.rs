@@ -44,7 +44,10 @@ cai_runtime::impl_pyerr! {
     StorageError {
         StorageError::NoSuchBuffer(_) => GTNoSuchBufferError,
         StorageError::Alloc(_) => PyMemoryError,
-        StorageError::NoGpu(_) | StorageError::Transfer(_) => PyRuntimeError,
+        StorageError::NoGpu(_)
+        | StorageError::NoCuda(_)
+        | StorageError::Driver(_)
+        | StorageError::Transfer(_) => PyRuntimeError,
         StorageError::Dtype(_) => PyTypeError,
         _ => PyValueError,
     }
@@ -558,7 +561,17 @@ mod tests {
             for (e, exc) in [
                 (StorageError::NoSuchBuffer("host"), "GTNoSuchBufferError"),
                 (StorageError::Alloc(8), "MemoryError"),
-                (StorageError::NoGpu("none".into()), "RuntimeError"),
+                (
+                    StorageError::NoGpu(cai_runtime::DriverError {
+                        operation: "cuInit",
+                        code: cai_runtime::DriverError::CUDA_ERROR_NO_DEVICE,
+                    }),
+                    "RuntimeError",
+                ),
+                (
+                    StorageError::NoCuda("no CUDA in this build"),
+                    "RuntimeError",
+                ),
                 (StorageError::Transfer("failed".into()), "RuntimeError"),
                 (StorageError::Dtype("object".into()), "TypeError"),
                 (StorageError::ReadOnly, "ValueError"),

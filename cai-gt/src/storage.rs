@@ -147,8 +147,8 @@ impl Storage {
         init: Init,
     ) -> Result<Storage, StorageError> {
         if params.device != StorageDevice::Host {
-            return Err(StorageError::NoGpu(
-                "host allocation asked for a device storage".into(),
+            return Err(StorageError::NoCuda(
+                "host allocation asked for a device storage",
             ));
         }
         let plan = Self::plan(shape, &element, params)?;

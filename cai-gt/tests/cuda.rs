@@ -54,6 +54,10 @@ fn without_a_driver_device_storages_are_typed_errors() {
             e.to_string()
                 .starts_with("device=\"gpu\" needs a CUDA device: cuInit failed")
         );
+        // The driver's error is kept as the source, not only as text.
+        let source = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<cai_runtime::DriverError>());
+        assert_eq!(source.map(|d| d.operation), Some("cuInit"), "{e}");
     }
 }
 

@@ -145,58 +145,104 @@ impl DescriptorError {
 pub struct DriverError {
     /// The driver call (`"cuInit"`, `"cuEventRecord"`...).
     pub operation: &'static str,
-    /// The `CUresult` it returned.
+    /// The `CUresult` it returned: one of the `CUDA_ERROR_*` constants below where this crate
+    /// knows it.
     pub code: u32,
+}
+
+/// Defines each `CUresult` code this crate meets in one line: an associated constant of
+/// [`DriverError`] named as in `cuda.h`, and [`driver_error_name`]'s table from the same lines.
+macro_rules! cu_results {
+    ($($(#[$doc:meta])* $name:ident = $code:literal,)*) => {
+        /// The `CUresult` codes this crate meets, named as in `cuda.h` (tests check the names
+        /// against cust's bindings of `cuda.h` and against a driver).
+        impl DriverError {
+            $($(#[$doc])* pub const $name: u32 = $code;)*
+        }
+
+        /// The `CUresult` name for the codes this crate meets (`cuGetErrorName` needs a driver,
+        /// and a message about a missing driver must not).
+        pub fn driver_error_name(code: u32) -> &'static str {
+            match code {
+                $(DriverError::$name => stringify!($name),)*
+                _ => "CUDA error",
+            }
+        }
+    };
+}
+
+cu_results! {
+    /// Success (never the code of a `DriverError`).
+    CUDA_SUCCESS = 0,
+    /// An argument is out of range.
+    CUDA_ERROR_INVALID_VALUE = 1,
+    /// An allocation failed: device memory is exhausted.
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    /// `cuInit` has not been called (or failed).
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    /// The driver is shutting down.
+    CUDA_ERROR_DEINITIALIZED = 4,
+    /// The libcuda found is a stub (a build machine's), not a driver.
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    /// The installed driver is older than the CUDA version needs.
+    CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
+    /// No CUDA-capable device is visible.
+    CUDA_ERROR_NO_DEVICE = 100,
+    /// A device ordinal that is no device.
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    /// A kernel image that is not valid for the device.
+    CUDA_ERROR_INVALID_IMAGE = 200,
+    /// No context is current, or the context given is not one.
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    /// A handle (stream, event) that is not, or no longer, alive.
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    /// A named symbol (a driver entry point, a module's global) was not found.
+    CUDA_ERROR_NOT_FOUND = 500,
+    /// Work is still pending (an event or stream query).
+    CUDA_ERROR_NOT_READY = 600,
+    /// A kernel accessed an invalid address; the context is unusable.
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+    /// The context was destroyed.
+    CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
+    /// A kernel failed; the context is unusable.
+    CUDA_ERROR_LAUNCH_FAILED = 719,
+    /// The operation is not supported here.
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+    /// An unknown internal error (what a driver without a usable device may report).
+    CUDA_ERROR_UNKNOWN = 999,
 }
 
 impl DriverError {
     /// Whether the error means there is no usable CUDA driver or device here, so that tests
     /// needing one are skipped rather than failed.
     pub fn is_no_device(&self) -> bool {
-        matches!(self.code, 34 | 35 | 100 | 999)
+        matches!(
+            self.code,
+            Self::CUDA_ERROR_STUB_LIBRARY
+                | Self::CUDA_ERROR_INSUFFICIENT_DRIVER
+                | Self::CUDA_ERROR_NO_DEVICE
+                | Self::CUDA_ERROR_UNKNOWN
+        )
     }
 
     /// Whether the driver did not know a handle it was given (`CUDA_ERROR_INVALID_HANDLE`): a
     /// stream or event that is not, or no longer, alive.
     pub fn is_invalid_handle(&self) -> bool {
-        self.code == 400
-    }
-}
-
-/// The `CUresult` name for the codes this crate meets (`cuGetErrorName` needs a driver, and a
-/// message about a missing driver must not).
-pub fn driver_error_name(code: u32) -> &'static str {
-    match code {
-        0 => "CUDA_SUCCESS",
-        1 => "CUDA_ERROR_INVALID_VALUE",
-        2 => "CUDA_ERROR_OUT_OF_MEMORY",
-        3 => "CUDA_ERROR_NOT_INITIALIZED",
-        4 => "CUDA_ERROR_DEINITIALIZED",
-        34 => "CUDA_ERROR_STUB_LIBRARY",
-        35 => "CUDA_ERROR_INSUFFICIENT_DRIVER",
-        100 => "CUDA_ERROR_NO_DEVICE",
-        101 => "CUDA_ERROR_INVALID_DEVICE",
-        200 => "CUDA_ERROR_INVALID_IMAGE",
-        201 => "CUDA_ERROR_INVALID_CONTEXT",
-        400 => "CUDA_ERROR_INVALID_HANDLE",
-        500 => "CUDA_ERROR_NOT_FOUND",
-        600 => "CUDA_ERROR_NOT_READY",
-        700 => "CUDA_ERROR_ILLEGAL_ADDRESS",
-        709 => "CUDA_ERROR_CONTEXT_IS_DESTROYED",
-        719 => "CUDA_ERROR_LAUNCH_FAILED",
-        801 => "CUDA_ERROR_NOT_SUPPORTED",
-        999 => "CUDA_ERROR_UNKNOWN",
-        _ => "CUDA error",
+        self.code == Self::CUDA_ERROR_INVALID_HANDLE
     }
 }
 
 fn driver_error_hint(code: u32) -> &'static str {
     match code {
-        34 => {
+        DriverError::CUDA_ERROR_STUB_LIBRARY => {
             ": this libcuda is a stub (a build without the CUDA driver); install the NVIDIA driver to use a GPU"
         }
-        35 => ": the installed NVIDIA driver is older than this CUDA version needs",
-        100 => ": no CUDA-capable device is visible (check CUDA_VISIBLE_DEVICES)",
+        DriverError::CUDA_ERROR_INSUFFICIENT_DRIVER => {
+            ": the installed NVIDIA driver is older than this CUDA version needs"
+        }
+        DriverError::CUDA_ERROR_NO_DEVICE => {
+            ": no CUDA-capable device is visible (check CUDA_VISIBLE_DEVICES)"
+        }
         _ => "",
     }
 }

@@ -32,8 +32,8 @@ pub(super) fn wrap_device() -> Result<(), StorageError> {
     if cfg!(feature = "cuda") {
         return Ok(());
     }
-    Err(StorageError::NoGpu(
-        "this build of cai has no CUDA support; install the CUDA build (README, \"CUDA\")".into(),
+    Err(StorageError::NoCuda(
+        "this build of cai has no CUDA support; install the CUDA build (README, \"CUDA\")",
     ))
 }
 

@@ -5,14 +5,12 @@ use super::{numpy, numpy_error_named};
 use crate::args::show;
 use cai_gt::ElementType;
 use cai_runtime::TypeStr;
-use cai_runtime::python::parse_descr;
+use cai_runtime::python::{Memo, parse_descr};
 use cai_runtime::{ByteOrder, Kind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyString;
-use std::collections::VecDeque;
-use std::sync::Mutex;
 
 /// A resolved dtype: the element type and the NumPy dtype object.
 /// The NumPy object is held as a `Bound`: a reference of the current call.
@@ -30,31 +28,21 @@ enum DtypeKey {
     TypeStr(TypeStr),
 }
 
-/// Recently resolved dtypes. Resolving asks NumPy (`numpy.dtype(v)`, then `.str` and
-/// `.fields`), about 1 us, four times a small `zeros` call; programs pass a handful of dtypes.
-/// The oldest is forgotten first.
-static DTYPES: Mutex<VecDeque<(DtypeKey, ElementType, Py<PyAny>)>> = Mutex::new(VecDeque::new());
-const DTYPES_SIZE: usize = 32;
+/// Recently resolved dtypes: the element type and the NumPy dtype object. Resolving asks NumPy
+/// (`numpy.dtype(v)`, then `.str` and `.fields`), about 1 us, four times a small `zeros` call;
+/// programs pass a handful of dtypes. Keys are compared by identity or as type strings (no
+/// Python code runs under the memo's lock).
+static DTYPES: Memo<DtypeKey, (ElementType, Py<PyAny>), 32> = Memo::new();
 
 fn known_dtype<'py>(py: Python<'py>, found: impl Fn(&DtypeKey) -> bool) -> Option<Dtype<'py>> {
-    let memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
-    memo.iter()
-        .find(|(key, _, _)| found(key))
-        .map(|(_, element, numpy)| Dtype {
-            element: element.clone(),
-            numpy: numpy.bind(py).clone(),
-        })
+    DTYPES.get(found, |(element, numpy)| Dtype {
+        element: element.clone(),
+        numpy: numpy.bind(py).clone(),
+    })
 }
 
 fn remember_dtype(key: DtypeKey, d: &Dtype<'_>) {
-    let entry = (key, d.element.clone(), d.numpy.clone().unbind());
-    let forgotten = {
-        let mut memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
-        memo.push_back(entry);
-        (memo.len() > DTYPES_SIZE).then(|| memo.pop_front())
-    };
-    // Released after the lock: dropping the last reference to an object can run Python code.
-    drop(forgotten);
+    DTYPES.insert(key, (d.element.clone(), d.numpy.clone().unbind()));
 }
 
 /// Whether `numpy.dtype(v)` is the same dtype whenever it is asked of this object: an exact

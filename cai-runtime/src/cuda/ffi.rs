@@ -84,12 +84,8 @@ unsafe extern "C" {
 
 /// `Ok` for `CUDA_SUCCESS`, else the error naming the call.
 pub fn check(operation: &'static str, code: c_int) -> Result<(), DriverError> {
-    if code == 0 {
-        Ok(())
-    } else {
-        Err(DriverError {
-            operation,
-            code: code as u32,
-        })
+    match code as u32 {
+        DriverError::CUDA_SUCCESS => Ok(()),
+        code => Err(DriverError { operation, code }),
     }
 }

@@ -76,7 +76,7 @@ fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
     }
     let ordinal_c = i32::try_from(ordinal).map_err(|_| DriverError {
         operation: "cuDeviceGet",
-        code: 101,
+        code: DriverError::CUDA_ERROR_INVALID_DEVICE,
     })?;
     let mut dev: ffi::CUdevice = 0;
     // SAFETY: `dev` is a valid out-pointer; the ordinal is checked by the driver.

@@ -20,8 +20,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::Mutex;
 
+use super::Memo;
 use super::export::{descr_list, export_error};
 use crate::descriptor::HostArrayDescriptor;
 use crate::interface::ArrayInterface;
@@ -171,34 +171,22 @@ unsafe fn release(raw: *mut Contents) {
     }
 }
 
-/// Recently used `numpy.dtype`s by type string, most recent first: NumPy makes a dtype from a
-/// dtype object at once, but parses a string each time (~0.3 us of a ~0.6 us `numpy.asarray`).
-static DTYPES: Mutex<Vec<(TypeStr, Py<PyAny>)>> = Mutex::new(Vec::new());
-const DTYPES_SIZE: usize = 16;
+/// Recently used `numpy.dtype`s by type string: NumPy makes a dtype from a dtype object at
+/// once, but parses a string each time (~0.3 us of a ~0.6 us `numpy.asarray`).
+static DTYPES: Memo<TypeStr, Py<PyAny>, 16> = Memo::new();
 
 /// `numpy.dtype(typestr)`, remembered; the type string itself where NumPy cannot be imported
 /// (a consumer other than NumPy reading the struct).
 fn numpy_dtype(py: Python<'_>, typestr: TypeStr) -> PyResult<Bound<'_, PyAny>> {
-    let mut memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = memo.iter().position(|(t, _)| *t == typestr) {
-        let entry = memo.remove(i);
-        let dtype = entry.1.bind(py).clone();
-        memo.insert(0, entry);
+    if let Some(dtype) = DTYPES.get(|t| *t == typestr, |d| d.bind(py).clone()) {
         return Ok(dtype);
     }
-    drop(memo); // (importing and asking NumPy runs Python code)
     let text = PyString::new(py, &typestr.to_string()).into_any();
     let Ok(numpy) = py.import("numpy") else {
         return Ok(text);
     };
     let dtype = numpy.getattr("dtype")?.call1((text,))?;
-    let forgotten = {
-        let mut memo = DTYPES.lock().unwrap_or_else(|e| e.into_inner());
-        memo.insert(0, (typestr, dtype.clone().unbind()));
-        let keep = memo.len().min(DTYPES_SIZE);
-        memo.split_off(keep)
-    };
-    drop(forgotten); // (after the lock: the last reference to a dtype may run Python code)
+    DTYPES.insert(typestr, dtype.clone().unbind());
     Ok(dtype)
 }
 

@@ -10,7 +10,6 @@
 
 use pyo3::intern;
 use std::any::Any;
-use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -19,6 +18,7 @@ use crate::descriptor::{ArrayDescriptor, DescriptorBuilder, Device, Host, Space}
 use crate::interface::{ArrayInterface, CudaArrayInterface};
 use crate::structured::{Descr, DescrFormat};
 
+use super::Memo;
 pub use super::errors::export_error;
 
 pub(crate) fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py, PyList>> {
@@ -44,17 +44,16 @@ pub(crate) fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py,
 
 /// A dict built before for an equal key. Building is a pure function of the key (a
 /// descriptor, or the builder that builds one), so a copy is exactly what building would give.
-struct Memo {
-    key: Box<dyn Any + Send>,
+struct Template {
     dict: Py<PyDict>,
     /// The dict's `descr` list, replaced by a copy in every result so no caller shares it.
     descr: Option<Py<PyList>>,
 }
 
-/// Most recently used first. Repeated exports of the same arrays (a kernel launched in a loop)
-/// hit; a miss costs one comparison per entry on top of building.
-static MEMO: Mutex<Vec<Memo>> = Mutex::new(Vec::new());
-const MEMO_SIZE: usize = 16;
+/// Keyed on descriptors and builders of either space, compared by type, then `==` (Rust
+/// values: no Python code runs under the memo's lock). Repeated exports of the same arrays (a
+/// kernel launched in a loop) hit; a miss costs one comparison per entry on top of building.
+static MEMO: Memo<Box<dyn Any + Send>, Template, 16> = Memo::new();
 
 /// A new dict on every call, whose mutable parts (the dict and its `descr` list) are never
 /// shared with another call's result; built by `build` unless an equal key was seen recently
@@ -64,20 +63,15 @@ fn memoized<'py, K: Any + Send + PartialEq + Clone>(
     key: &K,
     build: impl FnOnce() -> PyResult<Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let hit = {
-        let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
-        memo.iter()
-            .position(|m| m.key.downcast_ref::<K>() == Some(key))
-            .map(|i| {
-                let m = memo.remove(i);
-                let out = (
-                    m.dict.clone_ref(py),
-                    m.descr.as_ref().map(|d| d.clone_ref(py)),
-                );
-                memo.insert(0, m);
-                out
-            })
-    };
+    let hit = MEMO.get(
+        |k| k.downcast_ref::<K>() == Some(key),
+        |t| {
+            (
+                t.dict.clone_ref(py),
+                t.descr.as_ref().map(|d| d.clone_ref(py)),
+            )
+        },
+    );
     let (template, descr) = match hit {
         Some(h) => h,
         None => {
@@ -100,16 +94,13 @@ fn memoized<'py, K: Any + Send + PartialEq + Clone>(
                     Some(l.unbind())
                 }
             };
-            let mut memo = MEMO.lock().unwrap_or_else(|e| e.into_inner());
-            memo.insert(
-                0,
-                Memo {
-                    key: Box::new(key.clone()),
+            MEMO.insert(
+                Box::new(key.clone()),
+                Template {
                     dict: built.clone().unbind(),
                     descr: descr.as_ref().map(|d| d.clone_ref(py)),
                 },
             );
-            memo.truncate(MEMO_SIZE);
             (built.unbind(), descr)
         }
     };

@@ -14,6 +14,8 @@
 //! - `errors.rs`: cai's errors as Python exceptions, one `From<E> for PyErr` per error type
 //!   ([`impl_pyerr!`](crate::impl_pyerr)), and the context-naming [`export_error`].
 //! - `testing.rs` (feature `testing`): hooks for the `cai` package's tests; not an API.
+//! - `memo.rs`: [`Memo`], the small most-recently-used caches behind the statics that remember
+//!   dicts, type strings and dtypes, with their thread-safety argument.
 //!
 //! Properties on a `#[pyclass]`, without `multiple-pymethods`:
 //! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
@@ -35,6 +37,7 @@ mod errors;
 mod export;
 mod fast;
 mod foreign;
+mod memo;
 pub(crate) mod parse;
 mod rules;
 #[cfg(feature = "testing")]
@@ -51,6 +54,7 @@ pub use errors::export_error;
 pub use export::{add_classes, array_interface, cuda_array_interface, to_dict, to_dict_kept};
 pub use fast::exact_int;
 pub use foreign::{ForeignArray, ForeignDeviceArray, ForeignHostArray, Typed, TypedMut, ViewError};
+pub use memo::Memo;
 pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, parse_descr, show, stream_argument,
     type_error_or,

@@ -6,13 +6,14 @@
 //! It never panics: every value is type-checked before use, and integers are range-checked.
 
 use pyo3::exceptions::{PyKeyError, PyTypeError, PyValueError};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
+use super::Memo;
 use super::buffer::{Held, HeldBuffer};
 use super::fast::{KEYS, exact_int, exact_text_eq, names};
 use super::rules::{self, Rule};
@@ -429,11 +430,10 @@ impl<'py> Entries<'py> {
     }
 }
 
-/// Recently seen type strings: NumPy and the GPU libraries send a new `str` object on every
-/// export, but of a handful of values; comparing with a known one is cheaper than decoding
-/// and parsing it.
-static TYPESTRS: Mutex<Vec<(isize, Py<PyString>, TypeStr)>> = Mutex::new(Vec::new());
-const TYPESTRS_SIZE: usize = 32;
+/// Recently seen type strings, keyed on the `str` object and its hash: NumPy and the GPU
+/// libraries send a new `str` object on every export, but of a handful of values; comparing
+/// with a known one is cheaper than decoding and parsing it.
+static TYPESTRS: Memo<(isize, Py<PyString>), TypeStr, 32> = Memo::new();
 
 fn known_typestr(s: &Bound<'_, PyString>) -> Option<TypeStr> {
     // Only exact `str`: a subclass's `__eq__`/`__hash__` could run Python code (and re-enter
@@ -442,12 +442,10 @@ fn known_typestr(s: &Bound<'_, PyString>) -> Option<TypeStr> {
         return None;
     }
     let hash = s.hash().ok()?;
-    let memo = TYPESTRS.lock().unwrap_or_else(|e| e.into_inner());
-    memo.iter()
-        .find(|(h, known, _)| {
-            *h == hash && (known.is(s) || same_text(known.bind(s.py()).as_any(), s))
-        })
-        .map(|(_, _, t)| *t)
+    TYPESTRS.get(
+        |(h, known)| *h == hash && (known.is(s) || same_text(known.bind(s.py()).as_any(), s)),
+        |t| *t,
+    )
 }
 
 fn remember_typestr(s: &Bound<'_, PyString>, t: TypeStr) {
@@ -455,10 +453,7 @@ fn remember_typestr(s: &Bound<'_, PyString>, t: TypeStr) {
         return;
     }
     if let Ok(hash) = s.hash() {
-        let mut memo = TYPESTRS.lock().unwrap_or_else(|e| e.into_inner());
-        if memo.len() < TYPESTRS_SIZE {
-            memo.push((hash, s.clone().unbind(), t));
-        }
+        TYPESTRS.insert((hash, s.clone().unbind()), t);
     }
 }
 
