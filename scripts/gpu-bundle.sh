@@ -2,7 +2,7 @@
 # Builds, on a CPU machine, everything the GPU suite needs into one folder (default gpu-bundle/,
 # git-ignored), because the GPU machine has the driver, CUDA and Python but no Rust toolchain
 # and no network:
-#   bin/      release test binaries of cai-runtime with the `cuda` feature (stripped)
+#   bin/      release test binaries of cai-runtime and cai-gt with the `cuda` feature (stripped)
 #   wheels/   the abi3 wheel of the `cai` package with the `cuda` feature
 #   tests/    the pytest GPU suite (tests/gpu)
 #   gpu_bench.py, run.sh
@@ -17,18 +17,22 @@ source scripts/cuda-env.sh
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/wheels"
 
-echo "== release test binaries (cai-runtime, feature cuda)"
-cargo test --release -p cai-runtime --features cuda --no-run --message-format=json 2>/dev/null \
-    | python3 -c '
+echo "== release test binaries (cai-runtime and cai-gt, feature cuda)"
+for package in cai-runtime cai-gt; do
+    cargo test --release -p "$package" --features cuda --no-run --message-format=json 2>/dev/null \
+        | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         print(m["target"]["name"], m["executable"])
 ' | while read -r name exe; do
-    cp "$exe" "$out/bin/$name"
-    strip "$out/bin/$name"
-    echo "   bin/$name"
+        # (Both crates have a `cuda` test: the binary is named for its crate too.)
+        [ "$name" = "${package//-/_}" ] || name="$package-$name"
+        cp "$exe" "$out/bin/$name"
+        strip "$out/bin/$name"
+        echo "   bin/$name"
+    done
 done
 
 echo "== abi3 wheel (feature cuda)"

@@ -28,8 +28,8 @@ want() { [[ $steps == *" $1 "* ]]; }
 # has a time limit, so that one hung step cannot keep the others and the summary from running.
 # The whole suite also keeps within CAI_GPU_SUITE_BUDGET seconds (default 570; 0: no budget):
 # a step gets at most what is left of it, and one that finds nothing left is not run (and the
-# suite does not pass), so that the summary line is printed before a caller's own limit (the
-# device tool stops a command after 600 s) cuts the run off.
+# suite does not pass), so that the summary line is printed before a caller's own limit (a
+# remote runner that stops a command after 600 s, say) cuts the run off.
 export PYTHONUNBUFFERED=1
 budget=${CAI_GPU_SUITE_BUDGET:-570}
 if ! [[ $budget =~ ^[0-9]+$ ]]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Mutation testing of the runtime's pure logic (descriptors, type strings, layouts, streams,
-# storages): cargo-mutants changes the code one small way at a time (an operator, a return
+# Mutation testing of the pure logic (cai-runtime's descriptors, type strings, layouts, streams;
+# cai-gt's storages): cargo-mutants changes the code one small way at a time (an operator, a return
 # value, a match arm) and runs the Rust tests of the whole workspace against each change. A
 # "missed" mutant is a change no test notices. Not part of scripts/test.sh: about 30 minutes
 # on 2 cores. Needs `cargo install --locked cargo-mutants`. Arguments go to cargo-mutants
@@ -9,7 +9,7 @@
 # against the emulated driver (tests/cuda-emu), one at a time as scripts/gpu-run.sh does.
 #
 # What the plain run cannot see, and is left to other suites (so reported missed there):
-# - cai-runtime/src/python/: the pytest suites;
+# - cai-runtime/src/python/, cai-gt/src/python.rs: the pytest suites;
 # - the device side of storages (`Storage::has_device`, `device_ptr`, `device_descriptor`,
 #   `sync_state`, `sync_status`, staging `on_buffers`...): without `cuda` every storage is a
 #   host one. With `--emulated` the `cuda` tests catch all of them (`scripts/mutants.sh
@@ -36,18 +36,18 @@ if ! cargo mutants --version >/dev/null 2>&1; then
     exit 1
 fi
 source scripts/cuda-env.sh
-features=half,bf16,complex
+features=cai-runtime/half,cai-runtime/bf16,cai-runtime/complex
 test_args=(--skip ui --exact)
 if [ "${1:-}" = "--emulated" ]; then
     shift
     scripts/cuda-stub.sh --emulator "$PWD/target/cuda-emu"
     export LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH"
-    features+=,cuda
+    features+=,cai-runtime/cuda,cai-gt/cuda
     # The emulator's device is one process-wide state, as a GPU is to scripts/gpu-run.sh.
     test_args+=(--test-threads=1)
 fi
-exec cargo mutants -p cai-runtime --test-workspace=true --features "$features" \
-    --file 'cai-runtime/src/*.rs' --file 'cai-runtime/src/storage/*.rs' \
+exec cargo mutants -p cai-runtime -p cai-gt --test-workspace=true --features "$features" \
+    --file 'cai-runtime/src/*.rs' --file 'cai-gt/src/*.rs' \
     --exclude-re 'in hugepages$' \
     --exclude-re 'delete match arm Init::Uninit in Storage::allocate_host' \
     --exclude-re 'replace match guard self.strides.is_some\(\) \|\| self.order != Order::C with true in DescriptorBuilder<S>::build_with_layout' \

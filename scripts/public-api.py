@@ -8,7 +8,8 @@ items left out.
     scripts/public-api.py target/doc/cai_runtime.json --summary  # counts only
 
 Methods and associated items are listed under their type (`Type::method`), trait impls are not
-(they are reached through the trait).
+(they are reached through the trait). `--summary` counts the items and those reachable by more than
+one path.
 """
 
 import json
@@ -24,7 +25,7 @@ def hidden(item):
     return False
 
 
-def walk(doc):
+def walk(doc, paths_of=None):
     index = doc["index"]
     out = set()
 
@@ -47,6 +48,8 @@ def walk(doc):
         if kind == "use":
             return
         out.add((kind, "::".join(path)))
+        if paths_of is not None:
+            paths_of.setdefault(item_id, set()).add("::".join(path))
         if kind in ("struct", "enum", "union"):
             if kind == "enum":
                 for v in inner.get("variants", []):
@@ -99,18 +102,14 @@ def walk(doc):
 
 def main():
     doc = json.load(open(sys.argv[1]))
-    items = walk(doc)
+    paths_of = {}
+    items = walk(doc, paths_of)
     if "--summary" in sys.argv:
         kinds = Counter(k for k, _ in items)
-        by_name = Counter(p.split("::")[-1] for k, p in items if k not in ("mod",))
-        top = {k: n for k, n in kinds.items()}
-        print(f"{len(items)} public paths: " + ", ".join(f"{n} {k}" for k, n in sorted(top.items())))
-        named = Counter()
-        for k, p in items:
-            if k in ("mod", "function", "struct", "enum", "trait", "type_alias", "constant", "macro", "static", "union"):
-                named[(k, p.split("::")[-1])] += 1
-        twice = sum(1 for n in named.values() if n > 1)
-        print(f"{len(named)} distinct named items, {twice} of them reachable by more than one path")
+        print(f"{len(items)} public paths: " + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())))
+        twice = sorted(min(p) for p in paths_of.values() if len(p) > 1)
+        print(f"{len(paths_of)} items (modules, types, traits, functions...; not their members), "
+              f"{len(twice)} of them reachable by more than one path" + (f": {', '.join(twice)}" if twice else ""))
         return
     for k, p in sorted(items, key=lambda t: (t[1], t[0])):
         print(f"{k:10} {p}")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project: pyflakes, shellcheck, formatting, clippy, the API docs' links,
+# the public API against its listings,
 # the Rust unit/integration/property/UI tests, those needing neither Python nor CUDA again under
 # Miri, a build without default features, the abi3 wheel of the `cai` Python package, stubtest
 # of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker, safety; in
@@ -28,6 +29,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 echo "== cargo doc (a broken intra-doc link is an error)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
+echo "== public API (cai-runtime/public-api.txt, cai-gt/public-api.txt)"
+scripts/public-api.sh
 echo "== cargo build (cai-runtime without default features)"
 cargo build -p cai-runtime --no-default-features
 echo "== cargo test"

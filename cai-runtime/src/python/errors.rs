@@ -1,22 +1,7 @@
 //! cai's errors as Python exceptions, in one place: `impl From<E> for PyErr` for each error
 //! type of the crate, so that code reading or making Python objects returns them with `?`.
 //!
-//! The exception is chosen as NumPy and the array libraries raise it for the same fault:
-//!
-//! | error | exception | why |
-//! |---|---|---|
-//! | [`DescriptorError`], [`LayoutError`], [`StreamError`], [`DescrNameError`] | `ValueError` | values of the right types that break a rule (a shape too large, a stream of 0) |
-//! | [`TypeStrError`] | `TypeError` | not a type string, as NumPy's `dtype("x")` is a `TypeError` |
-//! | [`ViewError`] | `ValueError` for [`ViewError::ReadOnly`], else `TypeError` | writing read-only data is a bad value; an element type that is not the array's is a type mismatch |
-//! | [`AllocError`] | `MemoryError` | as NumPy raises when an array cannot be allocated |
-//! | [`DriverError`] | `RuntimeError` | the CUDA driver failed, whatever the arguments |
-//! | [`CopyToHostError`] | `RuntimeError` (the driver) or `MemoryError` (the host buffer) | as its two causes |
-//! | `cuda::ImportCheckError` | `ValueError` (the driver says the pointer is unusable) or `RuntimeError` (the driver could not be asked) | a bad `data` value, or a failing driver |
-//!
-//! The message is always the error's `Display` text. Where a message names its context
-//! ("cannot export `__array_interface__`: ..."), the functions here add it: [`export_error`],
-//! and `stream_error` choose the exception the same way. (cai-gt maps its storage errors with
-//! the same macro.)
+//! The table of exceptions is in the `python` module's docs.
 //!
 //! The impls are made by [`impl_pyerr!`](crate::impl_pyerr), which a crate defining its own
 //! error types can use too (the orphan rule puts `impl From<E> for PyErr` in `E`'s crate).

@@ -66,7 +66,7 @@ pub type ForeignDeviceArray = ForeignArray<Device>;
 pub type ForeignHostArray = ForeignArray<Host>;
 
 /// Why a typed view was refused (in Python a `TypeError`, or a `ValueError` for
-/// [`ViewError::ReadOnly`]: [`errors`](super::errors)).
+/// [`ViewError::ReadOnly`]: the `python` module's table of exceptions).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ViewError {
     /// The array's type string is not the element type's.

@@ -17,6 +17,25 @@
 //! - `memo.rs`: [`Memo`], the small most-recently-used caches behind the statics that remember
 //!   dicts, type strings and dtypes, with their thread-safety argument.
 //!
+//! # Exceptions
+//!
+//! Every error type converts into `PyErr` (`?` in a `#[pyfunction]`). The exception is chosen as NumPy and the array libraries raise it for the same fault:
+//!
+//! | error | exception | why |
+//! |---|---|---|
+//! | [`DescriptorError`](crate::DescriptorError), [`LayoutError`](crate::LayoutError), [`StreamError`](crate::StreamError), [`DescrNameError`](crate::DescrNameError) | `ValueError` | values of the right types that break a rule (a shape too large, a stream of 0) |
+//! | [`TypeStrError`](crate::TypeStrError) | `TypeError` | not a type string, as NumPy's `dtype("x")` is a `TypeError` |
+//! | [`ViewError`] | `ValueError` for [`ViewError::ReadOnly`], else `TypeError` | writing read-only data is a bad value; an element type that is not the array's is a type mismatch |
+//! | [`AllocError`](crate::AllocError) | `MemoryError` | as NumPy raises when an array cannot be allocated |
+//! | [`DriverError`](crate::DriverError) | `RuntimeError` | the CUDA driver failed, whatever the arguments |
+//! | [`CopyToHostError`](crate::CopyToHostError) | `RuntimeError` (the driver) or `MemoryError` (the host buffer) | as its two causes |
+//! | `cuda::ImportCheckError` | `ValueError` (the driver says the pointer is unusable) or `RuntimeError` (the driver could not be asked) | a bad `data` value, or a failing driver |
+//!
+//! The message is always the error's `Display` text. Where a message names its context
+//! ("cannot export `__array_interface__`: ..."), [`export_error`] (and the import's stream errors)
+//! add it, choosing the exception the same way. cai-gt maps its storage errors with the same macro,
+//! [`impl_pyerr!`](crate::impl_pyerr).
+//!
 //! Properties on a `#[pyclass]`, without `multiple-pymethods`:
 //! - `#[cai(python)]` on a derived struct generates the class's `#[pymethods]` block with the
 //!   getter — for classes that have no `#[pymethods]` block of their own;
