@@ -47,7 +47,7 @@ fn memset_zero(ptr: u64, len: usize) -> Result<(), StorageError> {
 }
 
 /// A new device storage (`params.device` must be `Gpu`) in the `params.managed` mode.
-pub fn allocate(
+pub(crate) fn allocate(
     shape: &[usize],
     element: ElementType,
     params: &ResolvedParams,
@@ -186,7 +186,7 @@ fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
 
 /// The mirror copies of a `managed="gt4py"` storage's buffers: the whole span of memory
 /// allocated here, exactly the items of wrapped memory ([`Buffers::items`]).
-pub struct Copier<'a>(pub &'a Buffers);
+pub(crate) struct Copier<'a>(pub &'a Buffers);
 
 impl Copier<'_> {
     /// Copies one way what the buffers' copies move, enqueued on the legacy default stream,
@@ -236,7 +236,7 @@ impl Mirror for Copier<'_> {
 }
 
 /// GDP-3's `host_to_device(force)`: no action unless the storage is mirrored.
-pub fn host_to_device(s: &Storage, force: bool) -> Result<bool, StorageError> {
+pub(crate) fn host_to_device(s: &Storage, force: bool) -> Result<bool, StorageError> {
     match s.sync_state() {
         Some(state) => state.host_to_device(&Copier(s.buffers()), force),
         None => Ok(false),
@@ -244,7 +244,7 @@ pub fn host_to_device(s: &Storage, force: bool) -> Result<bool, StorageError> {
 }
 
 /// GDP-3's `device_to_host(force)`.
-pub fn device_to_host(s: &Storage, force: bool) -> Result<bool, StorageError> {
+pub(crate) fn device_to_host(s: &Storage, force: bool) -> Result<bool, StorageError> {
     match s.sync_state() {
         Some(state) => state.device_to_host(&Copier(s.buffers()), force),
         None => Ok(false),
@@ -252,7 +252,7 @@ pub fn device_to_host(s: &Storage, force: bool) -> Result<bool, StorageError> {
 }
 
 /// GDP-3's `synchronize()`; for unified memory, waits for the device (so host reads are safe).
-pub fn synchronize(s: &Storage) -> Result<bool, StorageError> {
+pub(crate) fn synchronize(s: &Storage) -> Result<bool, StorageError> {
     match s.sync_state() {
         Some(state) => state.synchronize(&Copier(s.buffers())),
         None if s.buffers().managed == Managed::Cuda => {
@@ -266,7 +266,7 @@ pub fn synchronize(s: &Storage) -> Result<bool, StorageError> {
 
 /// A device storage's copy: same parameters, its own buffers (and sync state). The source is
 /// read where its newest data is.
-pub fn copy(s: &Storage) -> Result<Storage, StorageError> {
+pub(crate) fn copy(s: &Storage) -> Result<Storage, StorageError> {
     if s.has_host() {
         if let Some(state) = s.sync_state() {
             state.acquire_host(&Copier(s.buffers()))?;

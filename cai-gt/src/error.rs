@@ -198,6 +198,22 @@ pub enum StorageError {
     Transfer(String),
 }
 
+/// Whether storages may have a device side: only with the `cuda` feature, without which they
+/// could neither be allocated nor kept in step with a host side nor copied.
+pub fn check_device_support() -> Result<(), StorageError> {
+    if cfg!(feature = "cuda") {
+        Ok(())
+    } else {
+        Err(no_cuda())
+    }
+}
+
+pub(crate) fn no_cuda() -> StorageError {
+    StorageError::NoCuda(
+        "this build of cai has no CUDA support; install the CUDA build (README, \"CUDA\")",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::StorageError;

@@ -20,7 +20,7 @@
 //! }
 //! .resolve(&shape, &StorageParams::default())?;
 //! let f8 = ElementType::new(TypeStr::parse("<f8").unwrap(), None)?;
-//! let s = Storage::allocate_host(&shape, f8, &params, Init::Zeros)?;
+//! let s = Storage::allocate(&shape, f8, &params, Init::Zeros)?;
 //! assert_eq!(s.shape(), [4, 6]);
 //! assert_eq!(s.halo(), [(1, 1), (2, 2)]);
 //! let exported = s.host_descriptor().unwrap().unwrap(); // its `__array_interface__`
@@ -36,8 +36,8 @@
 //! - `wrap`: storages over memory allocated elsewhere ([`wrap_foreign`]).
 //! - `mirror`: [`SyncState`], which side of a host/device pair is newest.
 //! - `interface`: the `__gt_data_interface__` model ([`GtDataDescriptor`], [`GtDataInterface`]).
-//! - [`cuda`] (feature `cuda`): device storages and the mirror copies, through cai-runtime's
-//!   driver layer. [`python`] (feature `python`): the protocol's Python side.
+//! - `cuda.rs` (feature `cuda`): device storages and the mirror copies, through cai-runtime's
+//!   driver layer, behind [`Storage::allocate`], [`Storage::copy`], [`Storage::synchronize`]... [`python`] (feature `python`): the protocol's Python side.
 //! - `error`: [`StorageError`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -45,7 +45,7 @@
 
 mod alloc;
 #[cfg(feature = "cuda")]
-pub mod cuda;
+mod cuda;
 mod dims;
 mod error;
 mod geometry;
@@ -60,7 +60,7 @@ mod wrap;
 
 pub use alloc::{AllocationPlan, check_alignment};
 pub use dims::{Dim, PerDim, parse_dims};
-pub use error::StorageError;
+pub use error::{StorageError, check_device_support};
 pub use geometry::{Geometry, IndexError, IndexItem};
 pub use host_buffer::HostBuffer;
 pub use interface::{

@@ -138,9 +138,68 @@ impl From<AllocError> for StorageError {
 }
 
 impl Storage {
+    /// A new storage of `shape` with the resolved parameters: in host memory, or (`device =
+    /// Gpu`) on device 0 in the `managed` mode, which needs the `cuda` feature.
+    pub fn allocate(
+        shape: &[usize],
+        element: ElementType,
+        params: &ResolvedParams,
+        init: Init,
+    ) -> Result<Storage, StorageError> {
+        match params.device {
+            StorageDevice::Host => Self::allocate_host(shape, element, params, init),
+            #[cfg(feature = "cuda")]
+            StorageDevice::Gpu => crate::cuda::allocate(shape, element, params, init),
+            #[cfg(not(feature = "cuda"))]
+            StorageDevice::Gpu => Err(crate::error::no_cuda()),
+        }
+    }
+
+    /// A storage with the same parameters and its own buffers (and sync state) holding a copy
+    /// of the items, read where the newest are.
+    pub fn copy(&self) -> Result<Storage, StorageError> {
+        #[cfg(feature = "cuda")]
+        if self.has_device() {
+            return crate::cuda::copy(self);
+        }
+        self.copy_host()
+    }
+
+    /// GDP-3's `host_to_device(force)`: copies the host side to the device side if it is newer
+    /// (or `force`); whether it copied. No action unless the storage is mirrored.
+    pub fn host_to_device(&self, force: bool) -> Result<bool, StorageError> {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::host_to_device(self, force);
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = force; // (Without the `cuda` feature no storage has a device side.)
+            Ok(false)
+        }
+    }
+
+    /// GDP-3's `device_to_host(force)`, the other way.
+    pub fn device_to_host(&self, force: bool) -> Result<bool, StorageError> {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::device_to_host(self, force);
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = force; // (Without the `cuda` feature no storage has a device side.)
+            Ok(false)
+        }
+    }
+
+    /// GDP-3's `synchronize()`: brings the older side of a mirror up to date; for unified
+    /// memory, waits for the device, so that host reads are safe.
+    pub fn synchronize(&self) -> Result<bool, StorageError> {
+        #[cfg(feature = "cuda")]
+        return crate::cuda::synchronize(self);
+        #[cfg(not(feature = "cuda"))]
+        Ok(false)
+    }
+
     /// A new host storage of `shape` with the resolved parameters (which must say
-    /// `device = Host`; device storages are made by the `cuda` module).
-    pub fn allocate_host(
+    /// `device = Host`).
+    pub(crate) fn allocate_host(
         shape: &[usize],
         element: ElementType,
         params: &ResolvedParams,

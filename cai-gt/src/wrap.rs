@@ -84,6 +84,9 @@ pub unsafe fn wrap_foreign(
     params: &StorageParams,
     data: &StorageParams,
 ) -> Result<Storage, StorageError> {
+    if gpu.is_some() {
+        crate::check_device_support()?;
+    }
     if let (Some(h), Some(g)) = (&host, &gpu) {
         check_mirror_pair(h, g)?;
     }

@@ -6,7 +6,6 @@
 
 #![cfg(feature = "cuda")]
 
-use cai_gt::cuda as gt_cuda;
 use cai_gt::{
     ElementType, GtDataInterface, GtDevice, GtHooks, HookError, Init, Managed, Storage,
     StorageDevice, StorageError, StorageParams, SyncStatus,
@@ -75,7 +74,7 @@ fn gpu_storage(shape: &[usize], managed: Managed, init: Init) -> Result<Storage,
     }
     .resolve(shape, &StorageParams::default())
     .unwrap();
-    gt_cuda::allocate(shape, f64s(), &params, init)
+    Storage::allocate(shape, f64s(), &params, init)
 }
 
 /// The view's items on the device, in C order.
@@ -118,11 +117,8 @@ fn mirrored_storages_copy_only_when_the_other_side_changed() {
     // Host write, marked: the next device read copies it.
     dom.fill_host(&2.0f64.to_le_bytes()).unwrap();
     s.sync_state().unwrap().set_host_modified();
-    assert!(gt_cuda::host_to_device(&s, false).unwrap());
-    assert!(
-        !gt_cuda::host_to_device(&s, false).unwrap(),
-        "clean: no second copy"
-    );
+    assert!(s.host_to_device(false).unwrap());
+    assert!(!s.host_to_device(false).unwrap(), "clean: no second copy");
     let dev = device_items(&s);
     assert_eq!(dev.iter().filter(|&&x| x == 2.0).count(), 3);
     // Device write, marked: the next host read copies it.
@@ -131,10 +127,10 @@ fn mirrored_storages_copy_only_when_the_other_side_changed() {
     // SAFETY: the storage's own device buffer, alive while `s` is.
     unsafe { cuda::memset_async(d.buffer.ptr, 0, b.span, Stream::LegacyDefault).unwrap() };
     s.sync_state().unwrap().set_device_modified();
-    assert!(gt_cuda::device_to_host(&s, false).unwrap());
+    assert!(s.device_to_host(false).unwrap());
     assert_eq!(host_items(&s), vec![0.0; 15]);
     // A copy has its own buffers and its own state.
-    let c = gt_cuda::copy(&s).unwrap();
+    let c = s.copy().unwrap();
     assert!(!c.sync_state().unwrap().same_as(s.sync_state().unwrap()));
     assert_ne!(c.device_ptr(), s.device_ptr());
     assert_eq!(device_items(&c), vec![0.0; 15]);
@@ -148,7 +144,7 @@ fn unified_and_device_only_storages() {
     let u = gpu_storage(&[4, 4], Managed::Cuda, Init::Zeros).expect("unified");
     assert_eq!(u.host_ptr(), u.device_ptr(), "one address for both");
     u.fill_host(&3.0f64.to_le_bytes()).unwrap();
-    gt_cuda::synchronize(&u).unwrap();
+    u.synchronize().unwrap();
     assert_eq!(device_items(&u), vec![3.0; 16]);
     let d = gpu_storage(
         &[2, 3],
@@ -160,7 +156,7 @@ fn unified_and_device_only_storages() {
     assert!(u.has_host() && u.has_device());
     assert_eq!(device_items(&d), vec![7.0; 6]);
     let view = d.transpose(None).unwrap();
-    let c = gt_cuda::copy(&view).unwrap();
+    let c = view.copy().unwrap();
     assert_eq!(c.shape(), [3, 2]);
     assert_eq!(device_items(&c), vec![7.0; 6]);
     let desc = d.device_descriptor().unwrap().unwrap();

@@ -142,7 +142,7 @@ mod allocated {
             }
             .resolve(&shape, &StorageParams::default())
             .unwrap();
-            let s = Storage::allocate_host(&shape, element, &params, Init::Zeros).unwrap();
+            let s = Storage::allocate(&shape, element, &params, Init::Zeros).unwrap();
             let b = s.buffers().host.as_ref().unwrap();
             let (start, end) = (b.buffer.addr() as u64, b.buffer.addr() as u64 + b.buffer.len() as u64);
             let key: Vec<IndexItem> = aligned_index.iter().map(|&i| IndexItem::Int(i as isize)).collect();

@@ -8,6 +8,7 @@
 use std::marker::PhantomData;
 
 use crate::element::Element;
+#[cfg(any(feature = "python", feature = "cuda"))]
 use crate::error::AllocError;
 
 /// Memory a CUDA kernel can address: a device pointer and a length in elements.
@@ -181,6 +182,7 @@ unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<T> {
 /// An empty byte vector with room for `capacity` bytes, or `AllocError`: `Vec::with_capacity`
 /// (and `vec![0; n]`) abort the process when the allocation fails, and the bytes of a view
 /// can far exceed the memory it lives in (a broadcast view repeats one item).
+#[cfg(any(feature = "python", feature = "cuda"))]
 pub(crate) fn byte_vec(capacity: usize) -> Result<Vec<u8>, AllocError> {
     let mut v = Vec::new();
     v.try_reserve_exact(capacity)
@@ -214,6 +216,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "python", feature = "cuda"))]
     fn byte_vectors_too_big_for_memory_are_errors() {
         // More than any address space holds, and more than a `Vec` may hold: errors naming
         // the size, where `Vec::with_capacity` would abort.

@@ -3,7 +3,6 @@
 //! access, views, the mirror methods, copying and pickling.
 
 use super::create::storage;
-use super::device::{MirrorOp, copy_storage, mirror};
 use super::dtype::{Dtype, dtype_arg};
 use super::index::{basic_index, gt_index_arrays, gt_ndarray};
 use super::keywords::dim_names;
@@ -136,13 +135,13 @@ impl PyStorage {
         py: Python<'py>,
         attribute: &str,
         missing: &'static str,
-        bring_up_to_date: MirrorOp,
+        bring_up_to_date: fn(&Storage, bool) -> Result<bool, StorageError>,
         describe: impl FnOnce(&Storage) -> Option<Result<ArrayDescriptor<S>, DescriptorError>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let d = describe(&self.inner)
             .ok_or_else(|| PyAttributeError::new_err(missing))?
             .map_err(|e| cpy::export_error(e, attribute))?;
-        mirror(&self.inner, bring_up_to_date)?;
+        bring_up_to_date(&self.inner, false)?;
         cpy::to_dict(py, &d)
     }
 
@@ -181,7 +180,7 @@ impl PyStorage {
             py,
             "__array_interface__",
             NO_HOST_BUFFER,
-            MirrorOp::DeviceToHost(false),
+            Storage::device_to_host,
             Storage::host_descriptor,
         )
     }
@@ -195,7 +194,7 @@ impl PyStorage {
             .inner
             .host_ptr()
             .ok_or_else(|| PyAttributeError::new_err(NO_HOST_BUFFER))?;
-        mirror(&this.inner, MirrorOp::DeviceToHost(false))?;
+        this.inner.device_to_host(false)?;
         ArrayStruct {
             shape: this.inner.shape(),
             strides: this.inner.strides(),
@@ -216,7 +215,7 @@ impl PyStorage {
             py,
             "__cuda_array_interface__",
             "this storage has no device buffer (it lives in host memory): use __array_interface__",
-            MirrorOp::HostToDevice(false),
+            Storage::host_to_device,
             Storage::device_descriptor,
         )
     }
@@ -414,8 +413,8 @@ impl PyStorage {
 
     /// A new storage with the same parameters and a copy of the data (its own sync state).
     fn copy(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
-        mirror(&self.inner, MirrorOp::DeviceToHost(false))?;
-        let c = copy_storage(&self.inner)?;
+        self.inner.device_to_host(false)?;
+        let c = self.inner.copy()?;
         self.view(py, c)
     }
 
@@ -636,18 +635,21 @@ impl PyStorage {
     /// mirrored.
     #[pyo3(signature = (*, force = false))]
     fn device_to_host(&self, #[pyo3(from_py_with = args::arg::force)] force: bool) -> PyResult<()> {
-        mirror(&self.inner, MirrorOp::DeviceToHost(force)).map(drop)
+        self.inner.device_to_host(force)?;
+        Ok(())
     }
 
     /// Copies host to device if the host was modified (or `force`); no action unless mirrored.
     #[pyo3(signature = (*, force = false))]
     fn host_to_device(&self, #[pyo3(from_py_with = args::arg::force)] force: bool) -> PyResult<()> {
-        mirror(&self.inner, MirrorOp::HostToDevice(force)).map(drop)
+        self.inner.host_to_device(force)?;
+        Ok(())
     }
 
     /// Copies whichever side was modified to the other.
     fn synchronize(&self) -> PyResult<()> {
-        mirror(&self.inner, MirrorOp::Synchronize).map(drop)
+        self.inner.synchronize()?;
+        Ok(())
     }
 
     /// Marks the host buffer modified: the next device read copies it first.

@@ -2,7 +2,6 @@
 //! `storage(data)`, which copies, each under GDP-3's lookup order.
 
 use super::class::PyStorage;
-use super::device::allocate_gpu;
 use super::dtype::{Dtype, data_dtype, dtype_of};
 use super::keywords::{Keyword, read_call, read_kwargs, shape_arg};
 use super::mirror::sync_state_arg;
@@ -33,11 +32,7 @@ fn create(
     // hundred bytes (counted with `perf probe` on `memmove`: 13 per call before, 10 after).
     let resolved = explicit.resolve(shape, data);
     let params = resolved.as_ref().map_err(|e| PyErr::from(e.clone()))?;
-    let allocated = match params.device {
-        StorageDevice::Host => Storage::allocate_host(shape, dtype.element.clone(), params, init),
-        StorageDevice::Gpu => allocate_gpu(shape, dtype.element.clone(), params, init),
-    };
-    match allocated {
+    match Storage::allocate(shape, dtype.element.clone(), params, init) {
         Ok(inner) => PyStorage::new_py(py, inner, dtype),
         Err(e) => Err(PyErr::from(e)),
     }

@@ -1,7 +1,6 @@
 //! Storages over existing buffers, without a copy: `as_storage` and `storage(copy=False)`.
 
 use super::class::PyStorage;
-use super::device::wrap_device;
 use super::dtype::{data_dtype, dtype_of};
 use super::keywords::read_kwargs;
 use super::mirror::sync_state_arg;
@@ -11,8 +10,8 @@ use std::any::Any;
 
 use cai_gt::python::GtData;
 use cai_gt::{
-    ForeignBuffer, PerDim, StorageError, StorageParams, SyncState, check_mirror_pair, parse_dims,
-    stride_order, wrap_foreign,
+    ForeignBuffer, PerDim, StorageError, StorageParams, SyncState, check_device_support,
+    check_mirror_pair, parse_dims, stride_order, wrap_foreign,
 };
 use cai_runtime::Space;
 use cai_runtime::python::ForeignArray;
@@ -179,7 +178,7 @@ pub(super) fn wrap(
     if gpu.is_some() {
         // A build without CUDA cannot keep a device side in step (nor copy it): refused as
         // device requests are.
-        wrap_device()?;
+        check_device_support()?;
     }
     // Each side keeps its data object and what its bytes were read through.
     let host = host.map(|h| {
