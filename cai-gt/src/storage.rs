@@ -442,10 +442,7 @@ impl Storage {
     /// The `__cuda_array_interface__` descriptor (`None` without a device buffer).
     pub fn device_descriptor(&self) -> Option<Result<CudaArrayDescriptor, DescriptorError>> {
         let ptr = self.device_ptr()?;
-        let stream = self
-            .buffers
-            .stream
-            .filter(|_| !cai_runtime::sync::export_stream_none());
+        let stream = cai_runtime::sync::exported_stream(self.buffers.stream);
         Some(self.descriptor(ptr, stream))
     }
 

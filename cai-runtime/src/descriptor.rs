@@ -366,7 +366,7 @@ impl DescriptorBuilder<Device> {
     /// The stream with pending work on the data (`None`: no synchronization needed).
     /// Exported as `None` whatever it is while [`crate::sync::export_stream_none`] is on.
     pub fn stream(mut self, stream: Option<Stream>) -> Self {
-        self.stream = stream.filter(|_| !crate::sync::export_stream_none());
+        self.stream = crate::sync::exported_stream(stream);
         self
     }
 }

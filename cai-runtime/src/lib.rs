@@ -35,7 +35,8 @@
 //!   arrays ([`DeviceMemory`], [`HostMemory`]).
 //! - `interface.rs`: the traits the derives implement and the traits annotated fields need.
 //! - `pointer.rs`: pointer attributes and the import checks on them ([`check_pointer`]).
-//! - `error.rs`: the errors ([`DescriptorError`], [`DriverError`]...).
+//! - `error.rs`: the descriptor's and memory errors ([`DescriptorError`], [`AllocError`]...);
+//!   `driver_error.rs`: [`DriverError`], the named CUDA result codes.
 //! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions.
 //! - [`cuda`] (feature `cuda`): the CUDA driver through cust: cust buffers and streams, the
 //!   event wait, pointer attributes, device allocations and copies. [`python`] (feature
@@ -49,6 +50,7 @@
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod descriptor;
+mod driver_error;
 mod element;
 mod error;
 mod interface;
@@ -67,8 +69,9 @@ pub use descriptor::{
     ArrayDescriptor, CudaArrayDescriptor, Data, DescriptorBuilder, Device, Host,
     HostArrayDescriptor, NoStream, Space,
 };
+pub use driver_error::{DriverError, driver_error_name};
 pub use element::{DType, Element, FieldDType, StructDType};
-pub use error::{AllocError, CopyToHostError, DescriptorError, DriverError, driver_error_name};
+pub use error::{AllocError, CopyToHostError, DescriptorError};
 pub use interface::{
     ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
 };

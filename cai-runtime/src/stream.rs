@@ -41,7 +41,7 @@ pub enum StreamError {
     Zero,
     /// A driver call ordering the producer's streams, or synchronizing with them, failed.
     #[error("could not order work on the exported `stream`: {0}")]
-    Driver(#[from] crate::error::DriverError),
+    Driver(#[from] crate::driver_error::DriverError),
 }
 
 impl Stream {

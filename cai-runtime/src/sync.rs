@@ -84,6 +84,12 @@ pub fn export_stream_none() -> bool {
     EXPORT_NONE.get(|| env_is(EXPORT_STREAM_NONE_ENV, true))
 }
 
+/// The `stream` entry a producer exports for data with pending work on `stream`: `stream`
+/// itself, or `None` while [`export_stream_none`] is on. Every export goes through this.
+pub fn exported_stream(stream: Option<Stream>) -> Option<Stream> {
+    stream.filter(|_| !export_stream_none())
+}
+
 /// Sets [`export_stream_none`] for the whole process, overriding the environment.
 pub fn set_export_stream_none(on: bool) {
     EXPORT_NONE.set(on);

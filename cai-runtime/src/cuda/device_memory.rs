@@ -5,8 +5,9 @@ use cust::memory::{DeviceBox, DeviceBuffer, DeviceCopy, DeviceSlice, UnifiedBuff
 
 use super::ffi;
 use super::stream::raw_handle;
+use crate::driver_error::DriverError;
 use crate::element::Element;
-use crate::error::{CopyToHostError, DriverError};
+use crate::error::CopyToHostError;
 use crate::layout::Layout;
 use crate::memory::DeviceMemory;
 use crate::memory::byte_vec;

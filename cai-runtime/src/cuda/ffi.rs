@@ -6,7 +6,7 @@
 
 use std::os::raw::{c_int, c_uint, c_void};
 
-use crate::error::DriverError;
+use crate::driver_error::DriverError;
 
 pub type CUcontext = *mut c_void;
 pub type CUstream = *mut c_void;

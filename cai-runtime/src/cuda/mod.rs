@@ -14,7 +14,7 @@
 //!
 //! Nothing here needs a GPU to compile or link: without a CUDA installation, link against the
 //! stub from `scripts/cuda-stub.sh`; every call then fails with `CUDA_ERROR_STUB_LIBRARY`, which
-//! [`crate::error::DriverError::is_no_device`] recognizes so that tests skip.
+//! [`crate::driver_error::DriverError::is_no_device`] recognizes so that tests skip.
 
 mod device_memory;
 mod ffi;
@@ -24,7 +24,7 @@ mod synchronize;
 
 use std::sync::{Mutex, OnceLock};
 
-use crate::error::DriverError;
+use crate::driver_error::DriverError;
 
 pub use device_memory::{
     DeviceAllocation, copy_async, copy_from_host, copy_ranges, copy_to_host, copy_to_host_into,

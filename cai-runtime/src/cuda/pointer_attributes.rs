@@ -4,7 +4,7 @@
 use std::os::raw::{c_int, c_uint, c_void};
 
 use super::{ffi, init, with_context};
-use crate::error::DriverError;
+use crate::driver_error::DriverError;
 use crate::layout::Extent;
 use crate::pointer::{MemoryType, PointerAttributes, PointerError, check_pointer};
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use cust::stream::Stream as CuStream;
 
 use super::{ffi, with_context};
-use crate::error::DriverError;
+use crate::driver_error::DriverError;
 use crate::stream::{AsStream, Stream, StreamError};
 
 /// The driver handle for an exported stream value (1 and 2 are `CU_STREAM_LEGACY` and

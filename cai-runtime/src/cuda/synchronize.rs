@@ -2,7 +2,7 @@
 //! [`crate::sync::release_plan`]'s once the consumer's work is enqueued.
 
 use super::stream::{order_after, synchronize_stream};
-use crate::error::DriverError;
+use crate::driver_error::DriverError;
 use crate::stream::Stream;
 use crate::sync::{ImportOptions, ReleasePlan, SyncPlan, ignore_streams, plan, release_plan};
 

@@ -10,7 +10,8 @@ use pyo3::PyErr;
 use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 
 use super::foreign::ViewError;
-use crate::error::{AllocError, CopyToHostError, DescriptorError, DriverError};
+use crate::driver_error::DriverError;
+use crate::error::{AllocError, CopyToHostError, DescriptorError};
 use crate::layout::LayoutError;
 use crate::stream::StreamError;
 use crate::structured::DescrNameError;

@@ -477,7 +477,7 @@ impl ForeignArray<Host> {
 /// A failed synchronization with the producer's stream, naming the streams involved. A handle
 /// the driver does not know (`CUDA_ERROR_INVALID_HANDLE`) is a bad value: ValueError.
 #[cfg(feature = "cuda")]
-fn sync_error(plan: SyncPlan, e: crate::error::DriverError) -> PyErr {
+fn sync_error(plan: SyncPlan, e: crate::driver_error::DriverError) -> PyErr {
     let what = match plan {
         SyncPlan::EventWait { producer, consumer } => format!(
             "cannot order the consumer's stream {consumer} after the producer's `stream` = {producer}"
