@@ -31,8 +31,8 @@ echo "== cargo doc (a broken intra-doc link is an error)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 echo "== public API (cai-runtime/public-api.txt, cai-gt/public-api.txt)"
 scripts/public-api.sh
-echo "== cargo build (cai-runtime without default features)"
-cargo build -p cai-runtime --no-default-features
+echo "== cargo build (cai-runtime and cai-gt without default features, with their tests)"
+cargo build -p cai-runtime -p cai-gt --no-default-features --all-targets
 echo "== cargo test"
 cargo test --workspace --all-features
 echo "== miri (the unsafe code the pure-logic and derive tests reach)"

@@ -104,18 +104,9 @@ pub(crate) fn allocate(
         element,
         params,
         Buffers {
-            host: host.map(|buffer| Side { buffer, origin }),
-            device: Some(Side {
-                buffer: device,
-                origin,
-            }),
-            span: len,
-            items: None,
             sync,
-            device_kind: StorageDevice::Gpu,
             managed,
-            readonly: false,
-            stream: None,
+            ..Buffers::new(host, Some(device), len, origin)
         },
     );
     if let Init::Fill(item) = init {
@@ -148,20 +139,7 @@ fn staged(s: &Storage) -> Result<Storage, StorageError> {
         plan,
         s.element().clone(),
         &params,
-        Buffers {
-            host: Some(Side {
-                buffer: host,
-                origin: dev.origin,
-            }),
-            device: None,
-            span: b.span,
-            items: None,
-            sync: None,
-            device_kind: StorageDevice::Host,
-            managed: Managed::None,
-            readonly: false,
-            stream: None,
-        },
+        Buffers::new(Some(host), None, b.span, dev.origin),
     ))
 }
 

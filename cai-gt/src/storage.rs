@@ -15,7 +15,6 @@ use crate::params::{Managed, ResolvedParams, StorageDevice};
 use cai_runtime::Descr;
 use cai_runtime::DescriptorError;
 use cai_runtime::Layout;
-use cai_runtime::Stream;
 use cai_runtime::{ArrayDescriptor, CudaArrayDescriptor, Data, HostArrayDescriptor, Space};
 use cai_runtime::{Kind, TypeStr};
 
@@ -60,23 +59,52 @@ pub enum Init {
 }
 
 /// One side's memory: where item `[0, ..., 0]` of the allocation is (`origin`, bytes from the
-/// start), and the bytes a whole-buffer copy moves (`span`, from the start).
+/// start). Only this crate makes one; see [`Storage::buffers`].
 #[derive(Debug)]
 pub struct Side<B> {
+    pub(crate) buffer: B,
+    pub(crate) origin: usize,
+}
+
+impl<B> Side<B> {
     /// The memory.
-    pub buffer: B,
+    pub fn buffer(&self) -> &B {
+        &self.buffer
+    }
+
     /// Bytes from the buffer's start to item `[0, ..., 0]` of the allocation.
-    pub origin: usize,
+    pub fn origin(&self) -> usize {
+        self.origin
+    }
 }
 
 /// Device memory as a storage sees it: an address, a size, and the handle that frees it.
 pub struct DeviceBufferHandle {
-    /// Device address of the first byte.
-    pub ptr: u64,
-    /// Size in bytes.
-    pub len: usize,
+    pub(crate) ptr: u64,
+    pub(crate) len: usize,
     /// Keeps the allocation alive (a cust buffer, a unified buffer...).
-    pub keep: Box<dyn Any + Send + Sync>,
+    #[expect(
+        dead_code,
+        reason = "held to be dropped with the buffer, which frees the memory"
+    )]
+    pub(crate) keep: Box<dyn Any + Send + Sync>,
+}
+
+impl DeviceBufferHandle {
+    /// Device address of the first byte.
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 impl std::fmt::Debug for DeviceBufferHandle {
@@ -85,30 +113,89 @@ impl std::fmt::Debug for DeviceBufferHandle {
     }
 }
 
-/// The buffers of one allocation, shared (through `Arc`) by all its views.
+/// The buffers of one allocation, shared (through `Arc`) by all its views. Read-only outside
+/// this crate: a storage's memory comes from [`Storage::allocate`] or [`crate::wrap_foreign`],
+/// whose checks (and, for foreign memory, whose caller's promise) make the copies and views
+/// over it stay inside it.
 #[derive(Debug)]
 pub struct Buffers {
-    /// Host memory, if any.
-    pub host: Option<Side<HostBuffer>>,
-    /// Device memory, if any.
-    pub device: Option<Side<DeviceBufferHandle>>,
+    pub(crate) host: Option<Side<HostBuffer>>,
+    pub(crate) device: Option<Side<DeviceBufferHandle>>,
     /// Bytes to copy between mirrors, from each side's start.
-    pub span: usize,
+    pub(crate) span: usize,
     /// For wrapped memory, the items a mirror copy moves (their layout, from each side's
-    /// `origin`): the bytes between them belong to others (the rest of the arrays the views
+    /// origin): the bytes between them belong to others (the rest of the arrays the views
     /// were taken from), so a copy moves exactly these ([`Layout::runs`]). `None` for memory
     /// allocated here, whose whole span is the storage's own.
-    pub items: Option<Layout>,
+    pub(crate) items: Option<Layout>,
     /// Which side is newest (`managed="gt4py"` with both sides; shared by all views).
-    pub sync: Option<SyncState>,
-    /// Where the storage lives and who keeps the sides in step.
-    pub device_kind: StorageDevice,
-    /// See [`Managed`].
-    pub managed: Managed,
-    /// Consumers must not write (wrapped read-only memory).
-    pub readonly: bool,
-    /// The stream device work on the buffer is ordered on (exported as `stream`).
-    pub stream: Option<Stream>,
+    pub(crate) sync: Option<SyncState>,
+    pub(crate) device_kind: StorageDevice,
+    pub(crate) managed: Managed,
+    pub(crate) readonly: bool,
+}
+
+impl Buffers {
+    /// The buffers of `span` bytes on each side given, item `[0, ..., 0]` `origin` bytes from
+    /// each side's start: a storage on the GPU if there is device memory, else on the host;
+    /// whole (`items: None`), unmirrored (`sync: None`, [`Managed::None`]) and writable.
+    pub(crate) fn new(
+        host: Option<HostBuffer>,
+        device: Option<DeviceBufferHandle>,
+        span: usize,
+        origin: usize,
+    ) -> Buffers {
+        Buffers {
+            device_kind: if device.is_some() {
+                StorageDevice::Gpu
+            } else {
+                StorageDevice::Host
+            },
+            host: host.map(|buffer| Side { buffer, origin }),
+            device: device.map(|buffer| Side { buffer, origin }),
+            span,
+            items: None,
+            sync: None,
+            managed: Managed::None,
+            readonly: false,
+        }
+    }
+
+    /// The host memory, if any.
+    pub fn host(&self) -> Option<&Side<HostBuffer>> {
+        self.host.as_ref()
+    }
+
+    /// The device memory, if any.
+    pub fn device(&self) -> Option<&Side<DeviceBufferHandle>> {
+        self.device.as_ref()
+    }
+
+    /// Bytes a whole-buffer copy between the sides moves, from each side's start.
+    pub fn span(&self) -> usize {
+        self.span
+    }
+
+    /// For wrapped memory, the items a mirror copy moves (see [`Buffers`]); `None` for memory
+    /// allocated here.
+    pub fn items(&self) -> Option<&Layout> {
+        self.items.as_ref()
+    }
+
+    /// Where the storage lives.
+    pub fn device_kind(&self) -> StorageDevice {
+        self.device_kind
+    }
+
+    /// Who keeps the sides in step.
+    pub fn managed(&self) -> Managed {
+        self.managed
+    }
+
+    /// Whether consumers must not write (wrapped read-only memory).
+    pub fn readonly(&self) -> bool {
+        self.readonly
+    }
 }
 
 /// Allocation parameters a `*_like` call or a copy reuses.
@@ -221,17 +308,7 @@ impl Storage {
             plan,
             element,
             params,
-            Buffers {
-                host: Some(Side { buffer, origin }),
-                device: None,
-                span,
-                items: None,
-                sync: None,
-                device_kind: StorageDevice::Host,
-                managed: Managed::None,
-                readonly: false,
-                stream: None,
-            },
+            Buffers::new(Some(buffer), None, span, origin),
         );
         if let Init::Fill(item) = init {
             storage.fill_host(&item)?;
@@ -282,7 +359,7 @@ impl Storage {
     /// Wraps memory described by `layout` whose item `[0, ..., 0]` is `origin` bytes into
     /// `buffer` (no copy). `order` is the `layout` parameter the strides follow (where they
     /// tie, it says which dimension is the more contiguous).
-    pub fn wrap(
+    pub(crate) fn wrap(
         buffers: Buffers,
         layout: Layout,
         element: ElementType,
@@ -442,8 +519,10 @@ impl Storage {
     /// The `__cuda_array_interface__` descriptor (`None` without a device buffer).
     pub fn device_descriptor(&self) -> Option<Result<CudaArrayDescriptor, DescriptorError>> {
         let ptr = self.device_ptr()?;
-        let stream = cai_runtime::sync::exported_stream(self.buffers.stream);
-        Some(self.descriptor(ptr, stream))
+        // The storage's own device work (allocation, fills, mirror copies) is done when the
+        // call that did it returns, and foreign memory was waited for when it was wrapped: no
+        // work on the data is pending.
+        Some(self.descriptor(ptr, None))
     }
 
     /// `s[key]`: a view, or the byte offset of one item (from the host buffer's item pointer
@@ -864,17 +943,7 @@ mod tests {
 
     #[test]
     fn wrap_wants_one_entry_per_dimension() {
-        let buffers = || Buffers {
-            host: None,
-            device: None,
-            span: 0,
-            items: None,
-            sync: None,
-            device_kind: StorageDevice::Host,
-            managed: crate::Managed::None,
-            readonly: false,
-            stream: None,
-        };
+        let buffers = || Buffers::new(None, None, 0, 0);
         let layout = Layout::c_contiguous(&[2, 3], 8).unwrap();
         let two = || -> PerDim<(usize, usize)> { smallvec::smallvec![(0, 0); 2] };
         let dims = || -> PerDim<Dim> { smallvec::smallvec![Dim::I, Dim::J] };

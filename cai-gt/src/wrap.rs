@@ -10,7 +10,7 @@ use cai_runtime::{Descr, Layout, TypeStr};
 
 use crate::storage::{AllocInfo, layout_following, stride_order};
 use crate::{
-    Buffers, DeviceBufferHandle, ElementType, HostBuffer, Managed, Side, Storage, StorageDevice,
+    Buffers, DeviceBufferHandle, ElementType, HostBuffer, Managed, Storage, StorageDevice,
     StorageError, StorageParams, SyncState, SyncStatus, check_alignment,
 };
 
@@ -139,49 +139,36 @@ pub unsafe fn wrap_foreign(
             });
         }
     }
-    let host_side = match host {
+    let host = match host {
         Some(h) => {
             let start = h.ptr.wrapping_add_signed(lo as i64);
-            let buffer = match NonNull::new(start as usize as *mut u8) {
+            Some(match NonNull::new(start as usize as *mut u8) {
                 // SAFETY: the layout's bytes [lo, hi) around the item pointer are the caller's
                 // readable (writable unless read-only) host memory, alive while `keep` is
                 // (this function's contract); the buffer holds `keep` for as long as it is used.
                 Some(ptr) => unsafe { HostBuffer::foreign(ptr, len, h.keep) },
                 None => HostBuffer::zeroed(0)?,
-            };
-            Some(Side { buffer, origin })
+            })
         }
         None => None,
     };
-    let device_side = gpu.map(|g| Side {
-        buffer: DeviceBufferHandle {
-            ptr: g.ptr.wrapping_add_signed(lo as i64),
-            len,
-            keep: g.keep,
-        },
-        origin,
+    let device = gpu.map(|g| DeviceBufferHandle {
+        ptr: g.ptr.wrapping_add_signed(lo as i64),
+        len,
+        keep: g.keep,
     });
-    let mirrored = host_side.is_some() && device_side.is_some();
-    let device_kind = if device_side.is_some() {
-        StorageDevice::Gpu
-    } else {
-        StorageDevice::Host
-    };
+    let mirrored = host.is_some() && device.is_some();
     let buffers = Buffers {
-        host: host_side,
-        device: device_side,
-        span: len,
         // The bytes between the items belong to whoever else shares the buffers.
         items: Some(layout.clone()),
         sync: mirrored.then(|| sync_state.unwrap_or_else(|| SyncState::new(SyncStatus::Clean))),
-        device_kind,
         managed: if mirrored {
             Managed::Gt4Py
         } else {
             Managed::None
         },
         readonly,
-        stream: None,
+        ..Buffers::new(host, device, len, origin)
     };
     Ok(Storage::wrap(
         buffers,

@@ -12,33 +12,12 @@ use cai_gt::{
 };
 use cai_runtime::Stream;
 use cai_runtime::cuda;
-use cust::context::Context;
 use cust::memory::DeviceBuffer;
-use cust::stream::{Stream as CuStream, StreamFlags};
+use cust::stream::Stream as CuStream;
 
-/// The primary context of device 0, or `None` (with the reason printed) when this machine has
-/// no usable driver or device.
-fn gpu(test: &str) -> Option<Context> {
-    match cuda::init() {
-        Err(e) if e.is_no_device() => {
-            eprintln!("skipped {test}: no CUDA device here ({e})");
-            None
-        }
-        Err(e) => panic!("cuInit failed unexpectedly: {e}"),
-        Ok(()) => {
-            let dev = cust::device::Device::get_device(0).expect("device 0");
-            Some(Context::new(dev).expect("primary context"))
-        }
-    }
-}
-
-/// A new cust stream: a blocking one whatever the flags (cust 0.3 drops `NON_BLOCKING`), which
-/// is what users of cust get. Two of them do not wait for each other.
-fn stream() -> CuStream {
-    let s = CuStream::new(StreamFlags::NON_BLOCKING, None).expect("stream");
-    assert_eq!(s.get_flags().expect("flags"), StreamFlags::DEFAULT);
-    s
-}
+#[path = "../../cai-runtime/tests/support/gpu.rs"]
+mod gpu;
+use gpu::{gpu, stream};
 
 #[test]
 fn without_a_driver_device_storages_are_typed_errors() {
@@ -123,9 +102,9 @@ fn mirrored_storages_copy_only_when_the_other_side_changed() {
     assert_eq!(dev.iter().filter(|&&x| x == 2.0).count(), 3);
     // Device write, marked: the next host read copies it.
     let b = s.buffers();
-    let d = b.device.as_ref().unwrap();
+    let d = b.device().unwrap();
     // SAFETY: the storage's own device buffer, alive while `s` is.
-    unsafe { cuda::memset_async(d.buffer.ptr, 0, b.span, Stream::LegacyDefault).unwrap() };
+    unsafe { cuda::memset_async(d.buffer().ptr(), 0, b.span(), Stream::LegacyDefault).unwrap() };
     s.sync_state().unwrap().set_device_modified();
     assert!(s.device_to_host(false).unwrap());
     assert_eq!(host_items(&s), vec![0.0; 15]);

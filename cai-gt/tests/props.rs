@@ -143,8 +143,8 @@ mod allocated {
             .resolve(&shape, &StorageParams::default())
             .unwrap();
             let s = Storage::allocate(&shape, element, &params, Init::Zeros).unwrap();
-            let b = s.buffers().host.as_ref().unwrap();
-            let (start, end) = (b.buffer.addr() as u64, b.buffer.addr() as u64 + b.buffer.len() as u64);
+            let b = s.buffers().host().unwrap();
+            let (start, end) = (b.buffer().addr() as u64, b.buffer().addr() as u64 + b.buffer().len() as u64);
             let key: Vec<IndexItem> = aligned_index.iter().map(|&i| IndexItem::Int(i as isize)).collect();
             let Selected::Item(off) = s.select(&key).unwrap() else { panic!("an item") };
             prop_assert_eq!(s.item_host_ptr(off).unwrap() % alignment as u64, 0);

@@ -13,35 +13,14 @@ use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
 use cai_runtime::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncMode, SyncPlan};
 use cai_runtime::{CudaArrayInterface, DescriptorError, Stream, StreamError};
 use cai_runtime::{MemoryType, PointerError};
-use cust::context::Context;
 use cust::memory::{
     CopyDestination, DeviceBox, DeviceBuffer, DeviceSlice, LockedBuffer, UnifiedBuffer,
 };
-use cust::stream::{Stream as CuStream, StreamFlags};
+use cust::stream::Stream as CuStream;
 
-/// The primary context of device 0, or `None` (with the reason printed) when this machine has
-/// no usable driver or device.
-fn gpu(test: &str) -> Option<Context> {
-    match cuda::init() {
-        Err(e) if e.is_no_device() => {
-            eprintln!("skipped {test}: no CUDA device here ({e})");
-            None
-        }
-        Err(e) => panic!("cuInit failed unexpectedly: {e}"),
-        Ok(()) => {
-            let dev = cust::device::Device::get_device(0).expect("device 0");
-            Some(Context::new(dev).expect("primary context"))
-        }
-    }
-}
-
-/// A new cust stream: a blocking one whatever the flags (cust 0.3 drops `NON_BLOCKING`), which
-/// is what users of cust get. Two of them do not wait for each other.
-fn stream() -> CuStream {
-    let s = CuStream::new(StreamFlags::NON_BLOCKING, None).expect("stream");
-    assert_eq!(s.get_flags().expect("flags"), StreamFlags::DEFAULT);
-    s
-}
+#[path = "support/gpu.rs"]
+mod gpu;
+use gpu::{gpu, stream};
 
 #[derive(CudaArrayInterface)]
 struct Image {

@@ -52,7 +52,7 @@ enum StorageType {
 
 impl StorageType {
     fn of(s: &Storage) -> StorageType {
-        match (s.buffers().managed, s.has_host(), s.has_device()) {
+        match (s.buffers().managed(), s.has_host(), s.has_device()) {
             (Managed::Cuda, _, _) => StorageType::CudaManaged,
             (_, true, true) => StorageType::SoftwareManaged,
             (_, false, true) => StorageType::Gpu,
@@ -199,7 +199,7 @@ impl PyStorage {
             shape: this.inner.shape(),
             strides: this.inner.strides(),
             data,
-            readonly: this.inner.buffers().readonly,
+            readonly: this.inner.buffers().readonly(),
             typestr: this.inner.element().typestr,
             descr: this.dtype.bind(slf.py()),
             // The capsule keeps the storage, and so its buffers, alive.
@@ -596,7 +596,7 @@ impl PyStorage {
     /// None, "gt4py" or "cuda".
     #[getter]
     fn managed(&self) -> Option<&'static str> {
-        match self.inner.buffers().managed {
+        match self.inner.buffers().managed() {
             Managed::None => None,
             Managed::Gt4Py => Some("gt4py"),
             Managed::Cuda => Some("cuda"),
