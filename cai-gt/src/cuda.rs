@@ -132,7 +132,8 @@ fn staged(s: &Storage) -> Result<Storage, StorageError> {
         .device
         .as_ref()
         .ok_or(StorageError::NoSuchBuffer("device"))?;
-    let host = HostBuffer::uninit(b.span)?;
+    // Zeroed, not uninitialized: an upload reads the whole span, padding included, as bytes.
+    let host = HostBuffer::zeroed(b.span)?;
     let params = s.like_params(StorageDevice::Host);
     let plan = Storage::plan(s.shape(), s.element(), &params)?;
     Ok(Storage::from_plan(
@@ -159,7 +160,10 @@ fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
     // SAFETY: the host buffer holds `span` >= n initialized-or-plain bytes and lives through
     // the call (copy_from_host waits for the copy).
     let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), n) };
-    driver_api::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault).map_err(driver)
+    // SAFETY: the device buffer is `dst`'s own, `span` >= n bytes, alive while `dst` is, and
+    // written by nothing else during a copy into it.
+    unsafe { driver_api::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault) }
+        .map_err(driver)
 }
 
 /// The mirror copies of a `managed="gt4py"` storage's buffers: the whole span of memory

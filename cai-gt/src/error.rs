@@ -75,6 +75,14 @@ pub enum StorageError {
     /// Nothing to wrap: neither host nor device memory.
     #[error("data describes no host buffer; pass device memory as device_data")]
     NothingToWrap,
+    /// The element type asked for is not the one of the memory to wrap.
+    #[error("the storage's element type {element} is not the memory's: {memory}")]
+    ElementMismatch {
+        /// The storage's element type.
+        element: String,
+        /// The memory's, as imported.
+        memory: String,
+    },
     /// Host and device memory to mirror are not one element type.
     #[error(
         "data and device_data must be two copies of one array: {host} on the host, {device} on the device"

@@ -121,11 +121,12 @@ impl HostBuffer {
         matches!(self.keep, Keep::Owned(_))
     }
 
-    /// Copies `item` (one element's bytes) to every byte offset in `offsets`.
+    /// Copies `item` (one element's bytes) to every byte offset in `offsets`. Crate-private:
+    /// [`crate::Storage::fill_host`] is the entry point, which refuses read-only memory.
     ///
     /// # Panics
     /// If an item at an offset would not lie inside the buffer (a bug in the caller's layout).
-    pub fn fill(&self, offsets: impl Iterator<Item = isize>, item: &[u8]) {
+    pub(crate) fn fill(&self, offsets: impl Iterator<Item = isize>, item: &[u8]) {
         for off in offsets {
             let start = usize::try_from(off).expect("item offset before the buffer");
             assert!(

@@ -18,13 +18,12 @@ use cai_runtime::Layout;
 use cai_runtime::{ArrayDescriptor, CudaArrayDescriptor, Data, HostArrayDescriptor, Space};
 use cai_runtime::{Kind, TypeStr};
 
-/// The element type of a storage, as NumPy spells it.
+/// The element type of a storage, as NumPy spells it: made by [`ElementType::new`], which
+/// refuses what raw memory cannot hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ElementType {
-    /// `dtype.str`.
-    pub typestr: TypeStr,
-    /// `dtype.descr` for structured types (`None` for plain ones).
-    pub descr: Option<Descr>,
+    pub(crate) typestr: TypeStr,
+    pub(crate) descr: Option<Descr>,
 }
 
 impl ElementType {
@@ -44,6 +43,16 @@ impl ElementType {
     /// Bytes per item.
     pub fn itemsize(&self) -> usize {
         self.typestr.itemsize()
+    }
+
+    /// `dtype.str`.
+    pub fn typestr(&self) -> TypeStr {
+        self.typestr
+    }
+
+    /// `dtype.descr` for structured types (`None` for plain ones).
+    pub fn descr(&self) -> Option<&Descr> {
+        self.descr.as_ref()
     }
 }
 
@@ -332,7 +341,7 @@ impl Storage {
     }
 
     /// A storage over buffers laid out by `plan` (for the device allocators).
-    pub fn from_plan(
+    pub(crate) fn from_plan(
         plan: AllocationPlan,
         element: ElementType,
         params: &ResolvedParams,
@@ -639,7 +648,7 @@ impl Storage {
 
     /// The same view (geometry, element, parameters) over other buffers laid out like these
     /// (a staging copy).
-    pub fn on_buffers(&self, buffers: Arc<Buffers>) -> Storage {
+    pub(crate) fn on_buffers(&self, buffers: Arc<Buffers>) -> Storage {
         Storage {
             buffers,
             ..self.clone()

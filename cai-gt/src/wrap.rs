@@ -32,14 +32,24 @@ pub struct ForeignBuffer {
 
 impl ForeignBuffer {
     fn structured(&self) -> Option<&Descr> {
-        self.descr.as_ref().filter(|d| !d.is_simple())
+        structured(&self.descr)
     }
 
     fn describe(&self) -> String {
-        match self.structured() {
-            Some(d) => format!("typestr '{}' with descr {d}", self.typestr),
-            None => format!("typestr '{}'", self.typestr),
-        }
+        describe(&self.typestr, self.structured())
+    }
+}
+
+/// The fields of a structured type (`None` for a plain one, described or not).
+fn structured(descr: &Option<Descr>) -> Option<&Descr> {
+    descr.as_ref().filter(|d| !d.is_simple())
+}
+
+/// An element type in an error message.
+fn describe(typestr: &TypeStr, structured: Option<&Descr>) -> String {
+    match structured {
+        Some(d) => format!("typestr '{typestr}' with descr {d}"),
+        None => format!("typestr '{typestr}'"),
     }
 }
 
@@ -93,6 +103,17 @@ pub unsafe fn wrap_foreign(
     let Some(first) = host.as_ref().or(gpu.as_ref()) else {
         return Err(StorageError::NothingToWrap);
     };
+    // The storage reads and writes items of `element`'s size over the memory's layout: they
+    // must be the memory's items.
+    if !element.typestr.same_type(&first.typestr)
+        || element.itemsize() != first.layout.itemsize()
+        || structured(&element.descr) != first.structured()
+    {
+        return Err(StorageError::ElementMismatch {
+            element: describe(&element.typestr, structured(&element.descr)),
+            memory: first.describe(),
+        });
+    }
     let (layout, readonly) = (first.layout.clone(), first.readonly);
     let item_ptr = first.ptr;
     let shape = layout.shape().to_vec();
@@ -183,4 +204,49 @@ pub unsafe fn wrap_foreign(
         aligned_index: Some(resolved.aligned_index),
         defaults: resolved.defaults,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// A readable host buffer of `n` bytes as `typestr` items.
+    fn host(bytes: &Arc<Vec<u8>>, typestr: &str) -> ForeignBuffer {
+        let typestr = TypeStr::parse(typestr).unwrap();
+        ForeignBuffer {
+            ptr: bytes.as_ptr() as u64,
+            layout: Layout::c_contiguous(&[bytes.len() / typestr.itemsize()], typestr.itemsize())
+                .unwrap(),
+            typestr,
+            descr: None,
+            readonly: true,
+            keep: Box::new(bytes.clone()),
+        }
+    }
+
+    fn wrap(memory: ForeignBuffer, element: &str) -> Result<Storage, StorageError> {
+        let element = ElementType::new(TypeStr::parse(element).unwrap(), None).unwrap();
+        let none = StorageParams::default();
+        // SAFETY: `memory` is a live Vec's bytes, kept alive by its `keep`, and read-only.
+        unsafe { wrap_foreign(Some(memory), None, element, None, &none, &none) }
+    }
+
+    #[test]
+    fn the_element_type_is_the_memory_s() {
+        let bytes = Arc::new(vec![0u8; 8]);
+        let s = wrap(host(&bytes, "|u1"), "|u1").unwrap();
+        assert_eq!(s.copy_host().unwrap().shape(), &[8]);
+        // Items of 8 bytes over 1-byte items would reach 7 bytes past the buffer's end.
+        for (memory, element) in [("|u1", "<f8"), ("<i4", "<f4"), ("<f8", "<f4")] {
+            let e = wrap(host(&bytes, memory), element).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "the storage's element type typestr '{element}' is not the memory's: typestr '{memory}'"
+                )
+            );
+        }
+    }
 }

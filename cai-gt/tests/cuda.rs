@@ -59,8 +59,10 @@ fn gpu_storage(shape: &[usize], managed: Managed, init: Init) -> Result<Storage,
 /// The view's items on the device, in C order.
 fn device_items(s: &Storage) -> Vec<f64> {
     let layout = s.geometry().layout.clone();
-    let bytes = cuda::gather_to_host(s.device_ptr().unwrap(), &layout, Stream::LegacyDefault)
-        .expect("gather");
+    // SAFETY: the storage's own device buffer holds the view's items, alive while `s` is.
+    let bytes =
+        unsafe { cuda::gather_to_host(s.device_ptr().unwrap(), &layout, Stream::LegacyDefault) }
+            .expect("gather");
     bytes
         .chunks_exact(8)
         .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
@@ -194,10 +196,13 @@ impl GtHooks for MirroredField {
         let ptr = self.device.as_device_ptr().as_raw();
         match (self.dirty.get(), device) {
             (Some(GtDevice::Host), GtDevice::Gpu) => {
-                cuda::copy_from_host(ptr, &self.host.bytes(), self.stream())?;
+                // SAFETY: the field's own device buffer of `n` items and its live stream;
+                // nothing else uses the buffer during the hook.
+                unsafe { cuda::copy_from_host(ptr, &self.host.bytes(), self.stream()) }?;
             }
             (Some(GtDevice::Gpu), GtDevice::Host) => {
-                let got = cuda::copy_to_host(ptr, self.n * 8, self.stream())?;
+                // SAFETY: as above.
+                let got = unsafe { cuda::copy_to_host(ptr, self.n * 8, self.stream()) }?;
                 for (cell, b) in self.host.0.iter().zip(got.chunks_exact(8)) {
                     // SAFETY: single-threaded test; nothing else reads the cell meanwhile.
                     unsafe { *cell.get() = f64::from_le_bytes(b.try_into().unwrap()) };
@@ -243,7 +248,8 @@ fn derived_gt_data_interface_over_cust_buffers() {
     let hooks = f.gt_hooks().expect("hooks");
     hooks.touch(GtDevice::Host).unwrap();
     hooks.acquire(GtDevice::Gpu).unwrap();
-    let on_device = cuda::copy_to_host(g.data.ptr, n * 8, f.stream()).unwrap();
+    // SAFETY: the field's own device buffer of `n` items, alive while `f` is; its live stream.
+    let on_device = unsafe { cuda::copy_to_host(g.data.ptr, n * 8, f.stream()) }.unwrap();
     assert_eq!(on_device, f.host.bytes());
 
     // The device was written: acquiring the host copies it back.

@@ -357,7 +357,10 @@ mod device_array {
             self.streams.order_pending()?;
             let layout = self.layout()?;
             let ptr = self.buf.as_device_ptr().as_raw() + self.offset as u64;
-            let bytes = cuda::gather_to_host(ptr, &layout, self.streams.exported().stream())?;
+            // SAFETY: the view's layout lies in its own buffer (checked when it was made),
+            // alive while `self` is; the exported stream is owned by `self.streams`.
+            let bytes =
+                unsafe { cuda::gather_to_host(ptr, &layout, self.streams.exported().stream()) }?;
             Ok(PyBytes::new(py, &bytes))
         }
 

@@ -11,11 +11,9 @@ use std::sync::Arc;
 use cai_runtime::Extent;
 use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
 use cai_runtime::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncMode, SyncPlan};
-use cai_runtime::{CudaArrayInterface, DescriptorError, Stream, StreamError};
+use cai_runtime::{CudaArrayInterface, DescriptorError, RawDeviceMemory, Stream, StreamError};
 use cai_runtime::{MemoryType, PointerError};
-use cust::memory::{
-    CopyDestination, DeviceBox, DeviceBuffer, DeviceSlice, LockedBuffer, UnifiedBuffer,
-};
+use cust::memory::{CopyDestination, DeviceBox, DeviceBuffer, LockedBuffer, UnifiedBuffer};
 use cust::stream::Stream as CuStream;
 
 #[path = "support/gpu.rs"]
@@ -53,7 +51,8 @@ fn without_a_driver_every_call_is_a_typed_error() {
     // Each entry point reports the same failure rather than panicking.
     assert_eq!(cuda::pointer_attributes(0x1000).unwrap_err(), e);
     assert!(cuda::order_after(Stream::LegacyDefault, Stream::PerThreadDefault).is_err());
-    assert!(cuda::copy_to_host(0x1000, 8, Stream::LegacyDefault).is_err());
+    // SAFETY: an address no allocation has: the driver refuses it (nothing is read).
+    assert!(unsafe { cuda::copy_to_host(0x1000, 8, Stream::LegacyDefault) }.is_err());
     let check = cuda::check_device_pointer(0x1000, Some(Extent { lo: 0, hi: 8 })).unwrap_err();
     assert!(
         check
@@ -143,14 +142,18 @@ fn cust_buffers_export_with_their_stream() {
         "a created stream is a handle, never 0, 1 or 2"
     );
 
-    // DeviceBox, DeviceSlice and UnifiedBuffer are device memory too.
+    // DeviceBox and UnifiedBuffer are device memory too, and part of a buffer is a
+    // RawDeviceMemory (cust's DeviceSlice is not: it borrows nothing from its buffer).
     let b = DeviceBox::new(&7u64).unwrap();
     let d = cai_runtime::DescriptorBuilder::device(&b).build().unwrap();
     assert_eq!(
         (d.shape.as_slice(), d.data.ptr),
         (&[1][..], b.as_device_ptr().as_raw())
     );
-    let slice: DeviceSlice<f32> = img.pixels.index(2..5);
+    // SAFETY: items 2..5 of the image's buffer, which outlives the slice (both die below).
+    let slice = unsafe {
+        RawDeviceMemory::<f32>::from_raw_parts(img.pixels.as_device_ptr().as_raw() + 8, 3)
+    };
     let d = cai_runtime::DescriptorBuilder::device(&slice)
         .build()
         .unwrap();
@@ -276,13 +279,15 @@ fn the_emulator_shows_an_unordered_read_as_stale() {
     let buf = DeviceBuffer::<u8>::zeroed(64).unwrap();
     buf.copy_to(&mut [0u8; 64][..]).unwrap(); // the zeroing is done
     slow_fill(&buf, 3, p, 1);
-    let unordered = cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c).unwrap();
+    // SAFETY: this test's own live device buffer, on a live stream.
+    let unordered = unsafe { cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c) }.unwrap();
     assert_eq!(
         unordered, [0u8; 64],
         "the emulator ran the producer's work eagerly"
     );
     cuda::order_after(c, p).unwrap();
-    let ordered = cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c).unwrap();
+    // SAFETY: this test's own live device buffer, on a live stream.
+    let ordered = unsafe { cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c) }.unwrap();
     assert_eq!(ordered, [3u8; 64]);
 }
 
@@ -308,7 +313,8 @@ fn pending_streams_are_ordered_before_the_exported_stream() {
     let exported = d.stream().unwrap();
     assert_ne!(exported, side_value);
     // A consumer that only synchronizes the exported stream sees the final bytes.
-    let tail = cuda::copy_to_host(d.data.ptr + big as u64 - 64, 64, exported).unwrap();
+    // SAFETY: this test's own live device buffer, on a live stream.
+    let tail = unsafe { cuda::copy_to_host(d.data.ptr + big as u64 - 64, 64, exported) }.unwrap();
     assert!(tail.iter().all(|&b| b == 7), "stale bytes: {tail:?}");
     side.synchronize().unwrap();
 }
@@ -345,7 +351,8 @@ fn import_waits_with_an_event_or_synchronizes() {
             SyncMode::Synchronize => assert_eq!(plan, SyncPlan::Synchronize { producer: p }),
         }
         let last = buf.as_device_ptr().as_raw() + big as u64 - 64;
-        let tail = cuda::copy_to_host(last, 64, c).unwrap();
+        // SAFETY: this test's own live device buffer, on a live stream.
+        let tail = unsafe { cuda::copy_to_host(last, 64, c) }.unwrap();
         assert!(
             tail.iter().all(|&b| b == value),
             "{mode:?}: stale bytes {tail:?}"
@@ -385,14 +392,17 @@ fn non_blocking_streams_export_and_do_not_follow_the_legacy_stream() {
     // SAFETY: the buffer outlives the work (the streams are synchronized below).
     unsafe { cuda::memset_async(ptr, 4, 64, Stream::LegacyDefault).unwrap() };
     if emulated() {
-        let unordered = cuda::copy_to_host(ptr, 64, s).unwrap();
+        // SAFETY: this test's own live device buffer, on a live stream.
+        let unordered = unsafe { cuda::copy_to_host(ptr, 64, s) }.unwrap();
         assert_eq!(
             unordered, [0u8; 64],
             "the non-blocking stream followed the legacy one"
         );
     }
     cuda::order_after(s, Stream::LegacyDefault).unwrap();
-    assert_eq!(cuda::copy_to_host(ptr, 64, s).unwrap(), [4u8; 64]);
+    // SAFETY: this test's own live device buffer, on a live stream.
+    let ordered = unsafe { cuda::copy_to_host(ptr, 64, s) }.unwrap();
+    assert_eq!(ordered, [4u8; 64]);
     // An exported stream of its own kind in `PendingStreams`, kept alive by the Arc.
     let p = PendingStreams::new(NonBlockingStream::new().unwrap());
     p.enqueued_on(ExportStream::from(a.stream));
@@ -442,7 +452,8 @@ fn release_orders_the_producer_after_the_consumer() {
         // The producer's next work on the data, finished before anyone looks at the read.
         slow_fill(&data, 9, p, 20);
         producer.synchronize().unwrap();
-        let tail = cuda::copy_to_host(read_ptr + n as u64 - 64, 64, c).unwrap();
+        // SAFETY: this test's own live device buffer, on a live stream.
+        let tail = unsafe { cuda::copy_to_host(read_ptr + n as u64 - 64, 64, c) }.unwrap();
         let expected = if release { 5 } else { 9 };
         assert!(
             tail.iter().all(|&b| b == expected),

@@ -1,6 +1,8 @@
 // Safe code cannot make a storage over an address it chose: a storage's memory comes from
-// `Storage::allocate` or from `unsafe fn wrap_foreign`, whose caller vouches for it.
-use cai_gt::{Buffers, DeviceBufferHandle, Managed, Side, StorageDevice};
+// `Storage::allocate` or from `unsafe fn wrap_foreign`, whose caller vouches for it. Nor an
+// element type that skips `ElementType::new`'s refusal of Python objects.
+use cai_gt::{Buffers, DeviceBufferHandle, ElementType, Managed, Side, StorageDevice};
+use cai_runtime::TypeStr;
 
 fn main() {
     let device = DeviceBufferHandle {
@@ -20,5 +22,9 @@ fn main() {
         device_kind: StorageDevice::Gpu,
         managed: Managed::None,
         readonly: false,
+    };
+    let _ = ElementType {
+        typestr: TypeStr::parse("|O").unwrap(),
+        descr: None,
     };
 }

@@ -196,11 +196,10 @@ impl PyStorage {
             .ok_or_else(|| PyAttributeError::new_err(NO_HOST_BUFFER))?;
         this.inner.device_to_host(false)?;
         ArrayStruct {
-            shape: this.inner.shape(),
-            strides: this.inner.strides(),
+            layout: &this.inner.geometry().layout,
             data,
             readonly: this.inner.buffers().readonly(),
-            typestr: this.inner.element().typestr,
+            typestr: this.inner.element().typestr(),
             descr: this.dtype.bind(slf.py()),
             // The capsule keeps the storage, and so its buffers, alive.
             exporter: slf.as_any(),

@@ -64,7 +64,7 @@ fn dtype_is_fixed(py: Python<'_>, v: &Bound<'_, PyAny>, resolved: &Dtype<'_>) ->
             .iter()
             .any(|builtin| t.is(builtin)));
     }
-    Ok(resolved.element.descr.is_none() && v.is_instance(&np.getattr("dtype")?)?)
+    Ok(resolved.element.descr().is_none() && v.is_instance(&np.getattr("dtype")?)?)
 }
 
 /// `numpy.dtype(value)`, refusing types a storage cannot hold; `None` is float64.
@@ -183,8 +183,8 @@ pub(super) fn data_dtype<'py>(
     if descr.is_some_and(|d| !d.is_simple())
         && let Ok(Some(own)) = data.getattr_opt(pyo3::intern!(py, "dtype"))
         && let Ok(d) = describe_dtype(own)
-        && d.element.typestr == *typestr
-        && d.element.descr.as_ref() == descr
+        && d.element.typestr() == *typestr
+        && d.element.descr() == descr
     {
         return Ok(d);
     }

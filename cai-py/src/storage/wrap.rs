@@ -154,17 +154,23 @@ pub(super) fn wrap(
         .transpose()?;
     // What the bytes depend on besides the data objects (their dicts, buffers shared through
     // the buffer protocol, which stay put only while held): the storage holds it from here on.
+    // (Each take_held: what is taken goes into the `keep` of the storage's buffer below, with
+    // the owner, and the views are only asked for their addresses and layouts until then, so
+    // the storage reads through the memory only while it holds them.)
     let held_host = from
         .as_mut()
         .and_then(|g| g.host.as_mut())
-        .map(|h| h.take_held())
+        // SAFETY: see above.
+        .map(|h| unsafe { h.take_held() })
         .unwrap_or_default();
     let held_device = match from_dev.as_mut().and_then(|g| g.gpu.as_mut()) {
-        Some(g) => g.take_held(),
+        // SAFETY: see above.
+        Some(g) => unsafe { g.take_held() },
         None => from
             .as_mut()
             .and_then(|g| g.gpu.as_mut())
-            .map(|g| g.take_held())
+            // SAFETY: see above.
+            .map(|g| unsafe { g.take_held() })
             .unwrap_or_default(),
     };
     let host = from.as_ref().and_then(|g| g.host.as_ref());

@@ -13,25 +13,19 @@ use crate::memory::DeviceMemory;
 use crate::memory::byte_vec;
 use crate::stream::Stream;
 
-/// A DeviceBuffer owns, and a DeviceSlice describes, `len()` items at `as_device_ptr()` (null
-/// when empty).
-macro_rules! device_slices {
-    ($($ty:ident),*) => {$(
-        // SAFETY: a DeviceBuffer owns its items until dropped; a DeviceSlice lies inside an
-        // allocation that outlives it (cust's contract for constructing one).
-        unsafe impl<T: Element + DeviceCopy> DeviceMemory for $ty<T> {
-            type Elem = T;
-            fn device_ptr(&self) -> u64 {
-                self.as_device_ptr().as_raw()
-            }
-            fn len(&self) -> usize {
-                DeviceSlice::len(self)
-            }
-        }
-    )*};
+// SAFETY: a DeviceBuffer owns `len()` items at `as_device_ptr()` (null when empty) until
+// dropped. (Not DeviceSlice: cust's slices are `Copy` and borrow nothing, so one outlives the
+// buffer it was taken from; a view of part of a buffer is a RawDeviceMemory, whose unsafe
+// constructor takes that promise.)
+unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBuffer<T> {
+    type Elem = T;
+    fn device_ptr(&self) -> u64 {
+        self.as_device_ptr().as_raw()
+    }
+    fn len(&self) -> usize {
+        DeviceSlice::len(self)
+    }
 }
-
-device_slices!(DeviceBuffer, DeviceSlice);
 
 // SAFETY: a DeviceBox owns one item of device memory at `as_device_ptr()` until dropped.
 unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBox<T> {
@@ -171,9 +165,19 @@ pub unsafe fn copy_ranges(
 /// Copies `len` bytes at device address `src` to a new host vector, enqueued on `stream`,
 /// which is then synchronized. The caller's context must be current. A vector that cannot be
 /// allocated is an error, not an abort: a device can hold more than the host.
-pub fn copy_to_host(src: u64, len: usize, stream: Stream) -> Result<Vec<u8>, CopyToHostError> {
+///
+/// # Safety
+/// `src .. src + len` is memory the driver may read (device memory, or unified or registered
+/// host memory that no Rust reference lets anything write meanwhile) until this returns;
+/// `stream` must be a live stream.
+pub unsafe fn copy_to_host(
+    src: u64,
+    len: usize,
+    stream: Stream,
+) -> Result<Vec<u8>, CopyToHostError> {
     let mut out = byte_vec(len)?;
-    // SAFETY: `out` has room for `len` bytes (reserved above) and nothing else uses it.
+    // SAFETY: `out` has room for `len` bytes (reserved above) and nothing else uses it; `src`
+    // and `stream` are as this function's contract says.
     unsafe { copy_to_host_into(out.as_mut_ptr(), src, len, stream)? };
     // SAFETY: the capacity is `len`, and the completed copy wrote all `len` bytes.
     unsafe { out.set_len(len) };
@@ -213,7 +217,11 @@ pub unsafe fn copy_to_host_into(
 
 /// The items of an array at device address `ptr` with `layout`, in C order: the bytes the
 /// array spans are copied on `stream` (then synchronized) and gathered on the host.
-pub fn gather_to_host(
+///
+/// # Safety
+/// The bytes `layout` spans around `ptr` are memory the driver may read, as for
+/// [`copy_to_host`]; `stream` must be a live stream.
+pub unsafe fn gather_to_host(
     ptr: u64,
     layout: &Layout,
     stream: Stream,
@@ -221,11 +229,14 @@ pub fn gather_to_host(
     let Some(extent) = layout.extent() else {
         return Ok(Vec::new());
     };
-    let span = copy_to_host(
-        ptr.wrapping_add_signed(extent.lo as i64),
-        extent.len(),
-        stream,
-    )?;
+    // SAFETY: the span of the layout around `ptr`, readable (this function's contract).
+    let span = unsafe {
+        copy_to_host(
+            ptr.wrapping_add_signed(extent.lo as i64),
+            extent.len(),
+            stream,
+        )
+    }?;
     let itemsize = layout.itemsize();
     let mut out = byte_vec(layout.nbytes())?;
     for off in layout.item_offsets() {
@@ -237,7 +248,12 @@ pub fn gather_to_host(
 }
 
 /// Copies host bytes to device address `dst` on `stream` and waits for the copy.
-pub fn copy_from_host(dst: u64, data: &[u8], stream: Stream) -> Result<(), DriverError> {
+///
+/// # Safety
+/// `dst .. dst + data.len()` is memory the driver may write (device memory, or unified or
+/// registered host memory no Rust reference covers) that nothing else reads or writes until
+/// this returns; `stream` must be a live stream.
+pub unsafe fn copy_from_host(dst: u64, data: &[u8], stream: Stream) -> Result<(), DriverError> {
     super::init()?;
     if data.is_empty() {
         return Ok(());
@@ -303,33 +319,4 @@ fn enqueue(
         return Ok(());
     }
     ffi::check(name, call(raw_handle(stream)))
-}
-
-#[cfg(test)]
-mod tests {
-    use cust::memory::DevicePointer;
-
-    use super::*;
-    use crate::DescriptorBuilder;
-
-    #[test]
-    fn a_device_slice_exports_its_address_and_length() {
-        // SAFETY: a slice over an address that is never dereferenced; constructing one makes
-        // no driver call.
-        let s =
-            unsafe { DeviceSlice::<f32>::from_raw_parts(DevicePointer::from_raw(0x7000_0000), 6) };
-        assert_eq!((s.device_ptr(), DeviceMemory::len(&s)), (0x7000_0000, 6));
-        let d = DescriptorBuilder::device(&s)
-            .shape(vec![2, 3])
-            .build()
-            .unwrap();
-        assert_eq!(d.data.ptr, 0x7000_0000);
-        assert_eq!(d.typestr.to_string(), "<f4");
-        assert!(
-            DescriptorBuilder::device(&s)
-                .shape(vec![7])
-                .build()
-                .is_err()
-        );
-    }
 }

@@ -1,7 +1,7 @@
 //! The CUDA driver through `cust` 0.3 (feature `cuda`): the spec's Synchronization and Lifetime
 //! sections and its pointer attributes, for real.
 //!
-//! - `device_memory.rs`: cust's `DeviceBuffer`, `DeviceSlice`, `DeviceBox` and `UnifiedBuffer`
+//! - `device_memory.rs`: cust's `DeviceBuffer`, `DeviceBox` and `UnifiedBuffer`
 //!   as [`crate::DeviceMemory`]; [`DeviceAllocation`]; copies ([`copy_to_host`],
 //!   [`copy_ranges`]...).
 //! - `stream.rs`: cust's `Stream` as a derive's `#[cai(stream)]` field; [`PendingStreams`] for

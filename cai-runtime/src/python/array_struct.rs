@@ -63,10 +63,9 @@ struct Contents {
 
 /// An array as `__array_struct__` describes it.
 pub struct ArrayStruct<'a, 'py> {
-    /// Extents.
-    pub shape: &'a [usize],
-    /// Byte strides, one per extent (never left out, unlike the dict's).
-    pub strides: &'a [isize],
+    /// Extents and byte strides (one per extent: the capsule never leaves them out, unlike the
+    /// dict).
+    pub layout: &'a Layout,
     /// Address of item `[0, ..., 0]`.
     pub data: u64,
     /// Consumers must not write.
@@ -80,7 +79,9 @@ pub struct ArrayStruct<'a, 'py> {
 }
 
 impl<'py> ArrayStruct<'_, 'py> {
-    /// The capsule (unnamed, as NumPy asks for it).
+    /// The capsule (unnamed, as NumPy asks for it). Like a descriptor dict, it describes:
+    /// NumPy trusts `data` as it trusts the dict's, so the address must be the exporter's
+    /// memory (as the derives' [`crate::HostMemory`] fields promise).
     pub fn into_capsule(self) -> PyResult<Bound<'py, PyAny>> {
         let py = self.descr.py();
         let too_large = |what: &str, n: usize| {
@@ -88,15 +89,15 @@ impl<'py> ArrayStruct<'_, 'py> {
                 "__array_struct__: {what} {n} does not fit a C int"
             ))
         };
-        let nd =
-            c_int::try_from(self.shape.len()).map_err(|_| too_large("ndim", self.shape.len()))?;
+        let (shape, strides) = (self.layout.shape(), self.layout.strides());
+        let nd = c_int::try_from(shape.len()).map_err(|_| too_large("ndim", shape.len()))?;
         let itemsize = self.typestr.itemsize();
         let itemsize = c_int::try_from(itemsize).map_err(|_| too_large("itemsize", itemsize))?;
-        let mut dims = Vec::with_capacity(2 * self.shape.len());
-        for &n in self.shape {
+        let mut dims = Vec::with_capacity(2 * shape.len());
+        for &n in shape {
             dims.push(isize::try_from(n).map_err(|_| too_large("extent", n))?);
         }
-        dims.extend_from_slice(self.strides);
+        dims.extend_from_slice(strides);
         let dims = dims.into_boxed_slice();
         let swapped = matches!(
             self.typestr.byte_order(),
@@ -117,7 +118,7 @@ impl<'py> ArrayStruct<'_, 'py> {
                 itemsize,
                 flags,
                 shape: dims.as_ptr(),
-                strides: dims[self.shape.len()..].as_ptr(),
+                strides: dims[shape.len()..].as_ptr(),
                 data: self.data as usize as *mut c_void,
                 // A new reference, owned by the capsule.
                 descr: self.descr.clone().into_ptr(),
@@ -202,8 +203,7 @@ fn capsule<'py>(
         None => numpy_dtype(py, d.typestr)?,
     };
     ArrayStruct {
-        shape: layout.shape(),
-        strides: layout.strides(),
+        layout,
         data: d.data.ptr,
         readonly: d.data.readonly,
         typestr: d.typestr,

@@ -242,7 +242,12 @@ impl<S: Space> ForeignArray<S> {
     /// Moves out what the bytes depend on besides the owner (the descriptor dict, masks,
     /// buffers), for a caller that goes on using the bytes after the view is gone: the
     /// pointers stay valid only while it holds them and [`Self::owner`].
-    pub fn take_held(&mut self) -> Held {
+    ///
+    /// # Safety
+    /// From here on the view no longer keeps its memory alive: the caller reads or writes
+    /// through it (its typed views, copies, pointers) only while the returned [`Held`] and the
+    /// owner are alive.
+    pub unsafe fn take_held(&mut self) -> Held {
         std::mem::take(&mut self.held)
     }
 
@@ -523,7 +528,11 @@ impl ForeignArray<Device> {
         let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
         crate::cuda::ensure_context(ordinal)?;
         let consumer = self.options.consumer;
-        crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer).map_err(|e| match e {
+        // SAFETY: the import checked that the layout's span lies in memory the driver knows
+        // (pointer attributes and allocation range), which the view keeps alive; the
+        // consumer's stream is a default stream or the caller's live one.
+        let copied = unsafe { crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer) };
+        copied.map_err(|e| match e {
             // With `sync=False` nothing has used the consumer's stream before the copy.
             crate::error::CopyToHostError::Driver(e) => stream_error(
                 format!("cannot copy on the consumer's stream {consumer}"),
