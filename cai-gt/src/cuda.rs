@@ -157,8 +157,10 @@ fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
         .as_ref()
         .ok_or(StorageError::NoSuchBuffer("device"))?;
     let n = src.buffers().span.min(dst.buffers().span);
-    // SAFETY: the host buffer holds `span` >= n initialized-or-plain bytes and lives through
-    // the call (copy_from_host waits for the copy).
+    let _access = src.buffers().lock_host();
+    // SAFETY: the host buffer holds `span` >= n initialized bytes (allocated zeroed or
+    // copied in), lives through the call (copy_from_host waits for the copy), and no access
+    // of this crate writes it meanwhile (its lock is held).
     let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), n) };
     // SAFETY: the device buffer is `dst`'s own, `span` >= n bytes, alive while `dst` is, and
     // written by nothing else during a copy into it.
@@ -178,6 +180,7 @@ impl Copier<'_> {
         let (Some(h), Some(d)) = (&self.0.host, &self.0.device) else {
             return Ok(());
         };
+        let _access = self.0.lock_host();
         match &self.0.items {
             None => copy_ranges(h, d, std::iter::once((0, self.0.span)), to_device),
             Some(items) => {

@@ -26,8 +26,9 @@ pub struct HostBuffer {
 }
 
 // SAFETY: the buffer is plain bytes with no thread affinity; an owned allocation may be freed
-// from any thread, and a foreign handle is `Send + Sync` by its bound. Concurrent writes are
-// the caller's (as for NumPy arrays sharing memory).
+// from any thread, and a foreign handle is `Send + Sync` by its bound. `&HostBuffer` gives only
+// the address; this crate reads and writes the bytes under the lock of the storage's buffers
+// (`Buffers::lock_host`), so its own accesses from several threads do not race.
 unsafe impl Send for HostBuffer {}
 // SAFETY: as above; `&HostBuffer` only hands out the pointer.
 unsafe impl Sync for HostBuffer {}

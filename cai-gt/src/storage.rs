@@ -3,7 +3,7 @@
 //! descriptors for both protocols; the Python class in the `cai` package wraps it.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::StorageError;
 use crate::alloc::AllocationPlan;
@@ -142,6 +142,10 @@ pub struct Buffers {
     pub(crate) device_kind: StorageDevice,
     pub(crate) managed: Managed,
     pub(crate) readonly: bool,
+    /// Held by every access this crate makes to the host side's bytes (fills, item copies,
+    /// mirror copies): views are `Send + Sync` and write through `&self`, so without it two
+    /// threads could race on the bytes.
+    pub(crate) host_access: Mutex<()>,
 }
 
 impl Buffers {
@@ -167,7 +171,17 @@ impl Buffers {
             sync: None,
             managed: Managed::None,
             readonly: false,
+            host_access: Mutex::new(()),
         }
+    }
+
+    /// Exclusive access to the host side's bytes, for as long as the guard lives. (Nothing is
+    /// left half-done by a panic under it that a later access could trip on: the bytes are
+    /// plain bytes.)
+    pub(crate) fn lock_host(&self) -> MutexGuard<'_, ()> {
+        self.host_access
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The host memory, if any.
@@ -581,6 +595,7 @@ impl Storage {
         }
         let h = self.host_side_for_write()?;
         let base = h.origin as isize + self.geometry.offset;
+        let _access = self.buffers.lock_host();
         h.buffer
             .fill(self.geometry.layout.item_offsets().map(|o| base + o), item);
         Ok(())
@@ -626,6 +641,15 @@ impl Storage {
         }
         let src_base = src.origin as isize + self.geometry.offset;
         let dst_base = out.origin as isize + dst.geometry.offset;
+        // Both sides locked (once if they are one), in address order, so that two copies in
+        // opposite directions cannot deadlock.
+        let (first, second) = if Arc::as_ptr(&self.buffers) <= Arc::as_ptr(&dst.buffers) {
+            (&self.buffers, &dst.buffers)
+        } else {
+            (&dst.buffers, &self.buffers)
+        };
+        let _first = first.lock_host();
+        let _second = (!Arc::ptr_eq(first, second)).then(|| second.lock_host());
         for (s, d) in self
             .geometry
             .layout
@@ -772,6 +796,23 @@ mod tests {
     fn zeros(shape: &[usize], p: StorageParams) -> Storage {
         let params = p.resolve(shape, &StorageParams::default()).unwrap();
         Storage::allocate_host(shape, f64(), &params, Init::Zeros).unwrap()
+    }
+
+    /// Views of one storage are `Send + Sync` and write through `&self`: writes and copies
+    /// from several threads must not race (Miri's race detector runs this).
+    #[test]
+    fn host_writes_and_copies_from_threads_do_not_race() {
+        let s = zeros(&[16], StorageParams::default());
+        let other = zeros(&[16], StorageParams::default());
+        std::thread::scope(|t| {
+            t.spawn(|| s.fill_host(&1f64.to_le_bytes()).unwrap());
+            t.spawn(|| s.fill_host(&2f64.to_le_bytes()).unwrap());
+            t.spawn(|| other.copy_items_host(&s).unwrap());
+            t.spawn(|| s.copy_items_host(&other).unwrap());
+            t.spawn(|| s.copy_items_host(&s).unwrap());
+        });
+        let v = read(&s, 0);
+        assert!([0.0, 1.0, 2.0].contains(&v));
     }
 
     fn read(s: &Storage, offset: isize) -> f64 {
