@@ -4,7 +4,7 @@
 
 /// A CUDA driver call that failed: which call, and the `CUresult` it returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
-#[error("{operation} failed: {} ({code}){}", driver_error_name(*code), driver_error_hint(*code))]
+#[error("{operation} failed: {} ({code}){}", driver_error_name(*code), self.hint())]
 pub struct DriverError {
     /// The driver call (`"cuInit"`, `"cuEventRecord"`...).
     pub operation: &'static str,
@@ -76,6 +76,13 @@ cu_results! {
 }
 
 impl DriverError {
+    /// No driver could be loaded: the machine has no `libcuda.so.1` (no NVIDIA driver). Its code
+    /// is the one the CUDA runtime reports then (`CUDA_ERROR_INSUFFICIENT_DRIVER`).
+    pub const NO_DRIVER: DriverError = DriverError {
+        operation: "loading libcuda.so.1",
+        code: Self::CUDA_ERROR_INSUFFICIENT_DRIVER,
+    };
+
     /// Whether the error means there is no usable CUDA driver or device here, so that tests
     /// needing one are skipped rather than failed.
     pub fn is_no_device(&self) -> bool {
@@ -92,6 +99,16 @@ impl DriverError {
     /// stream or event that is not, or no longer, alive.
     pub fn is_invalid_handle(&self) -> bool {
         self.code == Self::CUDA_ERROR_INVALID_HANDLE
+    }
+}
+
+impl DriverError {
+    /// What the user can do about it, where the code says.
+    fn hint(&self) -> &'static str {
+        if *self == Self::NO_DRIVER {
+            return ": no NVIDIA driver here; install it to use a GPU";
+        }
+        driver_error_hint(self.code)
     }
 }
 

@@ -66,19 +66,13 @@ impl DeviceAllocation {
         super::ensure_context(0)?;
         let mut ptr = 0;
         // SAFETY: `ptr` is a valid out-pointer; a context is current (above).
-        let code = unsafe {
+        unsafe {
             if managed {
                 ffi::cuMemAllocManaged(&mut ptr, len.max(1), ffi::CU_MEM_ATTACH_GLOBAL)
             } else {
                 ffi::cuMemAlloc_v2(&mut ptr, len.max(1))
             }
-        };
-        let operation = if managed {
-            "cuMemAllocManaged"
-        } else {
-            "cuMemAlloc"
-        };
-        ffi::check(operation, code)?;
+        }?;
         Ok(DeviceAllocation { ptr, len })
     }
 
@@ -112,7 +106,7 @@ impl Drop for DeviceAllocation {
 /// Waits for all work in the current context (`cuCtxSynchronize`).
 pub fn synchronize_context() -> Result<(), DriverError> {
     // SAFETY: no arguments; without a current context the driver returns an error.
-    ffi::check("cuCtxSynchronize", unsafe { ffi::cuCtxSynchronize() })
+    unsafe { ffi::cuCtxSynchronize() }
 }
 
 /// Copies the byte ranges `(offset, length)` between host memory at `host` and device memory
@@ -138,27 +132,19 @@ pub unsafe fn copy_ranges(
         // SAFETY: the range lies inside both allocations and the host memory is not used
         // elsewhere while the copy runs (the caller's contract); the stream is synchronized
         // below, before this returns.
-        let code = unsafe {
+        copied = unsafe {
             if to_device {
                 ffi::cuMemcpyHtoDAsync_v2(d, h.cast(), len, stream)
             } else {
                 ffi::cuMemcpyDtoHAsync_v2(h.cast(), d, len, stream)
             }
         };
-        let operation = if to_device {
-            "cuMemcpyHtoDAsync"
-        } else {
-            "cuMemcpyDtoHAsync"
-        };
-        copied = ffi::check(operation, code);
         if copied.is_err() {
             break;
         }
     }
     // SAFETY: the legacy default stream of the current context.
-    let synced = ffi::check("cuStreamSynchronize", unsafe {
-        ffi::cuStreamSynchronize(stream)
-    });
+    let synced = unsafe { ffi::cuStreamSynchronize(stream) };
     copied.and(synced)
 }
 
@@ -205,13 +191,9 @@ pub unsafe fn copy_to_host_into(
     // SAFETY: `dst` is valid for `len` bytes of writes until this returns (the caller's
     // contract), and the copy is complete once the stream is synchronized below (on error the
     // stream is synchronized too, so no copy can still be writing into `dst` afterwards).
-    let copied = ffi::check("cuMemcpyDtoHAsync", unsafe {
-        ffi::cuMemcpyDtoHAsync_v2(dst.cast(), src, len, s)
-    });
+    let copied = unsafe { ffi::cuMemcpyDtoHAsync_v2(dst.cast(), src, len, s) };
     // SAFETY: the stream is alive (caller's contract).
-    let synced = ffi::check("cuStreamSynchronize", unsafe {
-        ffi::cuStreamSynchronize(s)
-    });
+    let synced = unsafe { ffi::cuStreamSynchronize(s) };
     copied.and(synced)
 }
 
@@ -260,13 +242,9 @@ pub unsafe fn copy_from_host(dst: u64, data: &[u8], stream: Stream) -> Result<()
     }
     let s = raw_handle(stream);
     // SAFETY: `data` is valid for reads of its length until the stream is synchronized below.
-    let copied = ffi::check("cuMemcpyHtoDAsync", unsafe {
-        ffi::cuMemcpyHtoDAsync_v2(dst, data.as_ptr().cast(), data.len(), s)
-    });
+    let copied = unsafe { ffi::cuMemcpyHtoDAsync_v2(dst, data.as_ptr().cast(), data.len(), s) };
     // SAFETY: the stream is alive (caller's contract).
-    let synced = ffi::check("cuStreamSynchronize", unsafe {
-        ffi::cuStreamSynchronize(s)
-    });
+    let synced = unsafe { ffi::cuStreamSynchronize(s) };
     copied.and(synced)
 }
 
@@ -282,7 +260,7 @@ pub unsafe fn memset_async(
     len: usize,
     stream: Stream,
 ) -> Result<(), DriverError> {
-    enqueue("cuMemsetD8Async", len, stream, |s| {
+    enqueue(len, stream, |s| {
         // SAFETY: the caller's contract.
         unsafe { ffi::cuMemsetD8Async(dst, value, len, s) }
     })
@@ -300,23 +278,22 @@ pub unsafe fn copy_async(
     len: usize,
     stream: Stream,
 ) -> Result<(), DriverError> {
-    enqueue("cuMemcpyDtoDAsync", len, stream, |s| {
+    enqueue(len, stream, |s| {
         // SAFETY: the caller's contract.
         unsafe { ffi::cuMemcpyDtoDAsync_v2(dst, src, len, s) }
     })
 }
 
-/// Enqueues the driver call `name` (`call`, given the stream's raw handle) on `stream` for
-/// `len` bytes, or nothing when there are none.
+/// Enqueues the driver call `call` (given the stream's raw handle) on `stream` for `len`
+/// bytes, or nothing when there are none.
 fn enqueue(
-    name: &'static str,
     len: usize,
     stream: Stream,
-    call: impl FnOnce(ffi::CUstream) -> std::os::raw::c_int,
+    call: impl FnOnce(ffi::CUstream) -> Result<(), DriverError>,
 ) -> Result<(), DriverError> {
     super::init()?;
     if len == 0 {
         return Ok(());
     }
-    ffi::check(name, call(raw_handle(stream)))
+    call(raw_handle(stream))
 }

@@ -30,6 +30,7 @@ pub use device_memory::{
     DeviceAllocation, copy_async, copy_from_host, copy_ranges, copy_to_host, copy_to_host_into,
     gather_to_host, memset_async, synchronize_context,
 };
+pub use ffi::ENTRY_POINTS as DRIVER_ENTRY_POINTS;
 pub use pointer_attributes::{ImportCheckError, check_device_pointer, pointer_attributes};
 pub use stream::{
     ExportStream, NonBlockingStream, PendingStreams, from_raw_handle, order_after,
@@ -43,7 +44,7 @@ pub fn init() -> Result<(), DriverError> {
     static INIT: OnceLock<Result<(), DriverError>> = OnceLock::new();
     // SAFETY: cuInit takes flags by value and may be called from any thread, any number of
     // times.
-    *INIT.get_or_init(|| ffi::check("cuInit", unsafe { ffi::cuInit(0) }))
+    *INIT.get_or_init(|| unsafe { ffi::cuInit(0) })
 }
 
 /// Makes the primary context of device `ordinal` current on this thread if no context is
@@ -53,17 +54,13 @@ pub fn ensure_context(ordinal: u32) -> Result<(), DriverError> {
     init()?;
     let mut current: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: `current` is a valid out-pointer for one CUcontext.
-    ffi::check("cuCtxGetCurrent", unsafe {
-        ffi::cuCtxGetCurrent(&mut current)
-    })?;
+    unsafe { ffi::cuCtxGetCurrent(&mut current) }?;
     if !current.is_null() {
         return Ok(());
     }
     let ctx = primary_context(ordinal)?;
     // SAFETY: `ctx` is a primary context retained below and never released.
-    ffi::check("cuCtxSetCurrent", unsafe {
-        ffi::cuCtxSetCurrent(ctx as ffi::CUcontext)
-    })
+    unsafe { ffi::cuCtxSetCurrent(ctx as ffi::CUcontext) }
 }
 
 /// The primary context of device `ordinal`, retained once per process (never released, like
@@ -80,14 +77,10 @@ fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
     })?;
     let mut dev: ffi::CUdevice = 0;
     // SAFETY: `dev` is a valid out-pointer; the ordinal is checked by the driver.
-    ffi::check("cuDeviceGet", unsafe {
-        ffi::cuDeviceGet(&mut dev, ordinal_c)
-    })?;
+    unsafe { ffi::cuDeviceGet(&mut dev, ordinal_c) }?;
     let mut ctx: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: `ctx` is a valid out-pointer, `dev` a device handle from cuDeviceGet.
-    ffi::check("cuDevicePrimaryCtxRetain", unsafe {
-        ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev)
-    })?;
+    unsafe { ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev) }?;
     retained.push((ordinal, ctx as usize));
     Ok(ctx as usize)
 }
@@ -99,18 +92,16 @@ fn with_context<R>(
 ) -> Result<R, DriverError> {
     let mut previous: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: valid out-pointer.
-    ffi::check("cuCtxGetCurrent", unsafe {
-        ffi::cuCtxGetCurrent(&mut previous)
-    })?;
+    unsafe { ffi::cuCtxGetCurrent(&mut previous) }?;
     if previous == ctx || ctx.is_null() {
         return f();
     }
     // SAFETY: `ctx` comes from the driver (a stream's or a pointer's context) and is alive
     // while the object it was read from is.
-    ffi::check("cuCtxSetCurrent", unsafe { ffi::cuCtxSetCurrent(ctx) })?;
+    unsafe { ffi::cuCtxSetCurrent(ctx) }?;
     let out = f();
     // SAFETY: `previous` was current a moment ago (possibly null: no context).
-    let restored = ffi::check("cuCtxSetCurrent", unsafe { ffi::cuCtxSetCurrent(previous) });
+    let restored = unsafe { ffi::cuCtxSetCurrent(previous) };
     let out = out?;
     restored.map(|()| out)
 }

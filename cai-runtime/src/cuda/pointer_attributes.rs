@@ -31,9 +31,7 @@ pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes, DriverError> {
     // SAFETY: four attributes, each with an out-pointer of the type the driver writes for it
     // (CUcontext, unsigned int, unsigned int used as bool, int). For an address it does not
     // know, cuPointerGetAttributes succeeds and writes null/zero values.
-    ffi::check("cuPointerGetAttributes", unsafe {
-        ffi::cuPointerGetAttributes(4, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr)
-    })?;
+    unsafe { ffi::cuPointerGetAttributes(4, attributes.as_mut_ptr(), data.as_mut_ptr(), ptr) }?;
     let memory_type = match (is_managed != 0, memory_type) {
         (true, _) | (false, ffi::CU_MEMORYTYPE_UNIFIED) => MemoryType::Managed,
         (false, ffi::CU_MEMORYTYPE_DEVICE | ffi::CU_MEMORYTYPE_ARRAY) => MemoryType::Device,
@@ -50,9 +48,7 @@ pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes, DriverError> {
         with_context(context, || {
             let (mut base, mut size): (ffi::CUdeviceptr, usize) = (0, 0);
             // SAFETY: valid out-pointers; the allocation's context is current.
-            let found = ffi::check("cuMemGetAddressRange", unsafe {
-                ffi::cuMemGetAddressRange_v2(&mut base, &mut size, ptr)
-            });
+            let found = unsafe { ffi::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) };
             Ok(found.ok().map(|()| (base, size as u64)))
         })?
     };
@@ -74,18 +70,16 @@ fn pageable_memory_access(ordinal: u32) -> Result<bool, DriverError> {
     let mut dev: ffi::CUdevice = 0;
     let ordinal = c_int::try_from(ordinal).unwrap_or(c_int::MAX);
     // SAFETY: valid out-pointer; the driver checks the ordinal.
-    ffi::check("cuDeviceGet", unsafe {
-        ffi::cuDeviceGet(&mut dev, ordinal)
-    })?;
+    unsafe { ffi::cuDeviceGet(&mut dev, ordinal) }?;
     let mut value: c_int = 0;
     // SAFETY: valid out-pointer; the attribute is a cuda.h constant.
-    ffi::check("cuDeviceGetAttribute", unsafe {
+    unsafe {
         ffi::cuDeviceGetAttribute(
             &mut value,
             ffi::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS,
             dev,
         )
-    })?;
+    }?;
     Ok(value != 0)
 }
 

@@ -60,9 +60,7 @@ impl NonBlockingStream {
         super::init()?;
         let mut handle: ffi::CUstream = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the flag is a cuda.h constant.
-        ffi::check("cuStreamCreate", unsafe {
-            ffi::cuStreamCreate(&mut handle, ffi::CU_STREAM_NON_BLOCKING)
-        })?;
+        unsafe { ffi::cuStreamCreate(&mut handle, ffi::CU_STREAM_NON_BLOCKING) }?;
         let mut s = NonBlockingStream {
             handle,
             ctx: std::ptr::null_mut(),
@@ -84,9 +82,7 @@ impl Drop for NonBlockingStream {
             // SAFETY: the handle is ours (created in `new`) and destroyed once, here, in its own
             // context (`with_context`); work still enqueued on it completes first
             // (cuStreamDestroy's contract).
-            ffi::check("cuStreamDestroy", unsafe {
-                ffi::cuStreamDestroy_v2(self.handle)
-            })
+            unsafe { ffi::cuStreamDestroy_v2(self.handle) }
         });
     }
 }
@@ -104,9 +100,7 @@ fn stream_context(stream: Stream) -> Result<ffi::CUcontext, DriverError> {
     };
     let mut ctx: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: valid out-pointer; the handle is a live stream by the caller's contract.
-    ffi::check("cuStreamGetCtx", unsafe {
-        ffi::cuStreamGetCtx(raw_handle(stream), &mut ctx)
-    })?;
+    unsafe { ffi::cuStreamGetCtx(raw_handle(stream), &mut ctx) }?;
     Ok(ctx)
 }
 
@@ -122,26 +116,19 @@ pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> 
     with_context(ctx, || {
         let mut event: ffi::CUevent = std::ptr::null_mut();
         // SAFETY: valid out-pointer; flags are a cuda.h constant.
-        ffi::check("cuEventCreate", unsafe {
-            ffi::cuEventCreate(&mut event, ffi::CU_EVENT_DISABLE_TIMING)
-        })?;
+        unsafe { ffi::cuEventCreate(&mut event, ffi::CU_EVENT_DISABLE_TIMING) }?;
         // SAFETY: `event` was just created in the current context, which is `producer`'s
         // (`with_context`; the default streams are the current context's), as cuEventRecord
         // requires; `producer` is alive (caller's contract).
-        let recorded = ffi::check("cuEventRecord", unsafe {
-            ffi::cuEventRecord(event, raw_handle(producer))
-        })
-        .and_then(|()| {
+        let recorded = unsafe { ffi::cuEventRecord(event, raw_handle(producer)) }.and_then(|()| {
             // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive
             // (caller's contract); a wait may name an event of another context, and flags must
             // be 0. Destroying the event after enqueueing the wait is allowed (the wait keeps
             // what it needs).
-            ffi::check("cuStreamWaitEvent", unsafe {
-                ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0)
-            })
+            unsafe { ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0) }
         });
         // SAFETY: `event` is ours and destroyed once.
-        let destroyed = ffi::check("cuEventDestroy", unsafe { ffi::cuEventDestroy_v2(event) });
+        let destroyed = unsafe { ffi::cuEventDestroy_v2(event) };
         recorded.and(destroyed)
     })
 }
@@ -153,9 +140,7 @@ pub fn synchronize_stream(stream: Stream) -> Result<(), DriverError> {
     with_context(ctx, || {
         // SAFETY: the stream is alive (caller's contract), and the current context is its own
         // (`with_context`); the default streams (null context) are the current context's.
-        ffi::check("cuStreamSynchronize", unsafe {
-            ffi::cuStreamSynchronize(raw_handle(stream))
-        })
+        unsafe { ffi::cuStreamSynchronize(raw_handle(stream)) }
     })
 }
 
