@@ -26,7 +26,7 @@ out=${1:?usage: scripts/cuda-stub.sh [--emulator] DIR}
 cd "$(dirname "$0")/.."
 
 # The bindings cust links against: cust_raw's source, wherever cargo keeps it.
-manifest=$(cargo metadata --format-version 1 --features cai-runtime/cuda 2>/dev/null \
+manifest=$(cargo metadata --format-version 1 --features cai-runtime/cust 2>/dev/null \
     | python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == "cust_raw"))')
 bindings="$(dirname "$manifest")/src/cuda.rs"
 symbols() { grep -oE 'pub fn cu[A-Za-z0-9_]+' "$bindings" | sed 's/pub fn //' | sort -u; }

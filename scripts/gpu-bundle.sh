@@ -2,7 +2,8 @@
 # Builds, on a CPU machine, everything the GPU suite needs into one folder (default gpu-bundle/,
 # git-ignored), because the GPU machine has the driver, CUDA and Python but no Rust toolchain
 # and no network:
-#   bin/      release test binaries of cai-runtime and cai-gt with the `cuda` feature (stripped)
+#   bin/      release test binaries of cai-runtime and cai-gt with the `cust` feature (stripped;
+#             cust links libcuda: the stub where CUDA is not installed)
 #   wheels/   the abi3 wheel of the `cai` package with the `cuda` feature
 #   tests/    the pytest GPU suite (tests/gpu)
 #   gpu_bench.py, run.sh
@@ -17,9 +18,9 @@ source scripts/cuda-env.sh
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/wheels"
 
-echo "== release test binaries (cai-runtime and cai-gt, feature cuda)"
+echo "== release test binaries (cai-runtime and cai-gt, feature cust)"
 for package in cai-runtime cai-gt; do
-    cargo test --release -p "$package" --features cuda --no-run --message-format=json 2>/dev/null \
+    cargo test --release -p "$package" --features cust --no-run --message-format=json 2>/dev/null \
         | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -36,7 +37,8 @@ for line in sys.stdin:
 done
 
 echo "== abi3 wheel (feature cuda)"
-# --auditwheel skip: libcuda.so.1 comes from the driver and must not be bundled.
+# The wheel links no libcuda (the driver is loaded at run time); --auditwheel skip keeps it a
+# plain linux wheel, as the host build.
 "$maturin" build --release -m cai-py/Cargo.toml --features cuda --auditwheel skip -o "$out/wheels"
 
 if command -v objdump >/dev/null; then

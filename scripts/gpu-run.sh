@@ -60,8 +60,9 @@ else
     nvidia-smi -L || echo "nvidia-smi not found"
 fi
 
-# The test binaries and the extension link libcuda.so.1. When the loader cannot find it (a
-# driver mounted outside the loader's paths), look in the usual places.
+# The test binaries link libcuda.so.1 (through cust) and the extension loads it at run time.
+# When the loader cannot find it (a driver mounted outside the loader's paths), look in the
+# usual places.
 if ! python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then
     for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/cuda/compat; do
         if [ -e "$d/libcuda.so.1" ]; then

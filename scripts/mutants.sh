@@ -15,7 +15,7 @@
 #   host one. With `--emulated` the `cuda` tests catch all of them (`scripts/mutants.sh
 #   --emulated --re 'Storage::'`);
 # - `driver_error_name`'s table: checked against cust's bindings, with `cuda` (all 21 of its
-#   mutants caught: `scripts/mutants.sh --features cuda --re driver_error_name`);
+#   mutants caught: `scripts/mutants.sh --features cust --re driver_error_name`);
 # - `HostBuffer`'s `Drop`: Miri's leak check (scripts/miri.sh).
 # An equivalent mutant that stays: `<Host as Space>::stream_entry` returns the unit `NoStream`
 # either way. The one timeout, on `name_clashing_padding`'s `==`, is a catch: the padding's

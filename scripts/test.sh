@@ -5,9 +5,10 @@
 # Miri, a build without default features, the abi3 wheel of the `cai` Python package, stubtest
 # of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker, safety; in
 # .venv), the lifetime tests under memory checkers (scripts/memcheck.sh), and the demo.
-# Needs no GPU and no CUDA toolkit: the `cuda` feature is compiled against a stub libcuda, its
-# tests run once against the stub (device tests say they were skipped) and once against the
-# emulated driver (tests/cuda-emu). This is the command README.md names and .ci/run calls.
+# Needs no GPU and no CUDA toolkit: the `cuda` feature loads the driver at run time and builds
+# as it is; the `cust` feature (cust's buffers, used by the driver tests) is compiled against a
+# stub libcuda. The tests run once against the stub (device tests say they were skipped) and
+# once against the emulated driver (tests/cuda-emu). This is the command README.md names and .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,11 @@ echo "== public API (cai-runtime/public-api.txt, cai-gt/public-api.txt)"
 scripts/public-api.sh
 echo "== cargo build (cai-runtime and cai-gt without default features, with their tests)"
 cargo build -p cai-runtime -p cai-gt --no-default-features --all-targets
+echo "== cargo build (feature cuda without CUDA: no installation, no stub, no libcuda linked)"
+env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH cargo build -p cai-runtime -p cai-gt -p cai-py --features cuda
+if cargo tree -p cai-py --features cuda -e normal | grep -q " cust "; then
+    echo "feature cuda pulls in cust"; exit 1
+fi
 echo "== cargo test"
 cargo test --workspace --all-features
 echo "== miri (the unsafe code the pure-logic and derive tests reach)"

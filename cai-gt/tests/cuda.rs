@@ -4,7 +4,7 @@
 //!
 //! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh).
 
-#![cfg(feature = "cuda")]
+#![cfg(feature = "cust")]
 
 use cai_gt::{
     ElementType, GtDataInterface, GtDevice, GtHooks, HookError, Init, Managed, Storage,

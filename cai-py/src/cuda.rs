@@ -197,46 +197,32 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 mod device_array {
     use std::sync::Arc;
 
-    use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
+    use cai_runtime::cuda::{self, DeviceAllocation, DriverStream, ExportStream, PendingStreams};
     use cai_runtime::python::ForeignHostArray as HostImport;
     use cai_runtime::{
         CudaArrayDescriptor, CudaArrayInterface, DType, DescriptorBuilder, DescriptorError, Layout,
-        Order,
+        Order, Stream,
     };
-    use cust::memory::DeviceBuffer;
-    use cust::stream::{Stream as CuStream, StreamFlags};
-    use pyo3::exceptions::{PyRuntimeError, PyValueError};
+    use pyo3::exceptions::PyValueError;
     use pyo3::prelude::*;
     use pyo3::types::PyBytes;
 
     use crate::args::arg;
 
-    /// A failed cust call, named in `e`: the `RuntimeError` of a failed driver call
-    /// (`DriverError`; cust's own error type is foreign to cai-runtime's mapping).
-    fn driver(e: impl std::fmt::Display) -> PyErr {
-        PyRuntimeError::new_err(e.to_string())
-    }
-
-    /// A new stream: a non-blocking one (`NonBlockingStream`), or a cust stream, which is a
-    /// blocking stream (it and the legacy default stream wait for each other's earlier work;
-    /// cust 0.3 drops `NON_BLOCKING`).
+    /// A new stream: a non-blocking one, or a blocking one (it and the legacy default stream
+    /// wait for each other's earlier work).
     fn new_stream(non_blocking: bool) -> PyResult<ExportStream> {
-        if non_blocking {
-            return Ok(NonBlockingStream::new()?.into());
-        }
-        CuStream::new(StreamFlags::DEFAULT, None)
-            .map(ExportStream::from)
-            .map_err(|e| driver(format!("cuStreamCreate failed: {e}")))
+        Ok(DriverStream::new(non_blocking)?.into())
     }
 
-    /// Device memory owned by Rust (a cust `DeviceBuffer`), exported through
+    /// Device memory owned by Rust (a driver allocation), exported through
     /// `__cuda_array_interface__` version 3 with its own stream. Work enqueued on its side
     /// stream is ordered before the exported stream on every export (events and a stream wait),
     /// so consumers that synchronize on the exported stream never see stale data. Views share
     /// the buffer and the streams.
     #[pyclass(module = "cai", weakref, frozen)]
     pub struct DeviceArray {
-        buf: Arc<DeviceBuffer<u8>>,
+        buf: Arc<DeviceAllocation>,
         dtype: &'static DType,
         shape: Vec<usize>,
         strides: Option<Vec<isize>>,
@@ -253,27 +239,13 @@ mod device_array {
         }
     }
 
-    /// Python may drop the last reference on any thread, and cust frees the buffer and
-    /// destroys the streams in the current context: make device 0's primary context (the one
-    /// `new` allocated in) current first, or the driver refuses and the memory leaks.
-    impl Drop for DeviceArray {
-        fn drop(&mut self) {
-            let _ = cuda::ensure_context(0);
-        }
-    }
-
     impl DeviceArray {
         /// The descriptor of this view, without its stream.
         fn builder(&self) -> DescriptorBuilder<cai_runtime::Device> {
-            DescriptorBuilder::new(
-                self.buf.as_device_ptr().as_raw(),
-                self.buf.len(),
-                self.dtype,
-                true,
-            )
-            .shape(self.shape.clone())
-            .strides(self.strides.clone())
-            .offset(self.offset)
+            DescriptorBuilder::new(self.buf.device_ptr(), self.buf.len(), self.dtype, true)
+                .shape(self.shape.clone())
+                .strides(self.strides.clone())
+                .offset(self.offset)
         }
 
         fn layout(&self) -> PyResult<Layout> {
@@ -307,8 +279,9 @@ mod device_array {
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
             cuda::ensure_context(0)?;
-            let buf = DeviceBuffer::from_slice(&bytes)
-                .map_err(|e| driver(format!("cuMemAlloc/cuMemcpyHtoD failed: {e}")))?;
+            let buf = DeviceAllocation::new(bytes.len(), false)?;
+            // SAFETY: the new allocation holds `bytes.len()` bytes, and nothing else has it yet.
+            unsafe { cuda::copy_from_host(buf.device_ptr(), &bytes, Stream::LegacyDefault) }?;
             let strides = match order {
                 Order::C => None,
                 Order::F => Some(
@@ -356,7 +329,7 @@ mod device_array {
         fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
             self.streams.order_pending()?;
             let layout = self.layout()?;
-            let ptr = self.buf.as_device_ptr().as_raw() + self.offset as u64;
+            let ptr = self.buf.device_ptr() + self.offset as u64;
             // SAFETY: the view's layout lies in its own buffer (checked when it was made),
             // alive while `self` is; the exported stream is owned by `self.streams`.
             let bytes =
@@ -380,7 +353,7 @@ mod device_array {
             } else {
                 self.streams.exported().stream()
             };
-            let ptr = self.buf.as_device_ptr().as_raw();
+            let ptr = self.buf.device_ptr();
             for i in 0..rounds {
                 let v = if i + 1 < rounds {
                     value.wrapping_add(1)
@@ -415,7 +388,7 @@ mod device_array {
                     src.layout().nbytes()
                 )));
             }
-            let dst = self.buf.as_device_ptr().as_raw();
+            let dst = self.buf.device_ptr();
             // SAFETY: `dst` is this whole buffer (`len` bytes), freed only after its streams
             // are (see `fill`). `src .. src + len` are the view's bytes (C-contiguous, `len` of
             // them, checked above), which the import checked against their allocation (or, with
@@ -470,7 +443,7 @@ mod device_array {
         /// The address of the buffer's first byte.
         #[getter]
         fn ptr(&self) -> u64 {
-            self.buf.as_device_ptr().as_raw()
+            self.buf.device_ptr()
         }
     }
 }

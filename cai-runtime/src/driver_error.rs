@@ -164,7 +164,7 @@ mod tests {
     /// names is one of these (or 35, which cust_raw 0.11 predates). tests/cuda.rs asks a real
     /// driver (`cuGetErrorName`), but skips codes the table lacks and needs a GPU; this needs
     /// neither, so a lost arm shows in CI.
-    #[cfg(feature = "cuda")]
+    #[cfg(feature = "cust")]
     #[test]
     fn names_match_the_driver_bindings() {
         use cust::sys::cudaError_enum as R;

@@ -38,7 +38,8 @@
 //! - `error.rs`: the descriptor's and memory errors ([`DescriptorError`], [`AllocError`]...);
 //!   `driver_error.rs`: [`DriverError`], the named CUDA result codes.
 //! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions.
-//! - [`cuda`] (feature `cuda`): the CUDA driver through cust: cust buffers and streams, the
+//! - [`cuda`] (feature `cuda`): the CUDA driver, loaded at run time (feature `cust`: cust's
+//!   buffers and streams), the
 //!   event wait, pointer attributes, device allocations and copies. [`python`] (feature
 //!   `python`): the PyO3 glue.
 //!

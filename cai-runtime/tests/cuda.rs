@@ -4,12 +4,12 @@
 //!
 //! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh).
 
-#![cfg(feature = "cuda")]
+#![cfg(feature = "cust")]
 
 use std::sync::Arc;
 
 use cai_runtime::Extent;
-use cai_runtime::cuda::{self, ExportStream, NonBlockingStream, PendingStreams};
+use cai_runtime::cuda::{self, DriverStream, ExportStream, PendingStreams};
 use cai_runtime::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncMode, SyncPlan};
 use cai_runtime::{CudaArrayInterface, DescriptorError, RawDeviceMemory, Stream, StreamError};
 use cai_runtime::{MemoryType, PointerError};
@@ -368,7 +368,7 @@ struct OnNonBlocking {
     #[cai(data)]
     bytes: DeviceBuffer<u8>,
     #[cai(stream)]
-    stream: NonBlockingStream,
+    stream: DriverStream,
 }
 
 /// A non-blocking stream (which cust 0.3 cannot make) exports its handle, and does not follow
@@ -381,7 +381,7 @@ fn non_blocking_streams_export_and_do_not_follow_the_legacy_stream() {
     };
     let a = OnNonBlocking {
         bytes: DeviceBuffer::<u8>::zeroed(64).unwrap(),
-        stream: NonBlockingStream::new().unwrap(),
+        stream: DriverStream::new(true).unwrap(),
     };
     let s = a.stream.stream();
     let d = a.cuda_array_interface().unwrap();
@@ -404,7 +404,7 @@ fn non_blocking_streams_export_and_do_not_follow_the_legacy_stream() {
     let ordered = unsafe { cuda::copy_to_host(ptr, 64, s) }.unwrap();
     assert_eq!(ordered, [4u8; 64]);
     // An exported stream of its own kind in `PendingStreams`, kept alive by the Arc.
-    let p = PendingStreams::new(NonBlockingStream::new().unwrap());
+    let p = PendingStreams::new(DriverStream::new(true).unwrap());
     p.enqueued_on(ExportStream::from(a.stream));
     assert_eq!(p.pending(), [s]);
     p.order_pending().unwrap();

@@ -24,16 +24,7 @@ with ``CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE=1``.
 """
 
 
-try:
-    from . import _native
-except ImportError as _e:  # pragma: no cover - depends on the machine
-    if "libcuda" in str(_e):
-        raise ImportError(
-            "this build of cai has CUDA support and needs the NVIDIA driver's libcuda.so.1, "
-            "which this machine lacks; install the driver, or install a build of cai without "
-            f"the `cuda` feature ({_e})"
-        ) from _e
-    raise
+from . import _native
 
 HAS_CUDA = _native.HAS_CUDA
 

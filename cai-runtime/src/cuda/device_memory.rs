@@ -1,55 +1,13 @@
-//! cust's device memory types as [`DeviceMemory`]: they own (or borrow) device-accessible
-//! allocations, so a derived struct holding one exports it without any unsafe code.
-
-use cust::memory::{DeviceBox, DeviceBuffer, DeviceCopy, DeviceSlice, UnifiedBuffer};
+//! Device memory through the driver: [`DeviceAllocation`] (owned, freed on drop) and the
+//! copies and fills between host and device.
 
 use super::ffi;
 use super::stream::raw_handle;
 use crate::driver_error::DriverError;
-use crate::element::Element;
 use crate::error::CopyToHostError;
 use crate::layout::Layout;
-use crate::memory::DeviceMemory;
 use crate::memory::byte_vec;
 use crate::stream::Stream;
-
-// SAFETY: a DeviceBuffer owns `len()` items at `as_device_ptr()` (null when empty) until
-// dropped. (Not DeviceSlice: cust's slices are `Copy` and borrow nothing, so one outlives the
-// buffer it was taken from; a view of part of a buffer is a RawDeviceMemory, whose unsafe
-// constructor takes that promise.)
-unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBuffer<T> {
-    type Elem = T;
-    fn device_ptr(&self) -> u64 {
-        self.as_device_ptr().as_raw()
-    }
-    fn len(&self) -> usize {
-        DeviceSlice::len(self)
-    }
-}
-
-// SAFETY: a DeviceBox owns one item of device memory at `as_device_ptr()` until dropped.
-unsafe impl<T: Element + DeviceCopy> DeviceMemory for DeviceBox<T> {
-    type Elem = T;
-    fn device_ptr(&self) -> u64 {
-        self.as_device_ptr().as_raw()
-    }
-    fn len(&self) -> usize {
-        1
-    }
-}
-
-// SAFETY: a UnifiedBuffer owns `len()` items of managed memory, addressable from host and
-// device at the same address, until dropped (a dangling, never-dereferenced address when
-// empty; the export then writes 0).
-unsafe impl<T: Element + DeviceCopy> DeviceMemory for UnifiedBuffer<T> {
-    type Elem = T;
-    fn device_ptr(&self) -> u64 {
-        self.as_slice().as_ptr() as usize as u64
-    }
-    fn len(&self) -> usize {
-        self.as_slice().len()
-    }
-}
 
 /// Device memory allocated by the driver (`cuMemAlloc`, or `cuMemAllocManaged` attached
 /// globally: one address for host and device) and freed on drop, on any thread.

@@ -1,21 +1,25 @@
-//! The CUDA driver through `cust` 0.3 (feature `cuda`): the spec's Synchronization and Lifetime
-//! sections and its pointer attributes, for real.
+//! The CUDA driver (feature `cuda`), loaded at run time: the spec's Synchronization and
+//! Lifetime sections and its pointer attributes, for real.
 //!
-//! - `device_memory.rs`: cust's `DeviceBuffer`, `DeviceBox` and `UnifiedBuffer`
-//!   as [`crate::DeviceMemory`]; [`DeviceAllocation`]; copies ([`copy_to_host`],
-//!   [`copy_ranges`]...).
-//! - `stream.rs`: cust's `Stream` as a derive's `#[cai(stream)]` field; [`PendingStreams`] for
-//!   data with work pending on several streams; [`order_after`], the event wait.
+//! - `ffi.rs`: the driver entry points this module calls, loaded from `libcuda.so.1`, each
+//!   checked ([`DRIVER_ENTRY_POINTS`]).
+//! - `device_memory.rs`: [`DeviceAllocation`]; copies ([`copy_to_host`], [`copy_ranges`]...).
+//! - `stream.rs`: [`DriverStream`]; [`PendingStreams`] for data with work pending on several
+//!   streams; [`order_after`], the event wait.
+//! - `cust.rs` (feature `cust`): cust 0.3's `DeviceBuffer`, `DeviceBox` and `UnifiedBuffer` as
+//!   [`crate::DeviceMemory`], its `Stream` as a derive's `#[cai(stream)]` field.
 //! - `synchronize.rs`: what an import does about the producer's stream
 //!   ([`crate::sync::plan`]), done ([`synchronize_import`]); [`release_import`], the
 //!   producer's stream ordered after the consumer's work.
 //! - `pointer_attributes.rs`: [`pointer_attributes`] and the import checks built on them.
-//! - `ffi.rs`: the raw driver entry points this module calls.
 //!
-//! Nothing here needs a GPU to compile or link: without a CUDA installation, link against the
-//! stub from `scripts/cuda-stub.sh`; every call then fails with `CUDA_ERROR_STUB_LIBRARY`, which
-//! [`crate::driver_error::DriverError::is_no_device`] recognizes so that tests skip.
+//! Nothing here needs CUDA to compile, link or load: without a driver every call fails with
+//! [`crate::DriverError::NO_DRIVER`] (with the stub from `scripts/cuda-stub.sh`, which the
+//! feature `cust` links against where CUDA is not installed, `CUDA_ERROR_STUB_LIBRARY`), which
+//! [`crate::DriverError::is_no_device`] recognizes so that tests skip.
 
+#[cfg(feature = "cust")]
+mod cust;
 mod device_memory;
 mod ffi;
 mod pointer_attributes;
@@ -33,8 +37,7 @@ pub use device_memory::{
 pub use ffi::ENTRY_POINTS as DRIVER_ENTRY_POINTS;
 pub use pointer_attributes::{ImportCheckError, check_device_pointer, pointer_attributes};
 pub use stream::{
-    ExportStream, NonBlockingStream, PendingStreams, from_raw_handle, order_after,
-    synchronize_stream,
+    DriverStream, ExportStream, PendingStreams, from_raw_handle, order_after, synchronize_stream,
 };
 pub use synchronize::{execute, release_import, synchronize_import};
 

@@ -1,10 +1,8 @@
-//! Streams on the producer side: cust's `Stream` and our [`NonBlockingStream`] as exported
+//! Streams on the producer side: our [`DriverStream`] (and cust's, feature `cust`) as exported
 //! streams, data with work pending on several streams, and the event wait that orders one
 //! stream after another.
 
 use std::sync::{Arc, Mutex};
-
-use cust::stream::Stream as CuStream;
 
 use super::{ffi, with_context};
 use crate::driver_error::DriverError;
@@ -27,21 +25,13 @@ pub fn from_raw_handle(handle: *mut std::ffi::c_void) -> Stream {
     Stream::from_raw(handle as usize as u64).unwrap_or(Stream::LegacyDefault)
 }
 
-/// A cust stream exports its handle. The struct holding it keeps it alive, so the exported
-/// stream lives as long as the object (the spec's Lifetime rule).
-impl AsStream for CuStream {
-    fn cai_stream(&self) -> Option<Stream> {
-        Some(from_raw_handle(self.as_inner().cast()))
-    }
-}
-
-/// A stream created with `CU_STREAM_NON_BLOCKING`, which cust 0.3's `Stream::new` cannot make
-/// (it drops the flag, Rust-CUDA issue 15): work on it does not wait for the legacy default
-/// stream's, nor that stream's for it, as with CuPy's and PyTorch's usual streams. It is made in
-/// the current context and destroyed in it when dropped; it exports its handle, and the struct
-/// holding it keeps it alive, as a cust stream.
+/// A stream created through the driver: a blocking one (it and the legacy default stream wait
+/// for each other's earlier work), or one created with `CU_STREAM_NON_BLOCKING` (it does not,
+/// as with CuPy's and PyTorch's usual streams; cust 0.3's `Stream::new` cannot make one: it
+/// drops the flag, Rust-CUDA issue 15). It is made in the current context and destroyed in it
+/// when dropped; it exports its handle, and the struct holding it keeps it alive.
 #[derive(Debug)]
-pub struct NonBlockingStream {
+pub struct DriverStream {
     handle: ffi::CUstream,
     ctx: ffi::CUcontext,
 }
@@ -49,19 +39,24 @@ pub struct NonBlockingStream {
 // SAFETY: a stream handle and its context are driver objects that any thread may use (the
 // driver API is thread-safe); this type only passes them to the driver, and destroys the
 // stream once, when dropped.
-unsafe impl Send for NonBlockingStream {}
+unsafe impl Send for DriverStream {}
 // SAFETY: as above; no method mutates the struct.
-unsafe impl Sync for NonBlockingStream {}
+unsafe impl Sync for DriverStream {}
 
-impl NonBlockingStream {
-    /// A new non-blocking stream in the current context (make one current first: see
-    /// [`super::ensure_context`]).
-    pub fn new() -> Result<Self, DriverError> {
+impl DriverStream {
+    /// A new stream in the current context (make one current first: see
+    /// [`super::ensure_context`]), non-blocking or not.
+    pub fn new(non_blocking: bool) -> Result<Self, DriverError> {
         super::init()?;
         let mut handle: ffi::CUstream = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the flag is a cuda.h constant.
-        unsafe { ffi::cuStreamCreate(&mut handle, ffi::CU_STREAM_NON_BLOCKING) }?;
-        let mut s = NonBlockingStream {
+        let flags = if non_blocking {
+            ffi::CU_STREAM_NON_BLOCKING
+        } else {
+            0
+        };
+        // SAFETY: valid out-pointer; the flags are cuda.h's.
+        unsafe { ffi::cuStreamCreate(&mut handle, flags) }?;
+        let mut s = DriverStream {
             handle,
             ctx: std::ptr::null_mut(),
         };
@@ -76,7 +71,7 @@ impl NonBlockingStream {
     }
 }
 
-impl Drop for NonBlockingStream {
+impl Drop for DriverStream {
     fn drop(&mut self) {
         let _ = with_context(self.ctx, || {
             // SAFETY: the handle is ours (created in `new`) and destroyed once, here, in its own
@@ -87,7 +82,7 @@ impl Drop for NonBlockingStream {
     }
 }
 
-impl AsStream for NonBlockingStream {
+impl AsStream for DriverStream {
     fn cai_stream(&self) -> Option<Stream> {
         Some(self.stream())
     }
@@ -152,10 +147,11 @@ pub enum ExportStream {
     LegacyDefault,
     /// The per-thread default stream (exported as 2).
     PerThreadDefault,
+    /// A stream created through the driver.
+    Driver(Arc<DriverStream>),
     /// A stream created with cust (a blocking stream: cust 0.3 drops `NON_BLOCKING`).
-    Owned(Arc<CuStream>),
-    /// A non-blocking stream.
-    NonBlocking(Arc<NonBlockingStream>),
+    #[cfg(feature = "cust")]
+    Cust(Arc<cust::stream::Stream>),
 }
 
 impl ExportStream {
@@ -164,33 +160,22 @@ impl ExportStream {
         match self {
             ExportStream::LegacyDefault => Stream::LegacyDefault,
             ExportStream::PerThreadDefault => Stream::PerThreadDefault,
-            ExportStream::Owned(s) => from_raw_handle(s.as_inner().cast()),
-            ExportStream::NonBlocking(s) => s.stream(),
+            ExportStream::Driver(s) => s.stream(),
+            #[cfg(feature = "cust")]
+            ExportStream::Cust(s) => from_raw_handle(s.as_inner().cast()),
         }
     }
 }
 
-impl From<CuStream> for ExportStream {
-    fn from(s: CuStream) -> Self {
-        ExportStream::Owned(Arc::new(s))
+impl From<DriverStream> for ExportStream {
+    fn from(s: DriverStream) -> Self {
+        ExportStream::Driver(Arc::new(s))
     }
 }
 
-impl From<Arc<CuStream>> for ExportStream {
-    fn from(s: Arc<CuStream>) -> Self {
-        ExportStream::Owned(s)
-    }
-}
-
-impl From<NonBlockingStream> for ExportStream {
-    fn from(s: NonBlockingStream) -> Self {
-        ExportStream::NonBlocking(Arc::new(s))
-    }
-}
-
-impl From<Arc<NonBlockingStream>> for ExportStream {
-    fn from(s: Arc<NonBlockingStream>) -> Self {
-        ExportStream::NonBlocking(s)
+impl From<Arc<DriverStream>> for ExportStream {
+    fn from(s: Arc<DriverStream>) -> Self {
+        ExportStream::Driver(s)
     }
 }
 
