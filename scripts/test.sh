@@ -54,6 +54,9 @@ echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, 
 scripts/cuda-stub.sh --emulator target/cuda-emu
 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMULATED=1 \
     PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
+echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that need two run)"
+CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
+    CAI_GPU_SUITE_EMULATED=1 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== GPU bundle: a spent time budget runs no more steps, says so, and fails the suite"
 if budget_log=$(CAI_GPU_SUITE_BUDGET=1 CAI_GPU_SUITE_STEPS=pytest PATH="$PWD/.venv/bin:$PATH" \
     bash gpu-bundle/run.sh 2>&1) || ! grep -q "time budget of 1s is spent" <<<"$budget_log"; then

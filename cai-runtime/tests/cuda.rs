@@ -464,3 +464,39 @@ fn release_orders_the_producer_after_the_consumer() {
     let none = SyncPlan::Nothing(NoSyncReason::NoStream);
     assert_eq!(cuda::release_import(none, c).unwrap(), None);
 }
+
+/// Every device: an allocation on device 1 is made in device 1's primary context, which the
+/// driver's pointer attributes name, while the thread's current context stays device 0's; an
+/// ordinal past the last device is an error naming the call. (The emulated suite runs once
+/// with `CUDA_EMU_DEVICES=2`; with one device this says it was skipped.)
+#[test]
+fn an_allocation_on_another_device_is_made_there() {
+    let Some(_ctx) = gpu("an_allocation_on_another_device_is_made_there") else {
+        return;
+    };
+    let n = cuda::device_count().unwrap();
+    let past = cuda::DeviceAllocation::on_device(n, 8, false).unwrap_err();
+    assert_eq!(
+        (past.operation, past.code),
+        (
+            "cuDeviceGet",
+            cai_runtime::DriverError::CUDA_ERROR_INVALID_DEVICE
+        )
+    );
+    if n < 2 {
+        eprintln!("skipped an_allocation_on_another_device_is_made_there: one device here");
+        return;
+    }
+    let there = cuda::DeviceAllocation::on_device(1, 64, false).unwrap();
+    let here = cuda::DeviceAllocation::new(64, false).unwrap();
+    let device = |a: &cuda::DeviceAllocation| {
+        cuda::pointer_attributes(a.device_ptr())
+            .unwrap()
+            .device_ordinal
+    };
+    assert_eq!((device(&there), device(&here)), (Some(1), Some(0)));
+    // Freed in its own context, from a thread where device 0's is current.
+    drop(there);
+    let again = cuda::DeviceAllocation::on_device(1, 64, false).unwrap();
+    assert_eq!(device(&again), Some(1));
+}

@@ -7,8 +7,10 @@
  * not luck. It verifies our logic, never a GPU: timings, kernels, real devices and other
  * libraries (CuPy, Numba, PyTorch, JAX) are for the GPU suite.
  *
- * - One device (ordinal 0), one primary context, reference counted: when the last reference is
- *   released, its allocations are freed and its streams die, as on a real driver.
+ * - CUDA_EMU_DEVICES devices (1 to 8; 1 when unset), each with one primary context, reference
+ *   counted: when the last reference is released, its allocations are freed and its streams
+ *   die, as on a real driver. All devices share one address space (unified addressing), and a
+ *   pointer's attributes name the device and context it was allocated in.
  * - Device memory (cuMemAlloc) gets addresses in a reserved range that the host cannot read or
  *   write (PROT_NONE), so host code that dereferences a device pointer crashes here as it would
  *   on a GPU. Its bytes live in a shadow mapping; allocations up to 16 MiB are filled with
@@ -104,13 +106,16 @@ static int initialized;
 struct emu_stream;
 
 struct emu_ctx {
+    int device;
     int refcount;
     int active;
     unsigned generation; /* bumped when the context is destroyed */
     struct emu_stream *legacy;
 };
 
-static struct emu_ctx primary = {0};
+#define MAX_DEVICES 8
+static struct emu_ctx primaries[MAX_DEVICES];
+static int device_count = 1;
 
 static __thread CUcontext ctx_stack[32];
 static __thread int ctx_depth;
@@ -429,6 +434,16 @@ CUresult cuInit(unsigned flags) {
     }
     if (!device_va)
         return FAIL(OUT_OF_MEMORY, "cannot reserve the emulated device address range");
+    const char *n = getenv("CUDA_EMU_DEVICES");
+    if (n && *n) {
+        char *end;
+        long count = strtol(n, &end, 10);
+        if (*end || count < 1 || count > MAX_DEVICES)
+            return FAIL(INVALID_VALUE, "CUDA_EMU_DEVICES=%s: a count from 1 to %d", n, MAX_DEVICES);
+        device_count = (int)count;
+    }
+    for (int d = 0; d < MAX_DEVICES; d++)
+        primaries[d].device = d;
     initialized = 1;
     return SUCCESS;
 }
@@ -444,7 +459,7 @@ CUresult cuDeviceGetCount(int *count) {
     NEED_INIT;
     if (!count)
         return FAIL(INVALID_VALUE, "null out-pointer");
-    *count = 1;
+    *count = device_count;
     return SUCCESS;
 }
 
@@ -452,15 +467,15 @@ CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
     NEED_INIT;
     if (!dev)
         return FAIL(INVALID_VALUE, "null out-pointer");
-    if (ordinal != 0)
-        return FAIL(INVALID_DEVICE, "ordinal %d: there is one device, 0", ordinal);
-    *dev = 0;
+    if (ordinal < 0 || ordinal >= device_count)
+        return FAIL(INVALID_DEVICE, "ordinal %d: there are %d devices", ordinal, device_count);
+    *dev = ordinal;
     return SUCCESS;
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
     NEED_INIT;
-    if (dev != 0)
+    if (dev < 0 || dev >= device_count)
         return FAIL(INVALID_DEVICE, "device %d", dev);
     if (!name || len <= 0)
         return FAIL(INVALID_VALUE, "no room for the name");
@@ -470,7 +485,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     NEED_INIT;
-    if (dev != 0)
+    if (dev < 0 || dev >= device_count)
         return FAIL(INVALID_DEVICE, "device %d", dev);
     if (!bytes)
         return FAIL(INVALID_VALUE, "null out-pointer");
@@ -480,7 +495,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 
 CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev) {
     NEED_INIT;
-    if (dev != 0)
+    if (dev < 0 || dev >= device_count)
         return FAIL(INVALID_DEVICE, "device %d", dev);
     if (!value)
         return FAIL(INVALID_VALUE, "null out-pointer");
@@ -503,17 +518,18 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev) {
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
     LOCKED;
     NEED_INIT;
-    if (dev != 0)
+    if (dev < 0 || dev >= device_count)
         return FAIL(INVALID_DEVICE, "device %d", dev);
     if (!ctx)
         return FAIL(INVALID_VALUE, "null out-pointer");
-    if (primary.refcount++ == 0) {
-        primary.active = 1;
-        primary.legacy = new_stream(&primary, 1, 1);
-        if (!primary.legacy)
+    struct emu_ctx *primary = &primaries[dev];
+    if (primary->refcount++ == 0) {
+        primary->active = 1;
+        primary->legacy = new_stream(primary, 1, 1);
+        if (!primary->legacy)
             return FAIL(OUT_OF_MEMORY, "no host memory");
     }
-    *ctx = &primary;
+    *ctx = primary;
     return SUCCESS;
 }
 
@@ -522,22 +538,23 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     LOCKED;
     NEED_INIT;
-    if (dev != 0)
+    if (dev < 0 || dev >= device_count)
         return FAIL(INVALID_DEVICE, "device %d", dev);
-    if (primary.refcount == 0)
+    struct emu_ctx *primary = &primaries[dev];
+    if (primary->refcount == 0)
         return FAIL(INVALID_CONTEXT, "the primary context is not retained");
-    if (--primary.refcount > 0)
+    if (--primary->refcount > 0)
         return SUCCESS;
-    run_all(&primary);
+    run_all(primary);
     for (struct alloc *a = allocs, *next; a; a = next) {
         next = a->next;
-        if (a->ctx == &primary)
+        if (a->ctx == primary)
             release(a);
     }
     struct emu_stream **pp = &streams;
     while (*pp) {
         struct emu_stream *s = *pp;
-        if (s->ctx == &primary) {
+        if (s->ctx == primary) {
             *pp = s->next;
             s->magic = 0; /* not freed: a thread's per-thread stream may still point here */
             free(s->ops);
@@ -547,9 +564,9 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
             pp = &s->next;
         }
     }
-    primary.legacy = NULL;
-    primary.active = 0;
-    primary.generation++;
+    primary->legacy = NULL;
+    primary->active = 0;
+    primary->generation++;
     return SUCCESS;
 }
 
@@ -561,7 +578,9 @@ CUresult cuCtxGetCurrent(CUcontext *ctx) {
     return SUCCESS;
 }
 
-static int known_ctx(CUcontext c) { return c == &primary; }
+static int known_ctx(CUcontext c) {
+    return c >= primaries && c < primaries + device_count;
+}
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
     NEED_INIT;
@@ -601,10 +620,9 @@ CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
 CUresult cuCtxGetDevice(CUdevice *dev) {
     LOCKED;
     NEED_CTX(c);
-    (void)c;
     if (!dev)
         return FAIL(INVALID_VALUE, "null out-pointer");
-    *dev = 0;
+    *dev = c->device;
     return SUCCESS;
 }
 
@@ -875,7 +893,7 @@ static CUresult attribute(const char *fn, int attr, void *data, CUdeviceptr p, s
         *(unsigned *)data = a && a->type == MEM_MANAGED;
         break;
     case 9: /* DEVICE_ORDINAL */
-        *(int *)data = 0;
+        *(int *)data = a && a->ctx ? a->ctx->device : 0;
         break;
     case 11: /* RANGE_START_ADDR */
         *(CUdeviceptr *)data = a ? a->base : 0;

@@ -15,15 +15,32 @@ use crate::stream::Stream;
 pub struct DeviceAllocation {
     ptr: u64,
     len: usize,
+    /// The context it was allocated in (an address), where it is freed.
+    ctx: usize,
 }
 
 impl DeviceAllocation {
-    /// Allocates `len` bytes (at least one, so that the address is never null) on device 0,
-    /// whose primary context is made current if none is.
+    /// Allocates `len` bytes (at least one, so that the address is never null) in the current
+    /// context, or device 0's primary context, made current, when none is.
     pub fn new(len: usize, managed: bool) -> Result<Self, DriverError> {
         super::ensure_context(0)?;
+        let mut ctx: ffi::CUcontext = std::ptr::null_mut();
+        // SAFETY: `ctx` is a valid out-pointer for one CUcontext.
+        unsafe { ffi::cuCtxGetCurrent(&mut ctx) }?;
+        Self::in_current(len, managed, ctx)
+    }
+
+    /// Allocates `len` bytes (at least one) on device `ordinal`, in its primary context,
+    /// whatever context is current on this thread (and stays current).
+    pub fn on_device(ordinal: u32, len: usize, managed: bool) -> Result<Self, DriverError> {
+        let ctx = super::primary_context(ordinal)? as ffi::CUcontext;
+        super::with_context(ctx, || Self::in_current(len, managed, ctx))
+    }
+
+    /// Allocates in `ctx`, the current context.
+    fn in_current(len: usize, managed: bool, ctx: ffi::CUcontext) -> Result<Self, DriverError> {
         let mut ptr = 0;
-        // SAFETY: `ptr` is a valid out-pointer; a context is current (above).
+        // SAFETY: `ptr` is a valid out-pointer; `ctx` is current (the callers').
         unsafe {
             if managed {
                 ffi::cuMemAllocManaged(&mut ptr, len.max(1), ffi::CU_MEM_ATTACH_GLOBAL)
@@ -31,7 +48,11 @@ impl DeviceAllocation {
                 ffi::cuMemAlloc_v2(&mut ptr, len.max(1))
             }
         }?;
-        Ok(DeviceAllocation { ptr, len })
+        Ok(DeviceAllocation {
+            ptr,
+            len,
+            ctx: ctx as usize,
+        })
     }
 
     /// The allocation's device address.
@@ -52,12 +73,13 @@ impl DeviceAllocation {
 
 impl Drop for DeviceAllocation {
     fn drop(&mut self) {
-        // The primary context stays retained for the process, so the free can make it current
-        // on whichever thread drops the allocation.
-        if super::ensure_context(0).is_ok() {
-            // SAFETY: `ptr` came from cuMemAlloc/cuMemAllocManaged and is freed only here.
-            let _ = unsafe { ffi::cuMemFree_v2(self.ptr) };
-        }
+        // Freed in its own context, made current for the call on whichever thread drops it (a
+        // primary context stays retained for the process).
+        let _ = super::with_context(self.ctx as ffi::CUcontext, || {
+            // SAFETY: `ptr` came from cuMemAlloc/cuMemAllocManaged in `ctx` and is freed only
+            // here.
+            unsafe { ffi::cuMemFree_v2(self.ptr) }
+        });
     }
 }
 

@@ -122,6 +122,7 @@ fn load(name: &str) -> Result<Api, DriverError> {
 
 driver_entry_points! {
     fn cuInit as "cuInit"(flags: c_uint);
+    fn cuDeviceGetCount as "cuDeviceGetCount"(count: *mut c_int);
     fn cuDeviceGet as "cuDeviceGet"(device: *mut CUdevice, ordinal: c_int);
     fn cuDeviceGetAttribute as "cuDeviceGetAttribute"(pi: *mut c_int, attrib: c_int, dev: CUdevice);
     fn cuDevicePrimaryCtxRetain as "cuDevicePrimaryCtxRetain"(pctx: *mut CUcontext, dev: CUdevice);
@@ -180,7 +181,7 @@ mod tests {
             Ok(api) => assert_eq!(api.missing(), Vec::<&str>::new()),
             Err(e) => eprintln!("skipped: {e}"),
         }
-        assert_eq!(ENTRY_POINTS.len(), 24);
+        assert_eq!(ENTRY_POINTS.len(), 25);
         assert!(ENTRY_POINTS.contains(&"cuMemAlloc_v2"));
     }
 }

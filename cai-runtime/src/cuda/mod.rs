@@ -50,6 +50,15 @@ pub fn init() -> Result<(), DriverError> {
     *INIT.get_or_init(|| unsafe { ffi::cuInit(0) })
 }
 
+/// How many CUDA devices the driver sees.
+pub fn device_count() -> Result<u32, DriverError> {
+    init()?;
+    let mut count = 0;
+    // SAFETY: `count` is a valid out-pointer for one int.
+    unsafe { ffi::cuDeviceGetCount(&mut count) }?;
+    Ok(u32::try_from(count).unwrap_or(0))
+}
+
 /// Makes the primary context of device `ordinal` current on this thread if no context is
 /// (what the runtime API, CuPy and PyTorch do), retaining it for the life of the process.
 /// A thread that already has a current context keeps it.
