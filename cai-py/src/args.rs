@@ -402,6 +402,15 @@ macro_rules! named_readers {
 pub mod arg {
     use super::*;
 
+    /// None, or a device ordinal.
+    #[cfg(feature = "cuda")]
+    fn optional_device(k: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
+        if v.is_none() {
+            return Ok(None);
+        }
+        int_in(k, v, 0, i32::MAX.into()).map(Some)
+    }
+
     /// None, or what `read` makes of `v`.
     fn optional<T>(
         v: &Bound<'_, PyAny>,
@@ -444,6 +453,8 @@ pub mod arg {
         on_side_stream: bool = flag;
         #[cfg(feature = "cuda")]
         non_blocking: bool = flag;
+        #[cfg(feature = "cuda")]
+        device_id: Option<u32> = optional_device;
         order: &'static str = |k, v| one_of(k, v, &["C", "F"]);
         mode: &'static str = |k, v| one_of(k, v, &["enqueue", "synchronize"]);
         interface: &'static str = |k, v| one_of(k, v, &["cuda", "host"]);

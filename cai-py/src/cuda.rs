@@ -229,6 +229,8 @@ mod device_array {
         offset: usize,
         streams: Arc<PendingStreams>,
         side: ExportStream,
+        /// The device the buffer and streams are on; its driver work runs in its context.
+        device: u32,
     }
 
     impl CudaArrayInterface for DeviceArray {
@@ -248,6 +250,28 @@ mod device_array {
                 .offset(self.offset)
         }
 
+        /// `fill`'s work, in the array's context.
+        fn fill_rounds(
+            &self,
+            ptr: u64,
+            value: u8,
+            stream: Stream,
+            rounds: usize,
+        ) -> Result<(), cai_runtime::DriverError> {
+            for i in 0..rounds {
+                let v = if i + 1 < rounds {
+                    value.wrapping_add(1)
+                } else {
+                    value
+                };
+                // SAFETY: the whole buffer is ours; it outlives the work because it is only
+                // freed after its streams are (the Arc'd streams are dropped with the last
+                // view, and cuMemFree waits for the device to finish using the memory).
+                unsafe { cuda::memset_async(ptr, v, self.buf.len(), stream) }?;
+            }
+            Ok(())
+        }
+
         fn layout(&self) -> PyResult<Layout> {
             let itemsize = self.dtype.itemsize();
             match &self.strides {
@@ -261,14 +285,16 @@ mod device_array {
     #[cai_runtime::pymethods(cuda)]
     impl DeviceArray {
         /// Copies a host array (anything exposing `__array_interface__`, e.g. a NumPy array)
-        /// to new device memory, stored in C or F order. Its two streams (exported and side)
-        /// are blocking cust streams, or non-blocking ones with `non_blocking=True`.
+        /// to new device memory, stored in C or F order, on device `device_id` (None: the
+        /// current device). Its two streams (exported and side) are blocking streams, or
+        /// non-blocking ones with `non_blocking=True`.
         #[new]
-        #[pyo3(signature = (obj, *, order = "C", non_blocking = false))]
+        #[pyo3(signature = (obj, *, order = "C", non_blocking = false, device_id = None))]
         fn new(
             obj: HostImport,
             #[pyo3(from_py_with = arg::order)] order: &str,
             #[pyo3(from_py_with = arg::non_blocking)] non_blocking: bool,
+            #[pyo3(from_py_with = arg::device_id)] device_id: Option<u32>,
         ) -> PyResult<Self> {
             let order = match order {
                 "F" => Order::F,
@@ -278,10 +304,17 @@ mod device_array {
                 crate::examples::dtype_for("DeviceArray", &obj.descriptor().typestr.to_string())?;
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
-            cuda::ensure_context(0)?;
-            let buf = DeviceAllocation::new(bytes.len(), false)?;
-            // SAFETY: the new allocation holds `bytes.len()` bytes, and nothing else has it yet.
-            unsafe { cuda::copy_from_host(buf.device_ptr(), &bytes, Stream::LegacyDefault) }?;
+            let device = match device_id {
+                Some(d) => d,
+                None => cuda::current_device()?,
+            };
+            let (buf, streams, side) = cuda::with_device(device, || -> PyResult<_> {
+                let buf = DeviceAllocation::new(bytes.len(), false)?;
+                // SAFETY: the new allocation holds `bytes.len()` bytes, and nothing else has it
+                // yet.
+                unsafe { cuda::copy_from_host(buf.device_ptr(), &bytes, Stream::LegacyDefault) }?;
+                Ok((buf, new_stream(non_blocking)?, new_stream(non_blocking)?))
+            })?;
             let strides = match order {
                 Order::C => None,
                 Order::F => Some(
@@ -296,8 +329,9 @@ mod device_array {
                 shape,
                 strides,
                 offset: 0,
-                streams: Arc::new(PendingStreams::new(new_stream(non_blocking)?)),
-                side: new_stream(non_blocking)?,
+                streams: Arc::new(PendingStreams::new(streams)),
+                side,
+                device,
             })
         }
 
@@ -319,6 +353,7 @@ mod device_array {
                 offset,
                 streams: self.streams.clone(),
                 side: self.side.clone(),
+                device: self.device,
             };
             // Validate without ordering any stream.
             v.builder().build()?;
@@ -327,13 +362,16 @@ mod device_array {
 
         /// The view's items in C order, copied to the host after all pending work.
         fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-            self.streams.order_pending()?;
             let layout = self.layout()?;
             let ptr = self.buf.device_ptr() + self.offset as u64;
-            // SAFETY: the view's layout lies in its own buffer (checked when it was made),
-            // alive while `self` is; the exported stream is owned by `self.streams`.
-            let bytes =
-                unsafe { cuda::gather_to_host(ptr, &layout, self.streams.exported().stream()) }?;
+            let bytes = cuda::with_device(self.device, || -> PyResult<_> {
+                self.streams.order_pending()?;
+                let exported = self.streams.exported().stream();
+                // SAFETY: the view's layout lies in its own buffer (checked when it was made),
+                // alive while `self` is; the exported stream is owned by `self.streams`.
+                let bytes = unsafe { cuda::gather_to_host(ptr, &layout, exported) }?;
+                Ok(bytes)
+            })?;
             Ok(PyBytes::new(py, &bytes))
         }
 
@@ -354,17 +392,7 @@ mod device_array {
                 self.streams.exported().stream()
             };
             let ptr = self.buf.device_ptr();
-            for i in 0..rounds {
-                let v = if i + 1 < rounds {
-                    value.wrapping_add(1)
-                } else {
-                    value
-                };
-                // SAFETY: the whole buffer is ours; it outlives the work because it is only
-                // freed after its streams are (the Arc'd streams are dropped with the last
-                // view, and cuMemFree waits for the device to finish using the memory).
-                unsafe { cuda::memset_async(ptr, v, self.buf.len(), stream) }?;
-            }
+            cuda::with_device(self.device, || self.fill_rounds(ptr, value, stream, rounds))?;
             if on_side_stream {
                 self.streams.enqueued_on(self.side.clone());
             }
@@ -395,15 +423,21 @@ mod device_array {
             // `check_pointer=False`, which the producer vouches for, as for any import) and
             // whose owner the view holds; the caller keeps the view or the producer alive until
             // the stream has run the copy, as for any work a consumer enqueues.
-            unsafe {
+            cuda::with_device(self.device, || unsafe {
                 cuda::copy_async(
                     dst,
                     src.ptr(),
                     self.buf.len(),
                     self.streams.exported().stream(),
                 )
-            }
+            })
             .map_err(PyErr::from)
+        }
+
+        /// The device the array is on.
+        #[getter]
+        fn device_id(&self) -> u32 {
+            self.device
         }
 
         /// Blocks until all work on the data (every stream) has finished.

@@ -452,3 +452,39 @@ def test_array_of_a_mirrored_or_unified_storage_is_the_host_view():
         assert isinstance(a, np.ndarray) and (a == 5.0).all()
         assert a.__array_interface__["data"][0] == s.__array_interface__["data"][0]
         assert isinstance(s.__array__("f4", copy=True), np.ndarray)
+
+
+def second_device():
+    """Device 1, or a skip saying there is one device (the emulated suite runs once with
+    CUDA_EMU_DEVICES=2)."""
+    try:
+        cai.DeviceArray(np.zeros(1, dtype=np.uint8), device_id=1)
+    except RuntimeError as e:
+        if "CUDA_ERROR_INVALID_DEVICE" in str(e):
+            pytest.skip("one CUDA device here")
+        raise
+    return 1
+
+
+def test_an_array_on_another_device_is_there_and_imports_from_the_current_one():
+    """Every device: an array on device 1, made while device 0 is current, says so in its
+    pointer attributes; imported from device 0, its producer's stream orders the read."""
+    dev = second_device()
+    assert cai.DeviceArray(np.zeros(1)).device_id == 0, "the current device"
+    host = np.arange(64, dtype=np.uint8)
+    a = cai.DeviceArray(host, device_id=dev)
+    assert a.device_id == dev and a.view((8,)).device_id == dev
+    assert cai.pointer_attributes(a.ptr)["device_ordinal"] == dev
+    # Work pending on device 1's stream, then an import from device 0 with the default sync:
+    # the read sees the fill (the emulator runs the fill only when something waits for it).
+    a.fill(7, rounds=3)
+    assert (device_items(a, np.uint8, (64,)) == 7).all()
+    assert a.to_bytes() == bytes([7]) * 64
+    a.synchronize()
+
+
+def test_a_device_past_the_last_is_an_error_naming_it():
+    with pytest.raises(RuntimeError, match="cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE"):
+        cai.DeviceArray(np.zeros(1), device_id=99)
+    with pytest.raises((TypeError, ValueError), match="device_id"):
+        cai.DeviceArray(np.zeros(1), device_id=-1)

@@ -128,6 +128,7 @@ driver_entry_points! {
     fn cuDevicePrimaryCtxRetain as "cuDevicePrimaryCtxRetain"(pctx: *mut CUcontext, dev: CUdevice);
     fn cuCtxGetCurrent as "cuCtxGetCurrent"(pctx: *mut CUcontext);
     fn cuCtxSetCurrent as "cuCtxSetCurrent"(ctx: CUcontext);
+    fn cuCtxGetDevice as "cuCtxGetDevice"(device: *mut CUdevice);
     fn cuStreamGetCtx as "cuStreamGetCtx"(stream: CUstream, pctx: *mut CUcontext);
     fn cuStreamSynchronize as "cuStreamSynchronize"(stream: CUstream);
     fn cuStreamCreate as "cuStreamCreate"(stream: *mut CUstream, flags: c_uint);
@@ -181,7 +182,7 @@ mod tests {
             Ok(api) => assert_eq!(api.missing(), Vec::<&str>::new()),
             Err(e) => eprintln!("skipped: {e}"),
         }
-        assert_eq!(ENTRY_POINTS.len(), 25);
+        assert_eq!(ENTRY_POINTS.len(), 26);
         assert!(ENTRY_POINTS.contains(&"cuMemAlloc_v2"));
     }
 }

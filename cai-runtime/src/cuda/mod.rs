@@ -97,11 +97,33 @@ fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
     Ok(ctx as usize)
 }
 
+/// The device of the current context, or 0 (its primary context made current) when none is:
+/// "the current device", as CuPy and PyTorch say.
+pub fn current_device() -> Result<u32, DriverError> {
+    ensure_context(0)?;
+    let mut device: ffi::CUdevice = 0;
+    // SAFETY: `device` is a valid out-pointer; a context is current (above).
+    unsafe { ffi::cuCtxGetDevice(&mut device) }?;
+    Ok(u32::try_from(device).unwrap_or(0))
+}
+
+/// Runs `f` with device `ordinal`'s primary context current on this thread (retained for the
+/// process), then restores the previous context: driver work for data on that device, whatever
+/// device is current.
+pub fn with_device<R, E: From<DriverError>>(
+    ordinal: u32,
+    f: impl FnOnce() -> Result<R, E>,
+) -> Result<R, E> {
+    init()?;
+    let ctx = primary_context(ordinal)?;
+    with_context(ctx as ffi::CUcontext, f)
+}
+
 /// Runs `f` with `ctx` current on this thread, then restores the previous context.
-fn with_context<R>(
+fn with_context<R, E: From<DriverError>>(
     ctx: ffi::CUcontext,
-    f: impl FnOnce() -> Result<R, DriverError>,
-) -> Result<R, DriverError> {
+    f: impl FnOnce() -> Result<R, E>,
+) -> Result<R, E> {
     let mut previous: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: valid out-pointer.
     unsafe { ffi::cuCtxGetCurrent(&mut previous) }?;
@@ -115,5 +137,5 @@ fn with_context<R>(
     // SAFETY: `previous` was current a moment ago (possibly null: no context).
     let restored = unsafe { ffi::cuCtxSetCurrent(previous) };
     let out = out?;
-    restored.map(|()| out)
+    restored.map(|()| out).map_err(E::from)
 }

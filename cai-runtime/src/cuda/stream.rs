@@ -101,31 +101,39 @@ fn stream_context(stream: Stream) -> Result<ffi::CUcontext, DriverError> {
 
 /// Makes `waiter` wait for the work enqueued so far on `producer`, without blocking the host:
 /// records an event on `producer` (in that stream's context) and enqueues a wait on it in
-/// `waiter`. Both streams must be alive; the default streams are those of the current context.
+/// `waiter`, from the current context. Both streams must be alive; a default stream is the
+/// current context's, so the waiter may be on another device than the producer (the wait is
+/// enqueued after the producer's context is no longer current).
 pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> {
     super::init()?;
     if waiter == producer {
         return Ok(());
     }
     let ctx = stream_context(producer)?;
-    with_context(ctx, || {
+    let event = with_context(ctx, || {
         let mut event: ffi::CUevent = std::ptr::null_mut();
         // SAFETY: valid out-pointer; flags are a cuda.h constant.
         unsafe { ffi::cuEventCreate(&mut event, ffi::CU_EVENT_DISABLE_TIMING) }?;
         // SAFETY: `event` was just created in the current context, which is `producer`'s
         // (`with_context`; the default streams are the current context's), as cuEventRecord
         // requires; `producer` is alive (caller's contract).
-        let recorded = unsafe { ffi::cuEventRecord(event, raw_handle(producer)) }.and_then(|()| {
-            // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive
-            // (caller's contract); a wait may name an event of another context, and flags must
-            // be 0. Destroying the event after enqueueing the wait is allowed (the wait keeps
-            // what it needs).
-            unsafe { ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0) }
-        });
-        // SAFETY: `event` is ours and destroyed once.
-        let destroyed = unsafe { ffi::cuEventDestroy_v2(event) };
-        recorded.and(destroyed)
-    })
+        match unsafe { ffi::cuEventRecord(event, raw_handle(producer)) } {
+            Ok(()) => Ok(event),
+            Err(e) => {
+                // SAFETY: `event` is ours, never recorded, and destroyed once.
+                let _ = unsafe { ffi::cuEventDestroy_v2(event) };
+                Err(e)
+            }
+        }
+    })?;
+    // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive (caller's
+    // contract) and, if a default stream, the current context's, which is the caller's again
+    // here; a wait may name an event of another context, and flags must be 0.
+    let waited = unsafe { ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0) };
+    // SAFETY: `event` is ours and destroyed once, in its own context; destroying it after
+    // enqueueing the wait is allowed (the wait keeps what it needs).
+    let destroyed = with_context(ctx, || unsafe { ffi::cuEventDestroy_v2(event) });
+    waited.and(destroyed)
 }
 
 /// Blocks until all work enqueued on `stream` has finished.
