@@ -222,7 +222,6 @@ mod device_array {
     /// the buffer and the streams.
     #[pyclass(module = "cai", weakref, frozen)]
     pub struct DeviceArray {
-        buf: Arc<DeviceAllocation>,
         dtype: &'static DType,
         shape: Vec<usize>,
         strides: Option<Vec<isize>>,
@@ -231,13 +230,18 @@ mod device_array {
         side: ExportStream,
         /// The device the buffer and streams are on; its driver work runs in its context.
         device: u32,
+        /// Declared after the streams, so dropped after them (fields drop in order); the free
+        /// waits for the device's work on the memory (cuMemFree synchronizes).
+        buf: Arc<DeviceAllocation>,
     }
 
     impl CudaArrayInterface for DeviceArray {
         fn cuda_array_interface(&self) -> Result<CudaArrayDescriptor, DescriptorError> {
-            self.builder()
-                .stream(cai_runtime::AsStream::prepare_export(&*self.streams)?)
-                .build()
+            // The pending streams' wait is enqueued in the array's context.
+            let stream = cuda::with_device(self.device, || {
+                cai_runtime::AsStream::prepare_export(&*self.streams)
+            })?;
+            self.builder().stream(stream).build()
         }
     }
 
@@ -442,8 +446,11 @@ mod device_array {
 
         /// Blocks until all work on the data (every stream) has finished.
         fn synchronize(&self) -> PyResult<()> {
-            self.streams.order_pending()?;
-            cuda::synchronize_stream(self.streams.exported().stream()).map_err(PyErr::from)
+            cuda::with_device(self.device, || {
+                self.streams.order_pending()?;
+                cuda::synchronize_stream(self.streams.exported().stream())
+            })
+            .map_err(PyErr::from)
         }
 
         /// The exported stream's handle.

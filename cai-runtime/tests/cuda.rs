@@ -497,6 +497,15 @@ fn an_allocation_on_another_device_is_made_there() {
     assert_eq!((device(&there), device(&here)), (Some(1), Some(0)));
     // Freed in its own context, from a thread where device 0's is current.
     drop(there);
+    // Code run on device 1 leaves the thread's context as it was, even if it panics.
+    let before = cuda::current_device().unwrap();
+    let panicked = std::panic::catch_unwind(|| {
+        cuda::with_device(1, || -> Result<(), cai_runtime::DriverError> {
+            panic!("in device 1")
+        })
+    });
+    assert!(panicked.is_err());
+    assert_eq!(cuda::current_device().unwrap(), before);
     let again = cuda::DeviceAllocation::on_device(1, 64, false).unwrap();
     assert_eq!(device(&again), Some(1));
 }

@@ -78,6 +78,7 @@ pub fn ensure_context(ordinal: u32) -> Result<(), DriverError> {
 /// The primary context of device `ordinal`, retained once per process (never released, like
 /// the runtime API's), as an address.
 fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
+    init()?;
     static RETAINED: Mutex<Vec<(u32, usize)>> = Mutex::new(Vec::new());
     let mut retained = RETAINED.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, ctx)) = retained.iter().find(|(o, _)| *o == ordinal) {
@@ -133,9 +134,28 @@ fn with_context<R, E: From<DriverError>>(
     // SAFETY: `ctx` comes from the driver (a stream's or a pointer's context) and is alive
     // while the object it was read from is.
     unsafe { ffi::cuCtxSetCurrent(ctx) }?;
+    /// Makes `previous` current again when dropped: after `f`, and if `f` panics.
+    struct Restore(ffi::CUcontext);
+    impl Restore {
+        fn restore(&mut self) -> Result<(), DriverError> {
+            let previous = std::mem::replace(&mut self.0, RESTORED);
+            if previous == RESTORED {
+                return Ok(());
+            }
+            // SAFETY: `previous` was current a moment ago (possibly null: no context).
+            unsafe { ffi::cuCtxSetCurrent(previous) }
+        }
+    }
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = self.restore();
+        }
+    }
+    /// A sentinel no context has: restored already.
+    const RESTORED: ffi::CUcontext = usize::MAX as ffi::CUcontext;
+    let mut guard = Restore(previous);
     let out = f();
-    // SAFETY: `previous` was current a moment ago (possibly null: no context).
-    let restored = unsafe { ffi::cuCtxSetCurrent(previous) };
+    let restored = guard.restore();
     let out = out?;
     restored.map(|()| out).map_err(E::from)
 }
