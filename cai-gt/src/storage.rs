@@ -672,6 +672,7 @@ impl Storage {
 
     /// The same view (geometry, element, parameters) over other buffers laid out like these
     /// (a staging copy).
+    #[cfg(feature = "cuda")]
     pub(crate) fn on_buffers(&self, buffers: Arc<Buffers>) -> Storage {
         Storage {
             buffers,

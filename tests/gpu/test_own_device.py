@@ -488,3 +488,21 @@ def test_a_device_past_the_last_is_an_error_naming_it():
         cai.DeviceArray(np.zeros(1), device_id=99)
     with pytest.raises((TypeError, ValueError), match="device_id"):
         cai.DeviceArray(np.zeros(1), device_id=-1)
+
+
+def test_an_import_is_used_on_its_consumer_device_from_any_thread():
+    """An import made on a thread with no current context (the data's device then stands for
+    the consumer's) and read on a thread where another device is current: the read runs on the
+    stream the import ordered, on the import's device, and sees the producer's work."""
+    dev = second_device()
+    a = cai.DeviceArray(np.zeros(64, dtype=np.uint8), device_id=dev)
+    cai.DeviceArray(np.zeros(1))  # device 0 current on this thread from here on
+    a.fill(9, rounds=2)
+    views = []
+    t = threading.Thread(target=lambda: views.append(cai.as_cuda_array(a)))
+    t.start()
+    t.join()
+    (v,) = views
+    assert v.sync_plan == "event-wait"
+    assert np.frombuffer(v.copy_to_host(), dtype=np.uint8).tolist() == [9] * 64
+    v.release()

@@ -108,6 +108,22 @@ pub fn current_device() -> Result<u32, DriverError> {
     Ok(u32::try_from(device).unwrap_or(0))
 }
 
+/// The device of the current context, or `ordinal` when none is current (nothing is made
+/// current): the device whose default streams a consumer means.
+pub fn current_device_or(ordinal: u32) -> Result<u32, DriverError> {
+    init()?;
+    let mut current: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: `current` is a valid out-pointer for one CUcontext.
+    unsafe { ffi::cuCtxGetCurrent(&mut current) }?;
+    if current.is_null() {
+        return Ok(ordinal);
+    }
+    let mut device: ffi::CUdevice = 0;
+    // SAFETY: `device` is a valid out-pointer; a context is current.
+    unsafe { ffi::cuCtxGetDevice(&mut device) }?;
+    Ok(u32::try_from(device).unwrap_or(0))
+}
+
 /// Runs `f` with device `ordinal`'s primary context current on this thread (retained for the
 /// process), then restores the previous context: driver work for data on that device, whatever
 /// device is current.

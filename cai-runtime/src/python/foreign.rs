@@ -58,6 +58,10 @@ pub struct ForeignArray<S: Space> {
     options: ImportOptions,
     sync_plan: SyncPlan,
     attributes: Option<PointerAttributes>,
+    /// The device whose context the import's stream work ran in (the current one then, or
+    /// the data's): its release and copies run there too, on whatever thread.
+    #[cfg(feature = "cuda")]
+    consumer_device: Option<u32>,
 }
 
 /// An imported `__cuda_array_interface__`.
@@ -171,6 +175,8 @@ impl<S: Space> ForeignArray<S> {
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
+            #[cfg(feature = "cuda")]
+            consumer_device: None,
         };
         if S::DEVICE {
             a.prepare_device()?;
@@ -220,13 +226,38 @@ impl<S: Space> ForeignArray<S> {
             self.attributes = cuda::check_device_pointer(self.ptr(), self.layout.extent())?;
         }
         if !matches!(self.sync_plan, SyncPlan::Nothing(_)) {
-            // The default streams are those of the current context: make the data's device's
-            // primary context current when the thread has none.
-            let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-            cuda::ensure_context(ordinal)?;
-            cuda::execute(self.sync_plan).map_err(|e| sync_error(self.sync_plan, e))?;
+            // The default streams are those of the consumer's device. (An import that orders
+            // nothing makes no driver call: its device is found when a copy needs it.)
+            let device = self.consumer_device()?;
+            cuda::with_device(device, || cuda::execute(self.sync_plan))
+                .map_err(|e| sync_error(self.sync_plan, e))?;
         }
         Ok(())
+    }
+
+    /// The consumer's device, fixed at the import: the current context's, or the data's when
+    /// the thread has none (which is then made current only while the driver works).
+    #[cfg(feature = "cuda")]
+    fn consumer_device(&mut self) -> PyResult<u32> {
+        if let Some(d) = self.consumer_device {
+            return Ok(d);
+        }
+        let data = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
+        let d = crate::cuda::current_device_or(data)?;
+        self.consumer_device = Some(d);
+        Ok(d)
+    }
+
+    /// The consumer's device as fixed at the import, or as it would be now.
+    #[cfg(feature = "cuda")]
+    fn device_for_work(&self) -> PyResult<u32> {
+        match self.consumer_device {
+            Some(d) => Ok(d),
+            None => {
+                let data = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
+                Ok(crate::cuda::current_device_or(data)?)
+            }
+        }
     }
 
     /// The validated descriptor.
@@ -509,9 +540,11 @@ impl ForeignArray<Device> {
         let Some(plan) = self.release_plan() else {
             return Ok(None);
         };
-        let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-        crate::cuda::ensure_context(ordinal)?;
-        crate::cuda::release_import(self.sync_plan, self.options.consumer).map_err(|e| {
+        let device = self.device_for_work()?;
+        crate::cuda::with_device(device, || {
+            crate::cuda::release_import(self.sync_plan, self.options.consumer)
+        })
+        .map_err(|e| {
             stream_error(
                 format!(
                     "cannot order the producer's `stream` = {} after the consumer's stream {}",
@@ -525,13 +558,15 @@ impl ForeignArray<Device> {
     /// The items' bytes in C order (a copy), whatever the strides: the bytes the array spans
     /// are copied to the host on the consumer's stream, which is then synchronized.
     pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
-        let ordinal = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-        crate::cuda::ensure_context(ordinal)?;
+        let device = self.device_for_work()?;
         let consumer = self.options.consumer;
-        // SAFETY: the import checked that the layout's span lies in memory the driver knows
-        // (pointer attributes and allocation range), which the view keeps alive; the
-        // consumer's stream is a default stream or the caller's live one.
-        let copied = unsafe { crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer) };
+        let copied = crate::cuda::with_device(device, || {
+            // SAFETY: the import checked that the layout's span lies in memory the driver
+            // knows (pointer attributes and allocation range), which the view keeps alive; the
+            // consumer's stream is a default stream (of the consumer's device, current here)
+            // or the caller's live one.
+            unsafe { crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer) }
+        });
         copied.map_err(|e| match e {
             // With `sync=False` nothing has used the consumer's stream before the copy.
             crate::error::CopyToHostError::Driver(e) => stream_error(
