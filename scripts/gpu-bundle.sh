@@ -2,8 +2,8 @@
 # Builds, on a CPU machine, everything the GPU suite needs into one folder (default gpu-bundle/,
 # git-ignored), because the GPU machine has the driver, CUDA and Python but no Rust toolchain
 # and no network:
-#   bin/      release test binaries of cai-runtime and cai-gt with the `cust` feature (stripped;
-#             cust links libcuda: the stub where CUDA is not installed)
+#   bin/      release test binaries of cai-runtime and cai-gt with the `cuda` feature (stripped;
+#             the driver is loaded at run time: no CUDA and no stub needed to build them)
 #   wheels/   the abi3 wheel of the `cai` package with the `cuda` feature
 #   tests/    the pytest GPU suite (tests/gpu)
 #   gpu_bench.py, run.sh
@@ -13,14 +13,12 @@ cd "$(dirname "$0")/.."
 out=${1:-gpu-bundle}
 maturin=${MATURIN:-$( [ -x .venv/bin/maturin ] && echo .venv/bin/maturin || echo maturin )}
 
-source scripts/cuda-env.sh
-
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/wheels"
 
-echo "== release test binaries (cai-runtime and cai-gt, feature cust)"
+echo "== release test binaries (cai-runtime and cai-gt, feature cuda)"
 for package in cai-runtime cai-gt; do
-    cargo test --release -p "$package" --features cust --no-run --message-format=json 2>/dev/null \
+    cargo test --release -p "$package" --features cuda --no-run --message-format=json 2>/dev/null \
         | python3 -c '
 import json, sys
 for line in sys.stdin:

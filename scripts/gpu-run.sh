@@ -60,7 +60,7 @@ else
     nvidia-smi -L || echo "nvidia-smi not found"
 fi
 
-# The test binaries link libcuda.so.1 (through cust) and the extension loads it at run time.
+# The test binaries and the extension load libcuda.so.1 at run time.
 # When the loader cannot find it (a driver mounted outside the loader's paths), look in the
 # usual places.
 if ! python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1")' 2>/dev/null; then

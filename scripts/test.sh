@@ -6,9 +6,9 @@
 # of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker, safety; in
 # .venv), the lifetime tests under memory checkers (scripts/memcheck.sh), and the demo.
 # Needs no GPU and no CUDA toolkit: the `cuda` feature loads the driver at run time and builds
-# as it is; the `cust` feature (cust's buffers, used by the driver tests) is compiled against a
-# stub libcuda. The tests run once against the stub (device tests say they were skipped) and
-# once against the emulated driver (tests/cuda-emu). This is the command README.md names and .ci/run calls.
+# as it is; only the `cust` feature (cust's buffers and streams) is compiled against a stub
+# libcuda. The tests run once against the stub (device tests say they were skipped) and once
+# against the emulated driver (tests/cuda-emu), with one device and with two. This is the command README.md names and .ci/run calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,7 +48,8 @@ rm -rf dist
 .venv/bin/maturin build --release -m cai-py/Cargo.toml --features testing -o dist
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai-*-abi3-*.whl
 echo "== GPU bundle: built, and dry-run here (device tests say they were skipped)"
-scripts/gpu-bundle.sh gpu-bundle
+# (Built with no stub and no CUDA on any path: the bundle needs neither.)
+env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH scripts/gpu-bundle.sh gpu-bundle
 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, no CuPy & co.)"
 scripts/cuda-stub.sh --emulator target/cuda-emu
@@ -57,6 +58,9 @@ LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMUL
 echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that need two run)"
 CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     CAI_GPU_SUITE_EMULATED=1 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
+echo "== the cust backend's tests against the emulated driver (the bundle has the driver layer's)"
+LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
+    cargo test -p cai-runtime --features cust --test cust
 echo "== GPU bundle: a spent time budget runs no more steps, says so, and fails the suite"
 if budget_log=$(CAI_GPU_SUITE_BUDGET=1 CAI_GPU_SUITE_STEPS=pytest PATH="$PWD/.venv/bin:$PATH" \
     bash gpu-bundle/run.sh 2>&1) || ! grep -q "time budget of 1s is spent" <<<"$budget_log"; then

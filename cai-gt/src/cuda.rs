@@ -7,10 +7,14 @@
 //!   buffer (of a wrapped pair, exactly its items). A shared [`SyncState`] says which side is
 //!   newest.
 //! - `managed="cuda"`: unified memory (`cuMemAllocManaged`), one address for host and device.
+//!
+//! A storage is on one device (`device="gpu:N"`, or the current one when allocated): its
+//! allocation, copies, fills and synchronization run in that device's primary context
+//! ([`with_device`]), whatever context the calling thread has current.
 
 use std::ptr::NonNull;
 
-use cai_runtime::cuda::{self as driver_api, DeviceAllocation, ensure_context};
+use cai_runtime::cuda::{self as driver_api, DeviceAllocation, with_device};
 use cai_runtime::{DriverError, Stream};
 
 use crate::params::ResolvedParams;
@@ -19,31 +23,35 @@ use crate::{
     StorageDevice, StorageError, SyncState, SyncStatus,
 };
 
-fn driver(e: DriverError) -> StorageError {
-    if e.is_no_device() {
-        StorageError::NoGpu(e)
-    } else {
-        StorageError::Driver(e)
-    }
+/// The current device (device 0's primary context made current if none is).
+pub(crate) fn current_device() -> Result<u32, StorageError> {
+    // No usable driver or device at all: say so, whatever the code.
+    driver_api::current_device().map_err(StorageError::NoGpu)
 }
 
-fn alloc(len: usize, managed: bool) -> Result<DeviceAllocation, StorageError> {
-    // No usable driver or device at all: say so, whatever the code.
-    ensure_context(0).map_err(StorageError::NoGpu)?;
-    DeviceAllocation::new(len, managed).map_err(|e| {
+/// The device a new storage goes on: the one asked for, or the current one.
+fn device_of(params: &ResolvedParams) -> Result<u32, StorageError> {
+    params.device_id.map_or_else(current_device, Ok)
+}
+
+fn alloc(device: u32, len: usize, managed: bool) -> Result<DeviceAllocation, StorageError> {
+    DeviceAllocation::on_device(device, len, managed).map_err(|e| {
         if e.code == DriverError::CUDA_ERROR_OUT_OF_MEMORY {
             StorageError::Alloc(len)
         } else {
-            driver(e)
+            e.into()
         }
     })
 }
 
-fn memset_zero(ptr: u64, len: usize) -> Result<(), StorageError> {
-    // SAFETY: `ptr .. ptr + len` is an allocation made above and not yet shared; the context
-    // is synchronized right after.
-    unsafe { driver_api::memset_async(ptr, 0, len, Stream::LegacyDefault) }.map_err(driver)?;
-    driver_api::synchronize_context().map_err(driver)
+fn memset_zero(device: u32, ptr: u64, len: usize) -> Result<(), StorageError> {
+    with_device(device, || {
+        // SAFETY: `ptr .. ptr + len` is an allocation made above on `device` (current here)
+        // and not yet shared; the context is synchronized right after.
+        unsafe { driver_api::memset_async(ptr, 0, len, Stream::LegacyDefault) }?;
+        driver_api::synchronize_context()
+    })
+    .map_err(StorageError::from)
 }
 
 /// A new device storage (`params.device` must be `Gpu`) in the `params.managed` mode.
@@ -57,11 +65,12 @@ pub(crate) fn allocate(
     let len = plan.buffer_bytes();
     let managed = params.managed;
     let unified = managed == Managed::Cuda;
-    let a = alloc(len, unified)?;
+    let device_id = device_of(params)?;
+    let a = alloc(device_id, len, unified)?;
     let ptr = a.device_ptr();
     let origin = plan.byte_offset(ptr as usize);
     if init != Init::Uninit {
-        memset_zero(ptr, len)?;
+        memset_zero(device_id, ptr, len)?;
     }
     let (host, device, sync) = match managed {
         Managed::Cuda => {
@@ -73,6 +82,7 @@ pub(crate) fn allocate(
             let device = DeviceBufferHandle {
                 ptr,
                 len,
+                device_id,
                 keep: Box::new(()),
             };
             (Some(host), device, None)
@@ -85,6 +95,7 @@ pub(crate) fn allocate(
             let device = DeviceBufferHandle {
                 ptr,
                 len,
+                device_id,
                 keep: Box::new(a),
             };
             (Some(host), device, Some(SyncState::new(SyncStatus::Clean)))
@@ -93,6 +104,7 @@ pub(crate) fn allocate(
             let device = DeviceBufferHandle {
                 ptr,
                 len,
+                device_id,
                 keep: Box::new(a),
             };
             (None, device, None)
@@ -162,10 +174,12 @@ fn upload(src: &Storage, dst: &Storage) -> Result<(), StorageError> {
     // copied in), lives through the call (copy_from_host waits for the copy), and no access
     // of this crate writes it meanwhile (its lock is held).
     let bytes = unsafe { std::slice::from_raw_parts(h.buffer.ptr(), n) };
-    // SAFETY: the device buffer is `dst`'s own, `span` >= n bytes, alive while `dst` is, and
-    // written by nothing else during a copy into it.
-    unsafe { driver_api::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault) }
-        .map_err(driver)
+    with_device(d.buffer.device_id, || {
+        // SAFETY: the device buffer is `dst`'s own, `span` >= n bytes, alive while `dst` is,
+        // and written by nothing else during a copy into it; its device is current.
+        unsafe { driver_api::copy_from_host(d.buffer.ptr, bytes, Stream::LegacyDefault) }
+    })
+    .map_err(StorageError::from)
 }
 
 /// The mirror copies of a `managed="gt4py"` storage's buffers: the whole span of memory
@@ -199,13 +213,16 @@ fn copy_ranges(
     ranges: impl Iterator<Item = (usize, usize)>,
     to_device: bool,
 ) -> Result<(), StorageError> {
-    // SAFETY: the ranges lie inside both buffers' `span` bytes (the whole span, or the items
-    // the wrapped views describe, checked when they were wrapped); the host buffer is alive
-    // while the buffers are borrowed, and no other mirror copy touches it (`SyncState` holds
-    // its lock across the copy); its bytes are plain bytes, so a concurrent reader of the host
-    // side (as with NumPy arrays sharing memory) sees old or new values.
-    unsafe { driver_api::copy_ranges(h.buffer.ptr(), d.buffer.ptr, ranges, to_device) }
-        .map_err(driver)
+    with_device(d.buffer.device_id, || {
+        // SAFETY: the ranges lie inside both buffers' `span` bytes (the whole span, or the
+        // items the wrapped views describe, checked when they were wrapped); the host buffer
+        // is alive while the buffers are borrowed, and no other mirror copy touches it
+        // (`SyncState` holds its lock across the copy); its bytes are plain bytes, so a
+        // concurrent reader of the host side (as with NumPy arrays sharing memory) sees old or
+        // new values. The device buffer's device is current.
+        unsafe { driver_api::copy_ranges(h.buffer.ptr(), d.buffer.ptr, ranges, to_device) }
+    })
+    .map_err(StorageError::from)
 }
 
 impl Mirror for Copier<'_> {
@@ -241,8 +258,8 @@ pub(crate) fn synchronize(s: &Storage) -> Result<bool, StorageError> {
     match s.sync_state() {
         Some(state) => state.synchronize(&Copier(s.buffers())),
         None if s.buffers().managed == Managed::Cuda => {
-            ensure_context(0).map_err(driver)?;
-            driver_api::synchronize_context().map_err(driver)?;
+            let device = s.device_id().ok_or(StorageError::NoSuchBuffer("device"))?;
+            with_device(device, driver_api::synchronize_context)?;
             Ok(false)
         }
         None => Ok(false),
@@ -272,16 +289,19 @@ pub(crate) fn copy(s: &Storage) -> Result<Storage, StorageError> {
             .as_ref()
             .ok_or(StorageError::NoSuchBuffer("device"))?;
         let h = staging.buffers().host.as_ref().expect("staged on the host");
-        // SAFETY: the staging buffer holds `span` bytes, is new, and is used by nothing else.
-        unsafe {
-            driver_api::copy_to_host_into(
-                h.buffer.ptr(),
-                d.buffer.ptr,
-                s.buffers().span,
-                Stream::LegacyDefault,
-            )
-        }
-        .map_err(driver)?;
+        with_device(d.buffer.device_id, || {
+            // SAFETY: the staging buffer holds `span` bytes, is new, and is used by nothing
+            // else; the source's device is current.
+            unsafe {
+                driver_api::copy_to_host_into(
+                    h.buffer.ptr(),
+                    d.buffer.ptr,
+                    s.buffers().span,
+                    Stream::LegacyDefault,
+                )
+            }
+        })
+        .map_err(StorageError::from)?;
         s.on_buffers(staging.buffers().clone())
     };
     if out.has_host() {

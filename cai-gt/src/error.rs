@@ -158,8 +158,19 @@ pub enum StorageError {
         why: String,
     },
     /// A bad `device`.
-    #[error("device = {}: use None (host memory) or \"gpu\"", Shown(.0))]
+    #[error(
+        "device = {}: use None (host memory), \"gpu\" (the current device) or \"gpu:N\" (device N)",
+        Shown(.0)
+    )]
     Device(String),
+    /// Wrapped device memory is on another device than the one asked for.
+    #[error("device = \"gpu:{asked}\", but the device memory given is on device {memory}")]
+    WrongDevice {
+        /// The device asked for.
+        asked: u32,
+        /// The memory's device.
+        memory: u32,
+    },
     /// A bad `managed`.
     #[error(
         "managed = {}: use None, \"gt4py\" (host and device mirror) or \"cuda\" (unified memory)",
@@ -204,6 +215,18 @@ pub enum StorageError {
     /// Copying between host and device (or between two storages' items) cannot be done: why.
     #[error("copy between host and device failed: {0}")]
     Transfer(String),
+}
+
+impl From<DriverError> for StorageError {
+    /// No usable driver or device is [`StorageError::NoGpu`]; any other failure
+    /// [`StorageError::Driver`].
+    fn from(e: DriverError) -> Self {
+        if e.is_no_device() {
+            StorageError::NoGpu(e)
+        } else {
+            StorageError::Driver(e)
+        }
+    }
 }
 
 /// Whether storages may have a device side: only with the `cuda` feature, without which they

@@ -82,7 +82,7 @@ impl Preset {
     }
 }
 
-/// Where a storage's buffer lives (`device`: None or `"gpu"`).
+/// Where a storage's buffer lives (`device`: None, `"gpu"` or `"gpu:N"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum StorageDevice {
     /// Host memory only (`device=None`).
@@ -92,12 +92,22 @@ pub enum StorageDevice {
 }
 
 impl StorageDevice {
-    /// Parses `None` / `"gpu"`.
-    pub fn parse(value: Option<&str>) -> Result<Self, StorageError> {
+    /// Parses `None` / `"gpu"` (the current device) / `"gpu:N"` (device N, as PyTorch's
+    /// `"cuda:N"`), with the device's ordinal where one is named.
+    pub fn parse(value: Option<&str>) -> Result<(Self, Option<u32>), StorageError> {
+        let bad = || StorageError::Device(value.unwrap_or_default().to_string());
         match value {
-            None => Ok(StorageDevice::Host),
-            Some("gpu") => Ok(StorageDevice::Gpu),
-            Some(other) => Err(StorageError::Device(other.to_string())),
+            None => Ok((StorageDevice::Host, None)),
+            Some("gpu") => Ok((StorageDevice::Gpu, None)),
+            Some(other) => {
+                let ordinal = other.strip_prefix("gpu:").ok_or_else(bad)?;
+                // Digits only: no sign, no spaces, no `+`.
+                if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(bad());
+                }
+                let ordinal = ordinal.parse().map_err(|_| bad())?;
+                Ok((StorageDevice::Gpu, Some(ordinal)))
+            }
         }
     }
 }
@@ -164,6 +174,8 @@ pub struct StorageParams {
     pub aligned_index: Option<PerDim<usize>>,
     /// `device`.
     pub device: Option<StorageDevice>,
+    /// The device's ordinal (`device="gpu:N"`; `None`: the current device).
+    pub device_id: Option<u32>,
     /// `managed`.
     pub managed: Option<Managed>,
 }
@@ -185,6 +197,8 @@ pub struct ResolvedParams {
     pub aligned_index: PerDim<usize>,
     /// Where the buffer lives.
     pub device: StorageDevice,
+    /// On the GPU, the device's ordinal (`None`: the current device when allocating).
+    pub device_id: Option<u32>,
     /// Who keeps mirrors in step (`Managed::None` on the host).
     pub managed: Managed,
 }
@@ -244,9 +258,12 @@ impl StorageParams {
             .or_else(|| preset.map(Preset::device))
             .or(data.device)
             .unwrap_or(StorageDevice::Host);
-        let managed = match device {
-            StorageDevice::Host => Managed::None,
-            StorageDevice::Gpu => self.managed.or(data.managed).unwrap_or(Managed::Gt4Py),
+        let (managed, device_id) = match device {
+            StorageDevice::Host => (Managed::None, None),
+            StorageDevice::Gpu => (
+                self.managed.or(data.managed).unwrap_or(Managed::Gt4Py),
+                self.device_id.or(data.device_id),
+            ),
         };
         Ok(ResolvedParams {
             defaults: preset,
@@ -256,6 +273,7 @@ impl StorageParams {
             alignment_size,
             aligned_index,
             device,
+            device_id,
             managed,
         })
     }
@@ -270,6 +288,53 @@ mod tests {
     fn dims(s: &str) -> PerDim<Dim> {
         let names: Vec<String> = s.chars().map(String::from).collect();
         parse_dims(&names).unwrap()
+    }
+
+    #[test]
+    fn a_device_is_none_gpu_or_gpu_and_an_ordinal() {
+        let parse = StorageDevice::parse;
+        assert_eq!(parse(None).unwrap(), (StorageDevice::Host, None));
+        assert_eq!(parse(Some("gpu")).unwrap(), (StorageDevice::Gpu, None));
+        assert_eq!(parse(Some("gpu:0")).unwrap(), (StorageDevice::Gpu, Some(0)));
+        assert_eq!(
+            parse(Some("gpu:12")).unwrap(),
+            (StorageDevice::Gpu, Some(12))
+        );
+        for bad in [
+            "cpu",
+            "gpu:",
+            "gpu:-1",
+            "gpu:+1",
+            "gpu: 1",
+            "gpu:1 ",
+            "GPU:1",
+            "gpu:4294967296",
+        ] {
+            assert_eq!(
+                parse(Some(bad)).unwrap_err(),
+                StorageError::Device(bad.to_string()),
+                "{bad}"
+            );
+        }
+        // The ordinal goes with the device; a host storage has none.
+        let asked = StorageParams {
+            device: Some(StorageDevice::Gpu),
+            device_id: Some(1),
+            ..Default::default()
+        };
+        let shape = [2, 3];
+        let none = StorageParams::default();
+        assert_eq!(asked.resolve(&shape, &none).unwrap().device_id, Some(1));
+        let data = StorageParams {
+            device: Some(StorageDevice::Host),
+            ..asked.clone()
+        };
+        assert_eq!(none.resolve(&shape, &data).unwrap().device_id, None);
+        let on_gpu = StorageParams {
+            device: Some(StorageDevice::Gpu),
+            ..Default::default()
+        };
+        assert_eq!(on_gpu.resolve(&shape, &asked).unwrap().device_id, Some(1));
     }
 
     #[test]

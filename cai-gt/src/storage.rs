@@ -91,6 +91,8 @@ impl<B> Side<B> {
 pub struct DeviceBufferHandle {
     pub(crate) ptr: u64,
     pub(crate) len: usize,
+    /// The device the memory is on, whose context its copies run in.
+    pub(crate) device_id: u32,
     /// Keeps the allocation alive (a cust buffer, a unified buffer...).
     #[expect(
         dead_code,
@@ -110,6 +112,11 @@ impl DeviceBufferHandle {
         self.len
     }
 
+    /// The device the memory is on.
+    pub fn device_id(&self) -> u32 {
+        self.device_id
+    }
+
     /// Whether the buffer has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
@@ -118,7 +125,11 @@ impl DeviceBufferHandle {
 
 impl std::fmt::Debug for DeviceBufferHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DeviceBuffer({:#x}, {} bytes)", self.ptr, self.len)
+        write!(
+            f,
+            "DeviceBuffer({:#x}, {} bytes, device {})",
+            self.ptr, self.len, self.device_id
+        )
     }
 }
 
@@ -488,6 +499,11 @@ impl Storage {
         self.buffers.host.is_some()
     }
 
+    /// The device its device buffer is on (`None`: no device buffer).
+    pub fn device_id(&self) -> Option<u32> {
+        self.buffers.device.as_ref().map(|d| d.buffer.device_id)
+    }
+
     /// Whether the storage has a device buffer.
     pub fn has_device(&self) -> bool {
         self.buffers.device.is_some()
@@ -671,8 +687,8 @@ impl Storage {
     }
 
     /// The same view (geometry, element, parameters) over other buffers laid out like these
-    /// (a staging copy).
-    #[cfg(feature = "cuda")]
+    /// (a staging copy; only device storages use one).
+    #[cfg_attr(not(feature = "cuda"), expect(dead_code))]
     pub(crate) fn on_buffers(&self, buffers: Arc<Buffers>) -> Storage {
         Storage {
             buffers,
@@ -693,6 +709,10 @@ impl Storage {
                 .aligned_index
                 .clone()
                 .unwrap_or_else(|| self.halo().iter().map(|h| h.0).collect()),
+            device_id: match device {
+                StorageDevice::Gpu => self.device_id(),
+                StorageDevice::Host => None,
+            },
             device,
             managed: self.buffers.managed,
         }
@@ -709,6 +729,7 @@ impl Storage {
             alignment_size: Some(self.info.alignment_size),
             aligned_index: self.info.aligned_index.clone(),
             device: Some(self.buffers.device_kind),
+            device_id: self.device_id(),
             managed: Some(self.buffers.managed),
         }
     }

@@ -26,6 +26,9 @@ pub struct ForeignBuffer {
     pub descr: Option<Descr>,
     /// Whether the memory must not be written.
     pub readonly: bool,
+    /// Device memory's device, where known (its pointer attributes); `None`: the current
+    /// device. Ignored for host memory.
+    pub device_id: Option<u32>,
     /// What keeps the memory alive; the storage holds it for as long as it uses the memory.
     pub keep: Box<dyn Any + Send + Sync>,
 }
@@ -85,7 +88,8 @@ pub fn check_mirror_pair(host: &ForeignBuffer, gpu: &ForeignBuffer) -> Result<()
 /// # Safety
 /// Each buffer's `ptr` and `layout` describe memory that is readable (and, unless `readonly`,
 /// writable) for every item of the layout, on its side (host memory for `host`, device memory
-/// of device 0 for `gpu`), for as long as its `keep` is alive; nothing else frees it meanwhile.
+/// of device `gpu.device_id` for `gpu`, or of the current device where that is `None`), for as
+/// long as its `keep` is alive; nothing else frees it meanwhile.
 pub unsafe fn wrap_foreign(
     host: Option<ForeignBuffer>,
     gpu: Option<ForeignBuffer>,
@@ -173,11 +177,27 @@ pub unsafe fn wrap_foreign(
         }
         None => None,
     };
-    let device = gpu.map(|g| DeviceBufferHandle {
-        ptr: g.ptr.wrapping_add_signed(lo as i64),
-        len,
-        keep: g.keep,
-    });
+    let device = match gpu {
+        None => None,
+        Some(g) => {
+            let device_id = match g.device_id {
+                Some(d) => d,
+                None => current_device()?,
+            };
+            if let Some(asked) = resolved.device_id.filter(|&a| a != device_id) {
+                return Err(StorageError::WrongDevice {
+                    asked,
+                    memory: device_id,
+                });
+            }
+            Some(DeviceBufferHandle {
+                ptr: g.ptr.wrapping_add_signed(lo as i64),
+                len,
+                device_id,
+                keep: g.keep,
+            })
+        }
+    };
     let mirrored = host.is_some() && device.is_some();
     let buffers = Buffers {
         // The bytes between the items belong to whoever else shares the buffers.
@@ -206,6 +226,18 @@ pub unsafe fn wrap_foreign(
     }))
 }
 
+/// The current device, for device memory whose device is not known.
+#[cfg(feature = "cuda")]
+fn current_device() -> Result<u32, StorageError> {
+    crate::cuda::current_device()
+}
+
+/// Without CUDA there is no device memory to wrap ([`wrap_foreign`] refuses it first).
+#[cfg(not(feature = "cuda"))]
+fn current_device() -> Result<u32, StorageError> {
+    Err(crate::error::no_cuda())
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -222,6 +254,7 @@ mod tests {
             typestr,
             descr: None,
             readonly: true,
+            device_id: None,
             keep: Box::new(bytes.clone()),
         }
     }

@@ -1,19 +1,18 @@
-//! Device storages and the derived `__gt_data_interface__` over cust buffers, against the
-//! driver. On a machine without one (CI links the stub from scripts/cuda-stub.sh) the tests
-//! that need a device print why they were skipped and return.
+//! Device storages and the derived `__gt_data_interface__` over driver allocations, against
+//! the driver. On a machine without one the tests that need a device print why they were
+//! skipped and return.
 //!
-//! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh).
+//! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh); in CI, against the
+//! emulated driver (with one device and with two).
 
-#![cfg(feature = "cust")]
+#![cfg(feature = "cuda")]
 
 use cai_gt::{
     ElementType, GtDataInterface, GtDevice, GtHooks, HookError, Init, Managed, Storage,
     StorageDevice, StorageError, StorageParams, SyncStatus,
 };
-use cai_runtime::Stream;
-use cai_runtime::cuda;
-use cust::memory::DeviceBuffer;
-use cust::stream::Stream as CuStream;
+use cai_runtime::cuda::{self, DeviceAllocation, DriverStream};
+use cai_runtime::{RawDeviceMemory, Stream};
 
 #[path = "../../cai-runtime/tests/support/gpu.rs"]
 mod gpu;
@@ -44,8 +43,19 @@ fn f64s() -> ElementType {
 }
 
 fn gpu_storage(shape: &[usize], managed: Managed, init: Init) -> Result<Storage, StorageError> {
+    storage_on(None, shape, managed, init)
+}
+
+/// A device storage on device `device_id` (`None`: the current device).
+fn storage_on(
+    device_id: Option<u32>,
+    shape: &[usize],
+    managed: Managed,
+    init: Init,
+) -> Result<Storage, StorageError> {
     let params = StorageParams {
         device: Some(StorageDevice::Gpu),
+        device_id,
         managed: Some(managed),
         alignment_size: Some(64),
         halo: Some(cai_gt::PerDim::from_elem((1, 1), shape.len())),
@@ -170,30 +180,32 @@ impl HostMirror {
     }
 }
 
-/// A user's mirrored field: `#[derive(GtDataInterface)]` over a host mirror and a cust
-/// `DeviceBuffer`, whose hooks copy to the side about to be read when the other was modified.
+/// A user's mirrored field: `#[derive(GtDataInterface)]` over a host mirror and device memory
+/// from the driver, whose hooks copy to the side about to be read when the other was modified.
 #[derive(GtDataInterface)]
 #[cai(shape = [self.n], dims = "I", hooks)]
 struct MirroredField {
     #[cai(host)]
     host: HostMirror,
     #[cai(gpu)]
-    device: DeviceBuffer<f64>,
+    device: RawDeviceMemory<f64>,
     #[cai(stream)]
-    stream: CuStream,
+    stream: DriverStream,
     n: usize,
     dirty: std::cell::Cell<Option<GtDevice>>,
+    /// The memory `device` points at.
+    allocation: DeviceAllocation,
 }
 
 impl MirroredField {
     fn stream(&self) -> Stream {
-        cuda::from_raw_handle(self.stream.as_inner().cast())
+        self.stream.stream()
     }
 }
 
 impl GtHooks for MirroredField {
     fn acquire(&self, device: GtDevice) -> Result<(), HookError> {
-        let ptr = self.device.as_device_ptr().as_raw();
+        let ptr = self.allocation.device_ptr();
         match (self.dirty.get(), device) {
             (Some(GtDevice::Host), GtDevice::Gpu) => {
                 // SAFETY: the field's own device buffer of `n` items and its live stream;
@@ -221,17 +233,20 @@ impl GtHooks for MirroredField {
 }
 
 #[test]
-fn derived_gt_data_interface_over_cust_buffers() {
-    let Some(_ctx) = gpu("derived_gt_data_interface_over_cust_buffers") else {
+fn derived_gt_data_interface_over_driver_allocations() {
+    let Some(_ctx) = gpu("derived_gt_data_interface_over_driver_allocations") else {
         return;
     };
     let n = 6;
+    let allocation = DeviceAllocation::new(n * 8, false).unwrap();
     let f = MirroredField {
         host: HostMirror((0..n).map(|i| (i as f64).into()).collect()),
-        device: DeviceBuffer::zeroed(n).unwrap(),
+        // SAFETY: `n` f64 items at the allocation's start; the struct holds the allocation.
+        device: unsafe { RawDeviceMemory::from_raw_parts(allocation.device_ptr(), n) },
         stream: stream(),
         n,
         dirty: std::cell::Cell::new(None),
+        allocation,
     };
     let d = f.gt_data_interface().unwrap();
     let (h, g) = (d.host.as_ref().unwrap(), d.gpu.as_ref().unwrap());
@@ -240,7 +255,7 @@ fn derived_gt_data_interface_over_cust_buffers() {
         (&[n][..], &[n][..])
     );
     assert_eq!(h.data.ptr, f.host.0.as_ptr() as u64);
-    assert_eq!(g.data.ptr, f.device.as_device_ptr().as_raw());
+    assert_eq!(g.data.ptr, f.allocation.device_ptr());
     assert_eq!(g.stream, Some(f.stream()));
     assert_eq!(d.dims, Some(vec!["I".to_string()]));
 
@@ -259,4 +274,69 @@ fn derived_gt_data_interface_over_cust_buffers() {
     hooks.touch(GtDevice::Gpu).unwrap();
     hooks.acquire(GtDevice::Host).unwrap();
     assert_eq!(f.host.items(), vec![0.0; n]);
+}
+
+/// Every device: a storage on device 1, made while device 0 is current, is allocated, filled,
+/// mirrored, copied and synchronized there (the emulated suite runs once with two devices; with
+/// one device this checks the error and says the rest was skipped).
+#[test]
+fn storages_on_another_device_stay_there() {
+    let Some(_ctx) = gpu("storages_on_another_device_stay_there") else {
+        return;
+    };
+    let n = cuda::device_count().unwrap();
+    let past = storage_on(Some(n), &[2], Managed::None, Init::Zeros).unwrap_err();
+    assert!(
+        past.to_string()
+            .contains("cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE"),
+        "{past}"
+    );
+    if n < 2 {
+        eprintln!("skipped storages_on_another_device_stay_there: one device here");
+        return;
+    }
+    assert_eq!(cuda::current_device().unwrap(), 0);
+    let on_device = |s: &Storage| {
+        cuda::pointer_attributes(s.device_ptr().unwrap())
+            .unwrap()
+            .device_ordinal
+    };
+    for managed in [Managed::None, Managed::Gt4Py, Managed::Cuda] {
+        let s = storage_on(
+            Some(1),
+            &[3, 4],
+            managed,
+            Init::Fill(2.5f64.to_le_bytes().to_vec()),
+        )
+        .expect("allocate on device 1");
+        assert_eq!(
+            (s.device_id(), on_device(&s)),
+            (Some(1), Some(1)),
+            "{managed:?}"
+        );
+        if s.has_host() {
+            s.fill_host(&4.0f64.to_le_bytes()).unwrap();
+            if let Some(state) = s.sync_state() {
+                state.set_host_modified();
+            }
+            s.host_to_device(false).unwrap();
+            s.synchronize().unwrap();
+        }
+        let want = if s.has_host() { 4.0 } else { 2.5 };
+        let read = cuda::with_device(1, || Ok::<_, cai_runtime::DriverError>(device_items(&s)));
+        assert_eq!(read.unwrap(), vec![want; 12], "{managed:?}");
+        let c = s.copy().unwrap();
+        assert_eq!(
+            (c.device_id(), on_device(&c)),
+            (Some(1), Some(1)),
+            "{managed:?}"
+        );
+        assert_eq!(cuda::current_device().unwrap(), 0, "device 0 stays current");
+    }
+    assert_eq!(
+        gpu_storage(&[2], Managed::None, Init::Zeros)
+            .unwrap()
+            .device_id(),
+        Some(0)
+    );
 }

@@ -199,6 +199,14 @@ impl CudaArrayView {
             .map(|a| cuda::attributes_dict(slf.py(), a))
             .transpose()
     }
+    /// The device the data is on (its pointer attributes' ordinal), or None where the import
+    /// made no pointer check (`check_pointer=False`, a build without the `cuda` feature).
+    #[getter]
+    fn device_id(slf: &Bound<'_, Self>) -> Option<u32> {
+        cuda_of(slf)
+            .pointer_attributes()
+            .and_then(|a| a.device_ordinal)
+    }
     /// The items' bytes in C order, copied from the device on the consumer stream.
     fn copy_to_host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
         cuda::copy_view_to_host(slf.py(), cuda_of(slf))

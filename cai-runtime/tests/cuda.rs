@@ -1,39 +1,50 @@
-//! The `cuda` feature against the driver. On a machine without one (CI links the stub from
-//! scripts/cuda-stub.sh) the tests that need a device print why they were skipped and return;
-//! the rest check that every driver failure is a typed error, never a panic.
+//! The `cuda` feature (the driver layer alone: no cust, no libcuda at build time) against the
+//! driver. On a machine without one the tests that need a device print why they were skipped
+//! and return; the rest check that every driver failure is a typed error, never a panic.
 //!
-//! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh).
+//! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh); in CI, against the
+//! emulated driver.
 
-#![cfg(feature = "cust")]
+#![cfg(feature = "cuda")]
 
 use std::sync::Arc;
 
 use cai_runtime::Extent;
-use cai_runtime::cuda::{self, DriverStream, ExportStream, PendingStreams};
+use cai_runtime::cuda::{self, DeviceAllocation, DriverStream, ExportStream, PendingStreams};
 use cai_runtime::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncMode, SyncPlan};
 use cai_runtime::{CudaArrayInterface, DescriptorError, RawDeviceMemory, Stream, StreamError};
 use cai_runtime::{MemoryType, PointerError};
-use cust::memory::{CopyDestination, DeviceBox, DeviceBuffer, LockedBuffer, UnifiedBuffer};
-use cust::stream::Stream as CuStream;
 
 #[path = "support/gpu.rs"]
 mod gpu;
-use gpu::{gpu, stream};
+use gpu::{emulated, gpu, stream};
+
+/// `n` zeroed bytes of device memory, the zeroing finished.
+fn zeroed(n: usize) -> DeviceAllocation {
+    let a = DeviceAllocation::new(n, false).unwrap();
+    // SAFETY: the allocation is new, `n` bytes, and used by nothing else; the legacy stream is
+    // synchronized right after.
+    unsafe { cuda::memset_async(a.device_ptr(), 0, n, Stream::LegacyDefault).unwrap() };
+    cuda::synchronize_stream(Stream::LegacyDefault).unwrap();
+    a
+}
 
 #[derive(CudaArrayInterface)]
 struct Image {
     #[cai(data)]
-    pixels: DeviceBuffer<f32>,
+    pixels: RawDeviceMemory<f32>,
     #[cai(shape)]
     dims: [usize; 2],
     #[cai(stream)]
-    stream: CuStream,
+    stream: DriverStream,
+    /// The memory `pixels` points into.
+    _allocation: DeviceAllocation,
 }
 
 #[derive(CudaArrayInterface)]
 struct MultiStream {
     #[cai(data)]
-    bytes: Arc<DeviceBuffer<u8>>,
+    bytes: Arc<DeviceAllocation>,
     #[cai(stream)]
     streams: PendingStreams,
 }
@@ -85,12 +96,6 @@ fn without_a_driver_every_call_is_a_typed_error() {
     assert_eq!(pending.pending(), [Stream::LegacyDefault]);
 }
 
-// Declared here with a plain integer code (cust_raw's takes its enum, which cannot hold every
-// u32); the symbol comes from the libcuda that cust links.
-unsafe extern "C" {
-    fn cuGetErrorName(code: u32, name: *mut *const std::ffi::c_char) -> u32;
-}
-
 /// The names our messages give `CUresult` codes (written without a driver, for the messages
 /// about a missing one) are the driver's own.
 #[test]
@@ -104,16 +109,13 @@ fn error_names_are_the_drivers() {
         if ours == "CUDA error" {
             continue;
         }
-        let mut name: *const std::ffi::c_char = std::ptr::null();
-        // SAFETY: a valid out-pointer; the driver sets it to a static string on success.
-        let rc = unsafe { cuGetErrorName(code, &mut name) };
-        if rc != 0 && emulated() {
+        let theirs = cuda::driver_error_text(code);
+        if theirs.is_err() && emulated() {
             continue; // the emulator knows only the codes it returns
         }
-        assert_eq!(rc, 0, "the driver has no code {code} ({ours})");
-        // SAFETY: on success, a NUL-terminated static string.
-        let theirs = unsafe { std::ffi::CStr::from_ptr(name) };
-        assert_eq!(theirs.to_str(), Ok(ours), "code {code}");
+        let (name, description) = theirs.unwrap_or_else(|e| panic!("code {code} ({ours}): {e}"));
+        assert_eq!(name, ours, "code {code}");
+        assert!(!description.is_empty(), "code {code}");
         checked += 1;
     }
     eprintln!("{checked} error names checked against the driver");
@@ -121,47 +123,41 @@ fn error_names_are_the_drivers() {
 }
 
 #[test]
-fn cust_buffers_export_with_their_stream() {
-    let Some(_ctx) = gpu("cust_buffers_export_with_their_stream") else {
+fn driver_allocations_export_with_their_stream() {
+    let Some(_ctx) = gpu("driver_allocations_export_with_their_stream") else {
         return;
     };
-    let host: Vec<f32> = (0..6).map(|i| i as f32).collect();
+    let host: Vec<u8> = (0..6).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let allocation = DeviceAllocation::new(host.len(), false).unwrap();
+    // SAFETY: the allocation is new, `host.len()` bytes; the copy waits for itself.
+    unsafe { cuda::copy_from_host(allocation.device_ptr(), &host, Stream::LegacyDefault) }.unwrap();
     let img = Image {
-        pixels: DeviceBuffer::from_slice(&host).unwrap(),
+        // SAFETY: 6 f32 items at the allocation's start, which the struct holds.
+        pixels: unsafe { RawDeviceMemory::from_raw_parts(allocation.device_ptr(), 6) },
         dims: [2, 3],
         stream: stream(),
+        _allocation: allocation,
     };
     let d = img.cuda_array_interface().unwrap();
-    assert_eq!(d.data.ptr, img.pixels.as_device_ptr().as_raw());
-    assert_eq!(d.shape, [2, 3]);
-    assert_eq!(d.version, 3);
+    assert_eq!(d.data.ptr, img._allocation.device_ptr());
+    assert_eq!((d.shape.as_slice(), d.version), (&[2, 3][..], 3));
     let s = d.stream().expect("a stream");
-    assert_eq!(s.as_raw(), img.stream.as_inner() as usize as u64);
+    assert_eq!(s, img.stream.stream());
     assert!(
         s.as_raw() > 2,
         "a created stream is a handle, never 0, 1 or 2"
     );
-
-    // DeviceBox and UnifiedBuffer are device memory too, and part of a buffer is a
-    // RawDeviceMemory (cust's DeviceSlice is not: it borrows nothing from its buffer).
-    let b = DeviceBox::new(&7u64).unwrap();
-    let d = cai_runtime::DescriptorBuilder::device(&b).build().unwrap();
+    // SAFETY: the image's own live allocation, on its live stream.
+    let back = unsafe { cuda::copy_to_host(d.data.ptr, host.len(), s) }.unwrap();
+    assert_eq!(back, host);
+    // An allocation is device memory of bytes; managed memory is too.
+    let u = DeviceAllocation::new(32, true).unwrap();
+    let d = cai_runtime::DescriptorBuilder::device(&u).build().unwrap();
     assert_eq!(
         (d.shape.as_slice(), d.data.ptr),
-        (&[1][..], b.as_device_ptr().as_raw())
+        (&[32][..], u.device_ptr())
     );
-    // SAFETY: items 2..5 of the image's buffer, which outlives the slice (both die below).
-    let slice = unsafe {
-        RawDeviceMemory::<f32>::from_raw_parts(img.pixels.as_device_ptr().as_raw() + 8, 3)
-    };
-    let d = cai_runtime::DescriptorBuilder::device(&slice)
-        .build()
-        .unwrap();
-    assert_eq!(d.data.ptr, img.pixels.as_device_ptr().as_raw() + 8);
-    assert_eq!(d.shape, [3]);
-    let u = UnifiedBuffer::new(&1.5f64, 4).unwrap();
-    let d = cai_runtime::DescriptorBuilder::device(&u).build().unwrap();
-    assert_eq!(d.data.ptr, u.as_slice().as_ptr() as u64);
+    assert_eq!(d.typestr.to_string(), "|u1");
 }
 
 #[test]
@@ -169,8 +165,8 @@ fn pointer_attributes_for_every_memory_type() {
     let Some(_ctx) = gpu("pointer_attributes_for_every_memory_type") else {
         return;
     };
-    let dev = DeviceBuffer::<u8>::zeroed(4096).unwrap();
-    let base = dev.as_device_ptr().as_raw();
+    let dev = zeroed(4096);
+    let base = dev.device_ptr();
     let a = cuda::pointer_attributes(base + 100).unwrap();
     assert_eq!(a.memory_type, MemoryType::Device);
     assert_eq!(a.device_ordinal, Some(0));
@@ -206,15 +202,11 @@ fn pointer_attributes_for_every_memory_type() {
     let err = cuda::check_device_pointer(base, Some(Extent { lo: -8, hi: 8 })).unwrap_err();
     assert!(err.to_string().contains("before the allocation"), "{err}");
 
-    let managed = UnifiedBuffer::new(&0u32, 256).unwrap();
-    let a = cuda::pointer_attributes(managed.as_slice().as_ptr() as u64).unwrap();
+    let managed = DeviceAllocation::new(1024, true).unwrap();
+    let a = cuda::pointer_attributes(managed.device_ptr()).unwrap();
     assert_eq!(a.memory_type, MemoryType::Managed);
     assert!(a.is_managed && a.device_accessible() && a.host_accessible());
-
-    let pinned = LockedBuffer::new(&0u8, 512).unwrap();
-    let a = cuda::pointer_attributes(pinned.as_slice().as_ptr() as u64).unwrap();
-    assert_eq!(a.memory_type, MemoryType::Host);
-    assert!(a.device_accessible() && a.host_accessible());
+    // (Pinned host memory: tests/cust.rs, through cust's LockedBuffer.)
 
     let pageable = vec![0u8; 4096];
     let a = cuda::pointer_attributes(pageable.as_ptr() as u64).unwrap();
@@ -234,8 +226,8 @@ fn pointer_attributes_for_every_memory_type() {
 
 /// Fills `n` bytes with `value` on `stream`, after `rounds` slow fills, so that a reader that
 /// does not wait for the stream would see old bytes.
-fn slow_fill(buf: &DeviceBuffer<u8>, value: u8, stream: Stream, rounds: usize) {
-    let ptr = buf.as_device_ptr().as_raw();
+fn slow_fill(buf: &DeviceAllocation, value: u8, stream: Stream, rounds: usize) {
+    let ptr = buf.device_ptr();
     for _ in 0..rounds {
         // SAFETY: the buffer is ours and outlives the work (the tests synchronize before
         // dropping it).
@@ -252,13 +244,6 @@ fn big() -> usize {
     if emulated() { 1 << 20 } else { 1 << 30 }
 }
 
-/// Whether the driver is the emulator (tests/cuda-emu), which names its device so.
-fn emulated() -> bool {
-    cust::device::Device::get_device(0)
-        .and_then(|d| d.name())
-        .is_ok_and(|name| name.contains("emulator"))
-}
-
 /// The control for the two stream tests below: without an event wait, a reader on another
 /// stream sees the bytes from before the producer's work. Only the emulator shows it every time
 /// (on a GPU the outcome is a race), so that a stream test passing there means the wait worked.
@@ -272,22 +257,18 @@ fn the_emulator_shows_an_unordered_read_as_stale() {
         return;
     }
     let (producer, consumer) = (stream(), stream());
-    let (p, c) = (
-        cuda::from_raw_handle(producer.as_inner().cast()),
-        cuda::from_raw_handle(consumer.as_inner().cast()),
-    );
-    let buf = DeviceBuffer::<u8>::zeroed(64).unwrap();
-    buf.copy_to(&mut [0u8; 64][..]).unwrap(); // the zeroing is done
+    let (p, c) = (producer.stream(), consumer.stream());
+    let buf = zeroed(64);
     slow_fill(&buf, 3, p, 1);
     // SAFETY: this test's own live device buffer, on a live stream.
-    let unordered = unsafe { cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c) }.unwrap();
+    let unordered = unsafe { cuda::copy_to_host(buf.device_ptr(), 64, c) }.unwrap();
     assert_eq!(
         unordered, [0u8; 64],
         "the emulator ran the producer's work eagerly"
     );
     cuda::order_after(c, p).unwrap();
     // SAFETY: this test's own live device buffer, on a live stream.
-    let ordered = unsafe { cuda::copy_to_host(buf.as_device_ptr().as_raw(), 64, c) }.unwrap();
+    let ordered = unsafe { cuda::copy_to_host(buf.device_ptr(), 64, c) }.unwrap();
     assert_eq!(ordered, [3u8; 64]);
 }
 
@@ -298,12 +279,12 @@ fn pending_streams_are_ordered_before_the_exported_stream() {
     };
     let side = Arc::new(stream());
     let big = big();
-    let bytes = Arc::new(DeviceBuffer::<u8>::zeroed(big).unwrap());
+    let bytes = Arc::new(zeroed(big));
     let m = MultiStream {
         bytes: bytes.clone(),
         streams: PendingStreams::new(stream()),
     };
-    let side_value = cuda::from_raw_handle(side.as_inner().cast());
+    let side_value = side.stream();
     slow_fill(&bytes, 7, side_value, 20);
     m.streams.enqueued_on(side.clone());
     assert_eq!(m.streams.pending(), [side_value]);
@@ -316,7 +297,7 @@ fn pending_streams_are_ordered_before_the_exported_stream() {
     // SAFETY: this test's own live device buffer, on a live stream.
     let tail = unsafe { cuda::copy_to_host(d.data.ptr + big as u64 - 64, 64, exported) }.unwrap();
     assert!(tail.iter().all(|&b| b == 7), "stale bytes: {tail:?}");
-    side.synchronize().unwrap();
+    cuda::synchronize_stream(side_value).unwrap();
 }
 
 #[test]
@@ -326,12 +307,9 @@ fn import_waits_with_an_event_or_synchronizes() {
     };
     let producer = stream();
     let consumer = stream();
-    let (p, c) = (
-        cuda::from_raw_handle(producer.as_inner().cast()),
-        cuda::from_raw_handle(consumer.as_inner().cast()),
-    );
+    let (p, c) = (producer.stream(), consumer.stream());
     let big = big();
-    let buf = DeviceBuffer::<u8>::zeroed(big).unwrap();
+    let buf = zeroed(big);
     for (mode, value) in [(SyncMode::Enqueue, 3u8), (SyncMode::Synchronize, 9u8)] {
         slow_fill(&buf, value, p, 20);
         let opts = ImportOptions {
@@ -350,7 +328,7 @@ fn import_waits_with_an_event_or_synchronizes() {
             ),
             SyncMode::Synchronize => assert_eq!(plan, SyncPlan::Synchronize { producer: p }),
         }
-        let last = buf.as_device_ptr().as_raw() + big as u64 - 64;
+        let last = buf.device_ptr() + big as u64 - 64;
         // SAFETY: this test's own live device buffer, on a live stream.
         let tail = unsafe { cuda::copy_to_host(last, 64, c) }.unwrap();
         assert!(
@@ -358,20 +336,20 @@ fn import_waits_with_an_event_or_synchronizes() {
             "{mode:?}: stale bytes {tail:?}"
         );
     }
-    let mut check = [0u8; 16];
-    buf.index(0..16).copy_to(&mut check[..]).unwrap();
-    assert!(check.iter().all(|&b| b == 9));
+    // SAFETY: this test's own live device buffer.
+    let check = unsafe { cuda::copy_to_host(buf.device_ptr(), 16, Stream::LegacyDefault) };
+    assert!(check.unwrap().iter().all(|&b| b == 9));
 }
 
 #[derive(CudaArrayInterface)]
 struct OnNonBlocking {
     #[cai(data)]
-    bytes: DeviceBuffer<u8>,
+    bytes: DeviceAllocation,
     #[cai(stream)]
     stream: DriverStream,
 }
 
-/// A non-blocking stream (which cust 0.3 cannot make) exports its handle, and does not follow
+/// A non-blocking stream exports its handle, and does not follow
 /// the legacy default stream: a read there after legacy-stream work sees the old bytes on the
 /// emulator (on a GPU, a race) until it is ordered after that work.
 #[test]
@@ -380,15 +358,14 @@ fn non_blocking_streams_export_and_do_not_follow_the_legacy_stream() {
         return;
     };
     let a = OnNonBlocking {
-        bytes: DeviceBuffer::<u8>::zeroed(64).unwrap(),
+        bytes: zeroed(64),
         stream: DriverStream::new(true).unwrap(),
     };
     let s = a.stream.stream();
     let d = a.cuda_array_interface().unwrap();
     assert_eq!(d.stream(), Some(s));
     assert!(matches!(s, Stream::Handle(_)));
-    a.bytes.copy_to(&mut [0u8; 64][..]).unwrap(); // the zeroing is done
-    let ptr = a.bytes.as_device_ptr().as_raw();
+    let ptr = a.bytes.device_ptr();
     // SAFETY: the buffer outlives the work (the streams are synchronized below).
     unsafe { cuda::memset_async(ptr, 4, 64, Stream::LegacyDefault).unwrap() };
     if emulated() {
@@ -421,14 +398,11 @@ fn release_orders_the_producer_after_the_consumer() {
         return;
     };
     let (producer, consumer) = (stream(), stream());
-    let (p, c) = (
-        cuda::from_raw_handle(producer.as_inner().cast()),
-        cuda::from_raw_handle(consumer.as_inner().cast()),
-    );
+    let (p, c) = (producer.stream(), consumer.stream());
     let n = big();
-    let data = DeviceBuffer::<u8>::zeroed(n).unwrap();
-    let read = DeviceBuffer::<u8>::zeroed(n).unwrap();
-    let (data_ptr, read_ptr) = (data.as_device_ptr().as_raw(), read.as_device_ptr().as_raw());
+    let data = zeroed(n);
+    let read = zeroed(n);
+    let (data_ptr, read_ptr) = (data.device_ptr(), read.device_ptr());
     let runs: &[bool] = if emulated() { &[false, true] } else { &[true] };
     for &release in runs {
         slow_fill(&data, 5, p, 1);
@@ -451,7 +425,7 @@ fn release_orders_the_producer_after_the_consumer() {
         }
         // The producer's next work on the data, finished before anyone looks at the read.
         slow_fill(&data, 9, p, 20);
-        producer.synchronize().unwrap();
+        cuda::synchronize_stream(p).unwrap();
         // SAFETY: this test's own live device buffer, on a live stream.
         let tail = unsafe { cuda::copy_to_host(read_ptr + n as u64 - 64, 64, c) }.unwrap();
         let expected = if release { 5 } else { 9 };

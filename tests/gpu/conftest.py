@@ -29,6 +29,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=SKIP))
 
 
+def second_device():
+    """Device 1, or a skip saying there is one device (the emulated suite runs once with
+    CUDA_EMU_DEVICES=2; a GPU machine with one GPU skips these)."""
+    try:
+        cai.DeviceArray(np.zeros(1, dtype=np.uint8), device_id=1)
+    except RuntimeError as e:
+        if "CUDA_ERROR_INVALID_DEVICE" in str(e):
+            pytest.skip("one CUDA device here: the multi-device tests need two")
+        raise
+    return 1
+
+
 @pytest.fixture
 def cp():
     return pytest.importorskip("cupy")

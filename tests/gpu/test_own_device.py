@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 import cai
+import cai.examples
 
-from conftest import sample
+from conftest import sample, second_device
 
 DTYPES = [np.float32, np.float64, np.int16, np.uint8, np.complex64, np.float16]
 
@@ -454,18 +455,6 @@ def test_array_of_a_mirrored_or_unified_storage_is_the_host_view():
         assert isinstance(s.__array__("f4", copy=True), np.ndarray)
 
 
-def second_device():
-    """Device 1, or a skip saying there is one device (the emulated suite runs once with
-    CUDA_EMU_DEVICES=2)."""
-    try:
-        cai.DeviceArray(np.zeros(1, dtype=np.uint8), device_id=1)
-    except RuntimeError as e:
-        if "CUDA_ERROR_INVALID_DEVICE" in str(e):
-            pytest.skip("one CUDA device here")
-        raise
-    return 1
-
-
 def test_an_array_on_another_device_is_there_and_imports_from_the_current_one():
     """Every device: an array on device 1, made while device 0 is current, says so in its
     pointer attributes; imported from device 0, its producer's stream orders the read."""
@@ -506,3 +495,75 @@ def test_an_import_is_used_on_its_consumer_device_from_any_thread():
     assert v.sync_plan == "event-wait"
     assert np.frombuffer(v.copy_to_host(), dtype=np.uint8).tolist() == [9] * 64
     v.release()
+
+
+def test_a_view_says_its_device():
+    dev = second_device()
+    assert cai.as_cuda_array(cai.DeviceArray(np.zeros(4))).device_id == 0
+    v = cai.as_cuda_array(cai.DeviceArray(np.zeros(4), device_id=dev))
+    assert v.device_id == dev == v.pointer_attributes["device_ordinal"]
+    unchecked = cai.as_cuda_array(cai.DeviceArray(np.zeros(4)), check_pointer=False)
+    assert unchecked.device_id is None
+
+
+@pytest.mark.parametrize("managed", [None, "gt4py", "cuda"])
+def test_a_storage_on_another_device_lives_copies_and_syncs_there(managed):
+    """device="gpu:N" while device 0 is current: allocated, filled, mirrored, copied and
+    synchronized on device N; a copy and a `_like` stay there; "gpu" is the current device."""
+    dev = second_device()
+    cai.DeviceArray(np.zeros(1))  # device 0 current on this thread
+    assert cai.zeros((2,), device="gpu", managed=managed).device_id == 0
+    s = cai.full((3, 5), 2.0, device=f"gpu:{dev}", managed=managed, halo=(1, 0))
+    assert s.device == "gpu" and s.device_id == dev
+    ptr = s.__cuda_array_interface__["data"][0]
+    assert cai.pointer_attributes(ptr)["device_ordinal"] == dev
+    assert (device_items(s, np.float64, (3, 5)) == 2.0).all()
+    if managed is not None:
+        s.to_numpy()[...] = 4.0
+        s.set_host_modified()
+        s.synchronize()
+        assert (device_items(s, np.float64, (3, 5)) == 4.0).all()
+    c = s.copy()
+    want = 2.0 if managed is None else 4.0
+    assert c.device_id == dev and (device_items(c, np.float64, (3, 5)) == want).all()
+    assert cai.zeros_like(s).device_id == dev
+    assert cai.zeros_like(s, device="gpu:0").device_id == 0
+    assert cai.zeros((1,), device="gpu:0", managed=managed).device_id == 0
+
+
+def test_wrapped_device_memory_keeps_its_device():
+    dev = second_device()
+    cai.DeviceArray(np.zeros(1))
+    host = np.arange(12, dtype=np.float32)
+    a = cai.DeviceArray(host, device_id=dev)
+    s = cai.as_storage(device_data=a)
+    assert s.device_id == dev
+    m = cai.as_storage(np.zeros(12, dtype=np.float32), a)  # a gt4py mirror over device 1
+    assert m.device_id == dev
+    m.device_to_host(force=True)
+    assert (m.to_numpy() == host).all()
+    assert cai.as_storage(device_data=a, device=f"gpu:{dev}").device_id == dev
+    with pytest.raises(ValueError, match=f'device = "gpu:0", but the device memory given is on device {dev}'):
+        cai.as_storage(device_data=a, device="gpu:0")
+
+
+def test_a_storage_on_a_device_past_the_last_is_an_error_naming_it():
+    with pytest.raises(RuntimeError, match="cuDeviceGet failed: CUDA_ERROR_INVALID_DEVICE"):
+        cai.zeros((2,), device="gpu:99")
+
+
+def test_a_stream_of_another_device_is_refused_at_export():
+    """A producer naming a stream of device 0 for data on device 1: no consumer could order
+    that wait rightly, so the export says so (and a stream of the data's device is fine)."""
+    dev = second_device()
+    data = cai.DeviceArray(np.zeros(16, dtype=np.float32), device_id=dev)
+    zero = cai.DeviceArray(np.zeros(1), non_blocking=True)  # its stream lives as long
+    on_0 = zero.__cuda_array_interface__["stream"]
+    on_dev = cai.DeviceArray(np.zeros(1), non_blocking=True, device_id=dev)
+    m = cai.examples.DeviceMatrix(data.ptr, 4, 4, stream=on_0, owner=(data, zero))
+    with pytest.raises(ValueError, match=f"is a stream of device 0, and the data .* is on device {dev}"):
+        m.__cuda_array_interface__
+    ok = cai.examples.DeviceMatrix(data.ptr, 4, 4, stream=on_dev.__cuda_array_interface__["stream"], owner=(data, on_dev))
+    assert ok.__cuda_array_interface__["stream"] == on_dev.__cuda_array_interface__["stream"]
+    legacy = cai.examples.DeviceMatrix(data.ptr, 4, 4, stream=1, owner=data)
+    assert legacy.__cuda_array_interface__["stream"] == 1

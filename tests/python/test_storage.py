@@ -189,9 +189,10 @@ def test_gtcuda_preset_without_gpu_fails_clearly():
 
 @pytest.mark.skipif(cai.HAS_CUDA, reason="CPU build: the CUDA build's errors are in test_cuda_build")
 @pytest.mark.parametrize("managed", [None, "gt4py", "cuda"])
-def test_device_and_managed_requests_fail_without_gpu(managed):
+@pytest.mark.parametrize("device", ["gpu", "gpu:1"])
+def test_device_and_managed_requests_fail_without_gpu(managed, device):
     with pytest.raises(RuntimeError, match="no CUDA support"):
-        cai.zeros((4,), device="gpu", managed=managed)
+        cai.zeros((4,), device=device, managed=managed)
 
 
 # ---------------------------------------------------------------- bad arguments
@@ -212,6 +213,12 @@ def test_device_and_managed_requests_fail_without_gpu(managed):
         ({"aligned_index": (0,)}, ValueError, "aligned_index has 1 entries"),
         ({"defaults": "gtmc"}, ValueError, 'defaults = "gtmc" is not a preset'),
         ({"device": "cpu"}, ValueError, 'device = "cpu": use None'),
+        ({"device": "gpu:"}, ValueError, r'device = "gpu:": use None \(host memory\), "gpu" \(the current device\) or "gpu:N"'),
+        ({"device": "gpu:-1"}, ValueError, 'device = "gpu:-1": use None'),
+        ({"device": "gpu:+1"}, ValueError, 'device = "gpu:\\+1": use None'),
+        ({"device": "gpu: 1"}, ValueError, 'device = "gpu: 1": use None'),
+        ({"device": "gpu:99999999999"}, ValueError, 'device = "gpu:99999999999": use None'),
+        ({"device": "cuda:0"}, ValueError, 'device = "cuda:0": use None'),
         ({"managed": "yes"}, ValueError, 'managed = "yes": use None, "gt4py"'),
         ({"dims": "IX"}, ValueError, '"X" is not a dimension'),
         ({"dims": "II"}, ValueError, '"I" appears twice'),

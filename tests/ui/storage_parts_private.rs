@@ -7,6 +7,7 @@ fn main() {
     let device = DeviceBufferHandle {
         ptr: 0xdead_0000,
         len: 1 << 20,
+        device_id: 0,
         keep: Box::new(()),
     };
     let _ = Side {

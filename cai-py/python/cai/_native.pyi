@@ -107,6 +107,9 @@ class CudaArrayView(ArrayView):
     def consumer_stream(self) -> int: ...
     @property
     def pointer_attributes(self) -> Optional[dict[str, Any]]: ...
+    @property
+    def device_id(self) -> Optional[int]:
+        """The data's device, or None where no pointer check was made."""
     def copy_to_host(self) -> bytes:
         """The items in C order, copied on the consumer stream (``cuda`` builds only)."""
     def release(self) -> str:
@@ -328,6 +331,9 @@ class Storage:
     @property
     def device(self) -> Optional[str]: ...
     @property
+    def device_id(self) -> Optional[int]:
+        """The device buffer's device, or None without one."""
+    @property
     def managed(self) -> Optional[str]: ...
     @property
     def data(self) -> Optional[memoryview]: ...
@@ -360,7 +366,7 @@ class CUDAManagedGPUStorage(Storage):
     """Unified memory, kept in step by CUDA (managed="cuda")."""
 
 # Common keyword-only arguments of the creation functions (GDP-3): aligned_index,
-# alignment_size, defaults ("C", "F", "gtx86", "gtcuda"), device (None or "gpu"), dims, halo,
+# alignment_size, defaults ("C", "F", "gtx86", "gtcuda"), device (None, "gpu" or "gpu:N"), dims, halo,
 # layout, managed (None, "gt4py", "cuda").
 def empty(shape: _Shape, dtype: _DType = None, **kwargs: Any) -> Storage: ...
 def zeros(shape: _Shape, dtype: _DType = None, **kwargs: Any) -> Storage: ...

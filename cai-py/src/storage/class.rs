@@ -592,6 +592,13 @@ impl PyStorage {
         self.inner.has_device().then_some("gpu")
     }
 
+    /// The device the device buffer is on (`device="gpu:N"` made it there, `"gpu"` on the
+    /// device current then), or None without a device buffer.
+    #[getter]
+    fn device_id(&self) -> Option<u32> {
+        self.inner.device_id()
+    }
+
     /// None, "gt4py" or "cuda".
     #[getter]
     fn managed(&self) -> Option<&'static str> {

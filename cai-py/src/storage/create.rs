@@ -261,6 +261,12 @@ fn template<'py>(
         } else {
             StorageDevice::Gpu
         }),
+        // A copy of device memory stays on its device.
+        device_id: gt
+            .gpu
+            .as_ref()
+            .and_then(|g| g.pointer_attributes())
+            .and_then(|a| a.device_ordinal),
         ..Default::default()
     };
     Ok((shape, dtype, params))

@@ -137,7 +137,8 @@ fn set_param(p: &mut StorageParams, kw: Keyword, v: &Bound<'_, PyAny>) -> PyResu
             p.defaults = opt_str(name, v)?.map(|s| Preset::parse(&s)).transpose()?;
         }
         Keyword::Device => {
-            p.device = Some(StorageDevice::parse(opt_str(name, v)?.as_deref())?);
+            let (device, id) = StorageDevice::parse(opt_str(name, v)?.as_deref())?;
+            (p.device, p.device_id) = (Some(device), id);
         }
         Keyword::Dims if given => p.dims = Some(dims_arg(v)?),
         Keyword::Halo if given => p.halo = Some(args::halo(v)?),

@@ -110,6 +110,7 @@ fn foreign<S: Space>(v: &ForeignArray<S>, keep: Box<dyn Any + Send + Sync>) -> F
         typestr: v.descriptor().typestr,
         descr: v.descriptor().descr.clone(),
         readonly: v.readonly(),
+        device_id: v.pointer_attributes().and_then(|a| a.device_ordinal),
         keep,
     }
 }

@@ -71,6 +71,18 @@ impl DeviceAllocation {
     }
 }
 
+// SAFETY: `ptr` is device memory of `len` bytes (at least one allocated), alive and writable
+// until `self` is dropped.
+unsafe impl crate::memory::DeviceMemory for DeviceAllocation {
+    type Elem = u8;
+    fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
 impl Drop for DeviceAllocation {
     fn drop(&mut self) {
         // Freed in its own context, made current for the call on whichever thread drops it (a

@@ -9,7 +9,7 @@
 //! representable. An entry point the driver lacks is `CUDA_ERROR_NOT_FOUND` naming it, a
 //! machine without a driver is [`DriverError::NO_DRIVER`]: errors, never a crash.
 
-use std::os::raw::{c_int, c_uint, c_void};
+use std::os::raw::{c_char, c_int, c_uint, c_void};
 use std::sync::OnceLock;
 
 use crate::driver_error::DriverError;
@@ -124,6 +124,7 @@ driver_entry_points! {
     fn cuInit as "cuInit"(flags: c_uint);
     fn cuDeviceGetCount as "cuDeviceGetCount"(count: *mut c_int);
     fn cuDeviceGet as "cuDeviceGet"(device: *mut CUdevice, ordinal: c_int);
+    fn cuDeviceGetName as "cuDeviceGetName"(name: *mut c_char, len: c_int, dev: CUdevice);
     fn cuDeviceGetAttribute as "cuDeviceGetAttribute"(pi: *mut c_int, attrib: c_int, dev: CUdevice);
     fn cuDevicePrimaryCtxRetain as "cuDevicePrimaryCtxRetain"(pctx: *mut CUcontext, dev: CUdevice);
     fn cuCtxGetCurrent as "cuCtxGetCurrent"(pctx: *mut CUcontext);
@@ -147,6 +148,8 @@ driver_entry_points! {
     fn cuMemAllocManaged as "cuMemAllocManaged"(dptr: *mut CUdeviceptr, bytes: usize, flags: c_uint);
     fn cuMemFree_v2 as "cuMemFree"(dptr: CUdeviceptr);
     fn cuCtxSynchronize as "cuCtxSynchronize"();
+    fn cuGetErrorName as "cuGetErrorName"(code: c_int, name: *mut *const c_char);
+    fn cuGetErrorString as "cuGetErrorString"(code: c_int, description: *mut *const c_char);
 }
 
 /// `Ok` for `CUDA_SUCCESS`, else the error naming the call.
@@ -182,7 +185,7 @@ mod tests {
             Ok(api) => assert_eq!(api.missing(), Vec::<&str>::new()),
             Err(e) => eprintln!("skipped: {e}"),
         }
-        assert_eq!(ENTRY_POINTS.len(), 26);
+        assert_eq!(ENTRY_POINTS.len(), 29);
         assert!(ENTRY_POINTS.contains(&"cuMemAlloc_v2"));
     }
 }

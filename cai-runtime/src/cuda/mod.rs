@@ -37,7 +37,8 @@ pub use device_memory::{
 pub use ffi::ENTRY_POINTS as DRIVER_ENTRY_POINTS;
 pub use pointer_attributes::{ImportCheckError, check_device_pointer, pointer_attributes};
 pub use stream::{
-    DriverStream, ExportStream, PendingStreams, from_raw_handle, order_after, synchronize_stream,
+    DriverStream, ExportStream, PendingStreams, from_raw_handle, order_after, stream_device,
+    stream_device_mismatch, synchronize_stream,
 };
 pub use synchronize::{execute, release_import, synchronize_import};
 
@@ -57,6 +58,64 @@ pub fn device_count() -> Result<u32, DriverError> {
     // SAFETY: `count` is a valid out-pointer for one int.
     unsafe { ffi::cuDeviceGetCount(&mut count) }?;
     Ok(u32::try_from(count).unwrap_or(0))
+}
+
+/// Device `ordinal`'s name, as the driver gives it (`cuDeviceGetName`: "NVIDIA H100 80GB
+/// HBM3"...).
+pub fn device_name(ordinal: u32) -> Result<String, DriverError> {
+    let dev = device(ordinal)?;
+    let mut name = [0 as std::ffi::c_char; 256];
+    // SAFETY: `name` is writable for its length, which is passed; the driver writes a
+    // NUL-terminated string into it.
+    unsafe { ffi::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, dev) }?;
+    // SAFETY: NUL-terminated within the buffer (the driver's contract; the last byte is
+    // never written past).
+    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+    Ok(name.to_string_lossy().into_owned())
+}
+
+/// The driver's own name and description of a result code (`cuGetErrorName`,
+/// `cuGetErrorString`), where it knows the code; [`DriverError`]'s messages use this crate's
+/// table ([`crate::driver_error_name`]), which needs no driver.
+pub fn driver_error_text(code: u32) -> Result<(String, String), DriverError> {
+    let code = i32::try_from(code).map_err(|_| DriverError {
+        operation: "cuGetErrorName",
+        code: DriverError::CUDA_ERROR_INVALID_VALUE,
+    })?;
+    let text = |name: bool| -> Result<String, DriverError> {
+        let mut s: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: a valid out-pointer; on success the driver points it at a static
+        // NUL-terminated string.
+        unsafe {
+            if name {
+                ffi::cuGetErrorName(code, &mut s)
+            } else {
+                ffi::cuGetErrorString(code, &mut s)
+            }
+        }?;
+        if s.is_null() {
+            return Ok(String::new());
+        }
+        // SAFETY: non-null: the driver's static NUL-terminated string.
+        Ok(unsafe { std::ffi::CStr::from_ptr(s) }
+            .to_string_lossy()
+            .into_owned())
+    };
+    Ok((text(true)?, text(false)?))
+}
+
+/// Device `ordinal`'s handle (`cuDeviceGet`); an ordinal past the last is
+/// `CUDA_ERROR_INVALID_DEVICE`.
+fn device(ordinal: u32) -> Result<ffi::CUdevice, DriverError> {
+    init()?;
+    let ordinal = i32::try_from(ordinal).map_err(|_| DriverError {
+        operation: "cuDeviceGet",
+        code: DriverError::CUDA_ERROR_INVALID_DEVICE,
+    })?;
+    let mut dev: ffi::CUdevice = 0;
+    // SAFETY: `dev` is a valid out-pointer; the ordinal is checked by the driver.
+    unsafe { ffi::cuDeviceGet(&mut dev, ordinal) }?;
+    Ok(dev)
 }
 
 /// Makes the primary context of device `ordinal` current on this thread if no context is
@@ -84,13 +143,7 @@ fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
     if let Some(&(_, ctx)) = retained.iter().find(|(o, _)| *o == ordinal) {
         return Ok(ctx);
     }
-    let ordinal_c = i32::try_from(ordinal).map_err(|_| DriverError {
-        operation: "cuDeviceGet",
-        code: DriverError::CUDA_ERROR_INVALID_DEVICE,
-    })?;
-    let mut dev: ffi::CUdevice = 0;
-    // SAFETY: `dev` is a valid out-pointer; the ordinal is checked by the driver.
-    unsafe { ffi::cuDeviceGet(&mut dev, ordinal_c) }?;
+    let dev = device(ordinal)?;
     let mut ctx: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: `ctx` is a valid out-pointer, `dev` a device handle from cuDeviceGet.
     unsafe { ffi::cuDevicePrimaryCtxRetain(&mut ctx, dev) }?;

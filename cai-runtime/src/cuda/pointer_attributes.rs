@@ -67,10 +67,7 @@ pub fn pointer_attributes(ptr: u64) -> Result<PointerAttributes, DriverError> {
 
 /// Whether device `ordinal` can dereference pageable host memory (HMM or ATS).
 fn pageable_memory_access(ordinal: u32) -> Result<bool, DriverError> {
-    let mut dev: ffi::CUdevice = 0;
-    let ordinal = c_int::try_from(ordinal).unwrap_or(c_int::MAX);
-    // SAFETY: valid out-pointer; the driver checks the ordinal.
-    unsafe { ffi::cuDeviceGet(&mut dev, ordinal) }?;
+    let dev = super::device(ordinal)?;
     let mut value: c_int = 0;
     // SAFETY: valid out-pointer; the attribute is a cuda.h constant.
     unsafe {

@@ -99,6 +99,31 @@ fn stream_context(stream: Stream) -> Result<ffi::CUcontext, DriverError> {
     Ok(ctx)
 }
 
+/// The device a stream belongs to: `None` for the default streams (the current context's,
+/// whichever device that is).
+pub fn stream_device(stream: Stream) -> Result<Option<u32>, DriverError> {
+    super::init()?;
+    let ctx = stream_context(stream)?;
+    if ctx.is_null() {
+        return Ok(None);
+    }
+    with_context(ctx, || {
+        let mut device: ffi::CUdevice = 0;
+        // SAFETY: valid out-pointer; the stream's context is current.
+        unsafe { ffi::cuCtxGetDevice(&mut device) }?;
+        Ok(u32::try_from(device).ok())
+    })
+}
+
+/// `(the stream's device, the data's device)` when an export names a stream of one device
+/// for data on another; `None` when they agree or either is unknown (a default stream, memory
+/// the driver does not know, no driver): an export is refused only for a certain mismatch.
+pub fn stream_device_mismatch(stream: Stream, data: u64) -> Option<(u32, u32)> {
+    let stream_device = stream_device(stream).ok()??;
+    let data_device = super::pointer_attributes(data).ok()?.device_ordinal?;
+    (stream_device != data_device).then_some((stream_device, data_device))
+}
+
 /// Makes `waiter` wait for the work enqueued so far on `producer`, without blocking the host:
 /// records an event on `producer` (in that stream's context) and enqueues a wait on it in
 /// `waiter`, from the current context. Both streams must be alive; a default stream is the

@@ -143,8 +143,34 @@ pub fn builder_to_dict<'py, S: Space>(
             .clone()
             .build()
             .map_err(|e| export_error(e, S::ATTRIBUTE))?;
+        #[cfg(feature = "cuda")]
+        if S::DEVICE {
+            refuse_stream_of_another_device(&d)?;
+        }
         build_dict(py, &d, keep)
     })
+}
+
+/// A stream of one device exported for data on another is a producer's mistake no consumer
+/// can repair (its wait would order the wrong device's work): `ValueError` naming both.
+#[cfg(feature = "cuda")]
+fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<()> {
+    let Some(stream) = d.stream() else {
+        return Ok(());
+    };
+    match crate::cuda::stream_device_mismatch(stream, d.data.ptr) {
+        None => Ok(()),
+        Some((stream_device, data_device)) => {
+            Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "cannot export {}: `stream` = {:#x} is a stream of device {stream_device}, and the \
+             data (`data` = {:#x}) is on device {data_device}; export a stream of device \
+             {data_device} (or None)",
+                S::ATTRIBUTE,
+                stream.as_raw(),
+                d.data.ptr
+            )))
+        }
+    }
 }
 
 /// Builds the dict for a descriptor from scratch; mask holders keep `keep`.
