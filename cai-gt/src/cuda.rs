@@ -29,9 +29,17 @@ pub(crate) fn current_device() -> Result<u32, StorageError> {
     driver_api::current_device().map_err(StorageError::NoGpu)
 }
 
-/// The device a new storage goes on: the one asked for, or the current one.
+/// The device a new storage goes on: the one asked for (which must exist), or the current
+/// one.
 fn device_of(params: &ResolvedParams) -> Result<u32, StorageError> {
-    params.device_id.map_or_else(current_device, Ok)
+    let Some(device) = params.device_id else {
+        return current_device();
+    };
+    let count = driver_api::device_count().map_err(StorageError::NoGpu)?;
+    if device >= count {
+        return Err(StorageError::NoSuchDevice { device, count });
+    }
+    Ok(device)
 }
 
 fn alloc(device: u32, len: usize, managed: bool) -> Result<DeviceAllocation, StorageError> {

@@ -163,6 +163,14 @@ pub enum StorageError {
         Shown(.0)
     )]
     Device(String),
+    /// `device="gpu:N"` past the last device.
+    #[error("device = \"gpu:{device}\": no such device (this machine has {count} CUDA devices)")]
+    NoSuchDevice {
+        /// The ordinal asked for.
+        device: u32,
+        /// How many devices there are.
+        count: u32,
+    },
     /// Wrapped device memory is on another device than the one asked for.
     #[error("device = \"gpu:{asked}\", but the device memory given is on device {memory}")]
     WrongDevice {

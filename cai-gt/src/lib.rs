@@ -68,7 +68,9 @@ pub use interface::{
     HookError,
 };
 pub use mirror::{Mirror, SyncState, SyncStatus};
-pub use params::{Managed, Preset, ResolvedParams, StorageDevice, StorageParams, check_halo};
+pub use params::{
+    GpuDevice, Managed, Preset, ResolvedParams, StorageDevice, StorageParams, check_halo,
+};
 pub use storage::{
     Buffers, DeviceBufferHandle, ElementType, Init, Selected, Side, Storage, stride_order,
 };

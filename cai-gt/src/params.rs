@@ -93,21 +93,43 @@ pub enum StorageDevice {
 
 impl StorageDevice {
     /// Parses `None` / `"gpu"` (the current device) / `"gpu:N"` (device N, as PyTorch's
-    /// `"cuda:N"`), with the device's ordinal where one is named.
-    pub fn parse(value: Option<&str>) -> Result<(Self, Option<u32>), StorageError> {
+    /// `"cuda:N"`), with which GPU where one is named.
+    pub fn parse(value: Option<&str>) -> Result<(Self, Option<GpuDevice>), StorageError> {
         let bad = || StorageError::Device(value.unwrap_or_default().to_string());
         match value {
             None => Ok((StorageDevice::Host, None)),
-            Some("gpu") => Ok((StorageDevice::Gpu, None)),
+            Some("gpu") => Ok((StorageDevice::Gpu, Some(GpuDevice::Current))),
             Some(other) => {
                 let ordinal = other.strip_prefix("gpu:").ok_or_else(bad)?;
-                // Digits only: no sign, no spaces, no `+`.
-                if ordinal.is_empty() || !ordinal.bytes().all(|b| b.is_ascii_digit()) {
+                // Digits only (no sign, no spaces), no leading zero: one spelling per device.
+                if ordinal.is_empty()
+                    || !ordinal.bytes().all(|b| b.is_ascii_digit())
+                    || (ordinal.len() > 1 && ordinal.starts_with('0'))
+                {
                     return Err(bad());
                 }
                 let ordinal = ordinal.parse().map_err(|_| bad())?;
-                Ok((StorageDevice::Gpu, Some(ordinal)))
+                Ok((StorageDevice::Gpu, Some(GpuDevice::Ordinal(ordinal))))
             }
+        }
+    }
+}
+
+/// Which GPU a device storage is on, where a source says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GpuDevice {
+    /// The device current when it is allocated (`device="gpu"`).
+    Current,
+    /// Device N (`device="gpu:N"`; a storage's or device memory's own device).
+    Ordinal(u32),
+}
+
+impl GpuDevice {
+    /// The ordinal named, if any.
+    pub fn ordinal(self) -> Option<u32> {
+        match self {
+            GpuDevice::Current => None,
+            GpuDevice::Ordinal(n) => Some(n),
         }
     }
 }
@@ -174,8 +196,8 @@ pub struct StorageParams {
     pub aligned_index: Option<PerDim<usize>>,
     /// `device`.
     pub device: Option<StorageDevice>,
-    /// The device's ordinal (`device="gpu:N"`; `None`: the current device).
-    pub device_id: Option<u32>,
+    /// Which GPU (`device="gpu"` or `"gpu:N"`, a source's device; `None`: not said).
+    pub device_id: Option<GpuDevice>,
     /// `managed`.
     pub managed: Option<Managed>,
 }
@@ -262,7 +284,9 @@ impl StorageParams {
             StorageDevice::Host => (Managed::None, None),
             StorageDevice::Gpu => (
                 self.managed.or(data.managed).unwrap_or(Managed::Gt4Py),
-                self.device_id.or(data.device_id),
+                self.device_id
+                    .or(data.device_id)
+                    .and_then(GpuDevice::ordinal),
             ),
         };
         Ok(ResolvedParams {
@@ -294,11 +318,15 @@ mod tests {
     fn a_device_is_none_gpu_or_gpu_and_an_ordinal() {
         let parse = StorageDevice::parse;
         assert_eq!(parse(None).unwrap(), (StorageDevice::Host, None));
-        assert_eq!(parse(Some("gpu")).unwrap(), (StorageDevice::Gpu, None));
-        assert_eq!(parse(Some("gpu:0")).unwrap(), (StorageDevice::Gpu, Some(0)));
+        let (gpu, current) = (StorageDevice::Gpu, Some(GpuDevice::Current));
+        assert_eq!(parse(Some("gpu")).unwrap(), (gpu, current));
+        assert_eq!(
+            parse(Some("gpu:0")).unwrap(),
+            (gpu, Some(GpuDevice::Ordinal(0)))
+        );
         assert_eq!(
             parse(Some("gpu:12")).unwrap(),
-            (StorageDevice::Gpu, Some(12))
+            (gpu, Some(GpuDevice::Ordinal(12)))
         );
         for bad in [
             "cpu",
@@ -308,6 +336,8 @@ mod tests {
             "gpu: 1",
             "gpu:1 ",
             "GPU:1",
+            "gpu:01",
+            "gpu:00",
             "gpu:4294967296",
         ] {
             assert_eq!(
@@ -316,10 +346,11 @@ mod tests {
                 "{bad}"
             );
         }
-        // The ordinal goes with the device; a host storage has none.
+        // The ordinal goes with the device; a host storage has none; an explicit "gpu" is the
+        // current device, whatever device the data is on.
         let asked = StorageParams {
             device: Some(StorageDevice::Gpu),
-            device_id: Some(1),
+            device_id: Some(GpuDevice::Ordinal(1)),
             ..Default::default()
         };
         let shape = [2, 3];
@@ -335,6 +366,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(on_gpu.resolve(&shape, &asked).unwrap().device_id, Some(1));
+        let current = StorageParams {
+            device: Some(StorageDevice::Gpu),
+            device_id: current,
+            ..Default::default()
+        };
+        assert_eq!(current.resolve(&shape, &asked).unwrap().device_id, None);
     }
 
     #[test]

@@ -729,7 +729,7 @@ impl Storage {
             alignment_size: Some(self.info.alignment_size),
             aligned_index: self.info.aligned_index.clone(),
             device: Some(self.buffers.device_kind),
-            device_id: self.device_id(),
+            device_id: self.device_id().map(crate::GpuDevice::Ordinal),
             managed: Some(self.buffers.managed),
         }
     }

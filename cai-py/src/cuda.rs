@@ -8,7 +8,7 @@ use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
 use cai_runtime::{Device, Stream};
 #[cfg(not(feature = "cuda"))]
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -309,7 +309,15 @@ mod device_array {
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
             let device = match device_id {
-                Some(d) => d,
+                Some(d) => {
+                    let count = cuda::device_count()?;
+                    if d >= count {
+                        return Err(PyValueError::new_err(format!(
+                            "device_id = {d}: no such device (this machine has {count} CUDA devices)"
+                        )));
+                    }
+                    d
+                }
                 None => cuda::current_device()?,
             };
             let (buf, streams, side) = cuda::with_device(device, || -> PyResult<_> {

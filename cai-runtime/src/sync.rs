@@ -201,12 +201,33 @@ pub fn plan(
     if ignore {
         return SyncPlan::Nothing(NoSyncReason::Ignored);
     }
+    // The per-thread default stream names a different stream on each thread, so two `2`s on
+    // the same thread are the same stream; imports run on the consumer's thread.
+    if producer == consumer {
+        return SyncPlan::Nothing(NoSyncReason::SameStream);
+    }
+    order(producer, consumer, mode)
+}
+
+/// The ordering of two different streams.
+fn order(producer: Stream, consumer: Stream, mode: SyncMode) -> SyncPlan {
     match mode {
-        // The per-thread default stream names a different stream on each thread, so two `2`s
-        // on the same thread are the same stream; imports run on the consumer's thread.
-        _ if producer == consumer => SyncPlan::Nothing(NoSyncReason::SameStream),
         SyncMode::Enqueue => SyncPlan::EventWait { producer, consumer },
         SyncMode::Synchronize => SyncPlan::Synchronize { producer },
+    }
+}
+
+/// [`plan`]'s decision for data on another device than the consumer's: a default stream (1, 2)
+/// is a context's own, so the producer's (the data's device's) and the consumer's are two
+/// streams even where both say `1`, and "the same stream" becomes an ordering.
+pub fn across_devices(plan: SyncPlan, producer: Option<Stream>, mode: SyncMode) -> SyncPlan {
+    match (plan, producer) {
+        (SyncPlan::Nothing(NoSyncReason::SameStream), Some(s))
+            if !matches!(s, Stream::Handle(_)) =>
+        {
+            order(s, s, mode)
+        }
+        _ => plan,
     }
 }
 
@@ -243,6 +264,42 @@ mod tests {
 
     fn handle(n: u64) -> Stream {
         Stream::from_raw(n).unwrap()
+    }
+
+    #[test]
+    fn default_streams_of_two_devices_are_two_streams() {
+        use SyncMode::*;
+        for s in [Stream::LegacyDefault, Stream::PerThreadDefault] {
+            let same = plan(Some(s), s, Enqueue, true, false);
+            assert_eq!(same, SyncPlan::Nothing(NoSyncReason::SameStream));
+            assert_eq!(
+                across_devices(same, Some(s), Enqueue),
+                SyncPlan::EventWait {
+                    producer: s,
+                    consumer: s
+                }
+            );
+            let same = plan(Some(s), s, Synchronize, true, false);
+            assert_eq!(
+                across_devices(same, Some(s), Synchronize),
+                SyncPlan::Synchronize { producer: s }
+            );
+        }
+        // A handle is one stream wherever it is used; other decisions stand.
+        let h = handle(0x7000);
+        let same = plan(Some(h), h, Enqueue, true, false);
+        assert_eq!(across_devices(same, Some(h), Enqueue), same);
+        let off = plan(
+            Some(Stream::LegacyDefault),
+            Stream::LegacyDefault,
+            Enqueue,
+            false,
+            false,
+        );
+        assert_eq!(
+            across_devices(off, Some(Stream::LegacyDefault), Enqueue),
+            off
+        );
     }
 
     #[test]

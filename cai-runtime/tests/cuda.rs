@@ -416,7 +416,7 @@ fn release_orders_the_producer_after_the_consumer() {
         unsafe { cuda::copy_async(read_ptr, data_ptr, n, c).unwrap() };
         if release {
             assert_eq!(
-                cuda::release_import(import, c).unwrap(),
+                cuda::release_import(import, c, None).unwrap(),
                 Some(ReleasePlan {
                     producer: p,
                     consumer: c
@@ -436,7 +436,7 @@ fn release_orders_the_producer_after_the_consumer() {
     }
     // Nothing ordered on import, nothing to release: no driver call, no error.
     let none = SyncPlan::Nothing(NoSyncReason::NoStream);
-    assert_eq!(cuda::release_import(none, c).unwrap(), None);
+    assert_eq!(cuda::release_import(none, c, None).unwrap(), None);
 }
 
 /// Every device: an allocation on device 1 is made in device 1's primary context, which the
@@ -482,4 +482,46 @@ fn an_allocation_on_another_device_is_made_there() {
     assert_eq!(cuda::current_device().unwrap(), before);
     let again = cuda::DeviceAllocation::on_device(1, 64, false).unwrap();
     assert_eq!(device(&again), Some(1));
+}
+
+/// Each device has its own legacy default stream: work pending on device 1's, read with device
+/// 0 current on device 0's, is ordered only when the producer's `1` is resolved on the data's
+/// device (`order_after_on`); `order_after` with both `1`s takes them for one stream and
+/// orders nothing (stale bytes on the emulator).
+#[test]
+fn the_legacy_streams_of_two_devices_are_two_streams() {
+    let Some(_ctx) = gpu("the_legacy_streams_of_two_devices_are_two_streams") else {
+        return;
+    };
+    if cuda::device_count().unwrap() < 2 || !emulated() {
+        eprintln!(
+            "skipped the_legacy_streams_of_two_devices_are_two_streams: needs two emulated devices"
+        );
+        return;
+    }
+    let legacy = Stream::LegacyDefault;
+    let data = DeviceAllocation::on_device(1, 64, false).unwrap();
+    let ptr = data.device_ptr();
+    let fill = |value| {
+        cuda::with_device(1, || {
+            // SAFETY: the allocation is this test's, on device 1 (current here), alive until
+            // the end of the test, whose reads all wait for this work.
+            unsafe { cuda::memset_async(ptr, value, 64, legacy) }?;
+            cuda::synchronize_stream(legacy)?;
+            // SAFETY: as above; left pending on device 1's legacy stream.
+            unsafe { cuda::memset_async(ptr, value + 1, 64, legacy) }
+        })
+        .unwrap()
+    };
+    let read = || {
+        // SAFETY: the live allocation, read on device 0's legacy stream (current).
+        unsafe { cuda::copy_to_host(ptr, 64, legacy) }.unwrap()
+    };
+    fill(1);
+    cuda::order_after(legacy, legacy).unwrap();
+    assert_eq!(read(), [1u8; 64], "one `1` for both: nothing ordered");
+    fill(5);
+    cuda::order_after_on(legacy, None, legacy, Some(1)).unwrap();
+    assert_eq!(read(), [6u8; 64]);
+    cuda::synchronize_stream_on(legacy, Some(1)).unwrap();
 }

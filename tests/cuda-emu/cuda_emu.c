@@ -696,11 +696,20 @@ CUresult cuStreamQuery(CUstream h) {
     return query(s, s->enqueued);
 }
 
+/* A stream handle names its context: no context need be current (only the default streams
+ * are the current context's). */
 CUresult cuStreamGetCtx(CUstream h, CUcontext *ctx) {
     LOCKED;
-    RESOLVE(s, h);
+    NEED_INIT;
     if (!ctx)
         return FAIL(INVALID_VALUE, "null out-pointer");
+    if (h != NULL && h != (CUstream)1 && h != (CUstream)2) {
+        if (!is_live_stream(h))
+            return FAIL(INVALID_HANDLE, "%p is not a live stream", (void *)h);
+        *ctx = ((struct emu_stream *)h)->ctx;
+        return SUCCESS;
+    }
+    RESOLVE(s, h);
     *ctx = s->ctx;
     return SUCCESS;
 }

@@ -64,12 +64,18 @@ def test_torch_on_device_1_both_ways(torch):
     np.testing.assert_array_equal(u.cpu().numpy(), np.arange(5, dtype=np.float32))
 
 
-def test_a_peers_stream_on_the_wrong_device_is_refused(cp):
+def test_our_stream_of_device_0_for_cupys_data_on_device_1_is_refused(cp):
+    """Only streams cai made (and so knows alive) are asked about: a CuPy stream handle is
+    exported as given."""
     dev = second_device()
-    with cp.cuda.Device(0):
-        s0 = cp.cuda.Stream(non_blocking=True)
+    zero = cai.DeviceArray(np.zeros(1), non_blocking=True, device_id=0)
+    s0 = zero.__cuda_array_interface__["stream"]
     with cp.cuda.Device(dev):
         x = cp.zeros(16, dtype=cp.float32)
-    m = cai.examples.DeviceMatrix(x.data.ptr, 4, 4, stream=s0.ptr, owner=(x, s0))
+    m = cai.examples.DeviceMatrix(x.data.ptr, 4, 4, stream=s0, owner=(x, zero))
     with pytest.raises(ValueError, match=f"stream of device 0, and the data .* is on device {dev}"):
         m.__cuda_array_interface__
+    with cp.cuda.Device(0):
+        theirs = cp.cuda.Stream(non_blocking=True)
+    m = cai.examples.DeviceMatrix(x.data.ptr, 4, 4, stream=theirs.ptr, owner=(x, theirs))
+    assert m.__cuda_array_interface__["stream"] == theirs.ptr

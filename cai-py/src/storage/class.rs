@@ -420,7 +420,8 @@ impl PyStorage {
     /// Pickling, as NumPy and CuPy pickle their arrays: by value. The items go as a NumPy
     /// array ([`Self::host_items`]) and come back through `storage(items, **parameters)`
     /// with this storage's parameters (layout, halo, dims, alignment, device, managed), so
-    /// the copy has the same type and geometry in a buffer of its own.
+    /// the copy has the same type and geometry in a buffer of its own, on the same device
+    /// (`"gpu:N"`, as PyTorch keeps a tensor's device; `copy.copy` and `deepcopy` keep it too).
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
         let py = slf.py();
         let parameters = PyDict::new(py);
@@ -435,6 +436,9 @@ impl PyStorage {
             "managed",
         ] {
             parameters.set_item(name, slf.getattr(name)?)?;
+        }
+        if let Some(id) = slf.borrow().inner.device_id() {
+            parameters.set_item("device", format!("gpu:{id}"))?;
         }
         let rebuild = REBUILD_STORAGE
             .get(py)

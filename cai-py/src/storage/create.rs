@@ -12,7 +12,8 @@ use crate::fastcall::{self, Args};
 use cai_gt::python::GtData;
 use cai_gt::stride_order;
 use cai_gt::{
-    Init, PerDim, Storage, StorageDevice, StorageParams, SyncState, SyncStatus, parse_dims,
+    GpuDevice, Init, PerDim, Storage, StorageDevice, StorageParams, SyncState, SyncStatus,
+    parse_dims,
 };
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -266,7 +267,8 @@ fn template<'py>(
             .gpu
             .as_ref()
             .and_then(|g| g.pointer_attributes())
-            .and_then(|a| a.device_ordinal),
+            .and_then(|a| a.device_ordinal)
+            .map(GpuDevice::Ordinal),
         ..Default::default()
     };
     Ok((shape, dtype, params))

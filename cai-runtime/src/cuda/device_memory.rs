@@ -103,7 +103,8 @@ pub fn synchronize_context() -> Result<(), DriverError> {
 
 /// Copies the byte ranges `(offset, length)` between host memory at `host` and device memory
 /// at `device` (the same offset on both sides), host to device if `to_device`, enqueued on the
-/// legacy default stream of device 0's context, which is then synchronized once. Stops at the
+/// legacy default stream of the current context (device 0's primary context, made current,
+/// when none is), which is then synchronized once. Stops at the
 /// first failing copy (and still synchronizes).
 ///
 /// # Safety

@@ -37,8 +37,8 @@ pub use device_memory::{
 pub use ffi::ENTRY_POINTS as DRIVER_ENTRY_POINTS;
 pub use pointer_attributes::{ImportCheckError, check_device_pointer, pointer_attributes};
 pub use stream::{
-    DriverStream, ExportStream, PendingStreams, from_raw_handle, order_after, stream_device,
-    stream_device_mismatch, synchronize_stream,
+    DriverStream, ExportStream, PendingStreams, from_raw_handle, order_after, order_after_on,
+    stream_device, stream_device_mismatch, synchronize_stream, synchronize_stream_on,
 };
 pub use synchronize::{execute, release_import, synchronize_import};
 
@@ -64,13 +64,11 @@ pub fn device_count() -> Result<u32, DriverError> {
 /// HBM3"...).
 pub fn device_name(ordinal: u32) -> Result<String, DriverError> {
     let dev = device(ordinal)?;
-    let mut name = [0 as std::ffi::c_char; 256];
-    // SAFETY: `name` is writable for its length, which is passed; the driver writes a
-    // NUL-terminated string into it.
-    unsafe { ffi::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, dev) }?;
-    // SAFETY: NUL-terminated within the buffer (the driver's contract; the last byte is
-    // never written past).
-    let name = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) };
+    let mut name = [0u8; 256];
+    // SAFETY: `name` is writable for its length, which is passed (one less: the last byte
+    // stays NUL whatever the driver writes).
+    unsafe { ffi::cuDeviceGetName(name.as_mut_ptr().cast(), name.len() as i32 - 1, dev) }?;
+    let name = std::ffi::CStr::from_bytes_until_nul(&name).unwrap_or_default();
     Ok(name.to_string_lossy().into_owned())
 }
 
@@ -155,10 +153,7 @@ fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
 /// "the current device", as CuPy and PyTorch say.
 pub fn current_device() -> Result<u32, DriverError> {
     ensure_context(0)?;
-    let mut device: ffi::CUdevice = 0;
-    // SAFETY: `device` is a valid out-pointer; a context is current (above).
-    unsafe { ffi::cuCtxGetDevice(&mut device) }?;
-    Ok(u32::try_from(device).unwrap_or(0))
+    device_of_current_context()
 }
 
 /// The device of the current context, or `ordinal` when none is current (nothing is made
@@ -171,10 +166,18 @@ pub fn current_device_or(ordinal: u32) -> Result<u32, DriverError> {
     if current.is_null() {
         return Ok(ordinal);
     }
+    device_of_current_context()
+}
+
+/// `cuCtxGetDevice`, with a context current.
+fn device_of_current_context() -> Result<u32, DriverError> {
     let mut device: ffi::CUdevice = 0;
-    // SAFETY: `device` is a valid out-pointer; a context is current.
+    // SAFETY: `device` is a valid out-pointer; a context is current (the callers').
     unsafe { ffi::cuCtxGetDevice(&mut device) }?;
-    Ok(u32::try_from(device).unwrap_or(0))
+    u32::try_from(device).map_err(|_| DriverError {
+        operation: "cuCtxGetDevice",
+        code: DriverError::CUDA_ERROR_INVALID_DEVICE,
+    })
 }
 
 /// Runs `f` with device `ordinal`'s primary context current on this thread (retained for the

@@ -43,6 +43,16 @@ unsafe impl Send for DriverStream {}
 // SAFETY: as above; no method mutates the struct.
 unsafe impl Sync for DriverStream {}
 
+/// The handles of this crate's live [`DriverStream`]s: the only streams an export asks the
+/// driver about ([`stream_device`]), since a handle a caller merely names may not be a live
+/// stream, and the driver's behaviour for such a handle is undefined. Held while a stream is
+/// destroyed and while one is asked about, so neither happens during the other.
+static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn live() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl DriverStream {
     /// A new stream in the current context (make one current first: see
     /// [`super::ensure_context`]), non-blocking or not.
@@ -62,6 +72,7 @@ impl DriverStream {
         };
         // On error `s` is dropped, destroying the stream in the current context, its own.
         s.ctx = stream_context(s.stream())?;
+        live().push(handle as usize);
         Ok(s)
     }
 
@@ -73,6 +84,10 @@ impl DriverStream {
 
 impl Drop for DriverStream {
     fn drop(&mut self) {
+        let mut live = live();
+        if let Some(i) = live.iter().position(|&h| h == self.handle as usize) {
+            live.swap_remove(i);
+        }
         let _ = with_context(self.ctx, || {
             // SAFETY: the handle is ours (created in `new`) and destroyed once, here, in its own
             // context (`with_context`); work still enqueued on it completes first
@@ -99,49 +114,83 @@ fn stream_context(stream: Stream) -> Result<ffi::CUcontext, DriverError> {
     Ok(ctx)
 }
 
-/// The device a stream belongs to: `None` for the default streams (the current context's,
-/// whichever device that is).
+/// The device of one of this crate's live [`DriverStream`]s; `None` for a default stream (the
+/// current context's, whichever device that is) and for any other handle, which the driver is
+/// not asked about: it may not be a live stream (cust's, CuPy's... are not known here).
 pub fn stream_device(stream: Stream) -> Result<Option<u32>, DriverError> {
-    super::init()?;
-    let ctx = stream_context(stream)?;
-    if ctx.is_null() {
+    let Stream::Handle(h) = stream else {
+        return Ok(None);
+    };
+    let live = live();
+    if !live.contains(&(h.get() as usize)) {
         return Ok(None);
     }
-    with_context(ctx, || {
+    let ctx = stream_context(stream)?;
+    let device = with_context(ctx, || {
         let mut device: ffi::CUdevice = 0;
         // SAFETY: valid out-pointer; the stream's context is current.
         unsafe { ffi::cuCtxGetDevice(&mut device) }?;
         Ok(u32::try_from(device).ok())
-    })
+    });
+    // Held until here: the stream is not destroyed while the driver is asked about it.
+    drop(live);
+    device
 }
 
 /// `(the stream's device, the data's device)` when an export names a stream of one device
-/// for data on another; `None` when they agree or either is unknown (a default stream, memory
-/// the driver does not know, no driver): an export is refused only for a certain mismatch.
+/// for data on another; `None` when they agree or either is unknown (see [`stream_device`];
+/// memory the driver does not know; no driver): an export is refused only for a certain
+/// mismatch.
 pub fn stream_device_mismatch(stream: Stream, data: u64) -> Option<(u32, u32)> {
     let stream_device = stream_device(stream).ok()??;
     let data_device = super::pointer_attributes(data).ok()?.device_ordinal?;
     (stream_device != data_device).then_some((stream_device, data_device))
 }
 
+/// Runs `f` in the context `stream` belongs to: a handle's own; for a default stream (1, 2),
+/// device `device`'s primary context, or the current context when `device` is `None`.
+fn in_stream_context<R>(
+    stream: Stream,
+    device: Option<u32>,
+    f: impl FnOnce() -> Result<R, DriverError>,
+) -> Result<R, DriverError> {
+    match (stream, device) {
+        (Stream::Handle(_), _) => with_context(stream_context(stream)?, f),
+        (_, Some(d)) => super::with_device(d, f),
+        (_, None) => f(),
+    }
+}
+
 /// Makes `waiter` wait for the work enqueued so far on `producer`, without blocking the host:
 /// records an event on `producer` (in that stream's context) and enqueues a wait on it in
-/// `waiter`, from the current context. Both streams must be alive; a default stream is the
-/// current context's, so the waiter may be on another device than the producer (the wait is
-/// enqueued after the producer's context is no longer current).
+/// `waiter`. Both streams must be alive; a default stream is the current context's, so the
+/// waiter may be on another device than the producer. [`order_after_on`] names the devices
+/// whose default streams are meant.
 pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> {
+    order_after_on(waiter, None, producer, None)
+}
+
+/// [`order_after`], a default stream (1, 2) meaning device `waiter_device`'s (for `waiter`) or
+/// `producer_device`'s (for `producer`), or the current context's where that is `None`: the
+/// legacy default stream of the data's device, with another device current, is that device's.
+pub fn order_after_on(
+    waiter: Stream,
+    waiter_device: Option<u32>,
+    producer: Stream,
+    producer_device: Option<u32>,
+) -> Result<(), DriverError> {
     super::init()?;
-    if waiter == producer {
+    let handle = matches!(waiter, Stream::Handle(_));
+    if waiter == producer && (handle || waiter_device == producer_device) {
         return Ok(());
     }
-    let ctx = stream_context(producer)?;
-    let event = with_context(ctx, || {
+    let event = in_stream_context(producer, producer_device, || {
         let mut event: ffi::CUevent = std::ptr::null_mut();
         // SAFETY: valid out-pointer; flags are a cuda.h constant.
         unsafe { ffi::cuEventCreate(&mut event, ffi::CU_EVENT_DISABLE_TIMING) }?;
         // SAFETY: `event` was just created in the current context, which is `producer`'s
-        // (`with_context`; the default streams are the current context's), as cuEventRecord
-        // requires; `producer` is alive (caller's contract).
+        // (`in_stream_context`), as cuEventRecord requires; `producer` is alive (caller's
+        // contract).
         match unsafe { ffi::cuEventRecord(event, raw_handle(producer)) } {
             Ok(()) => Ok(event),
             Err(e) => {
@@ -151,23 +200,31 @@ pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> 
             }
         }
     })?;
-    // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive (caller's
-    // contract) and, if a default stream, the current context's, which is the caller's again
-    // here; a wait may name an event of another context, and flags must be 0.
-    let waited = unsafe { ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0) };
+    let waited = in_stream_context(waiter, waiter_device, || {
+        // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive
+        // (caller's contract) and its context is current; a wait may name an event of another
+        // context, and flags must be 0.
+        unsafe { ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0) }
+    });
     // SAFETY: `event` is ours and destroyed once, in its own context; destroying it after
     // enqueueing the wait is allowed (the wait keeps what it needs).
-    let destroyed = with_context(ctx, || unsafe { ffi::cuEventDestroy_v2(event) });
+    let destroyed = in_stream_context(producer, producer_device, || unsafe {
+        ffi::cuEventDestroy_v2(event)
+    });
     waited.and(destroyed)
 }
 
 /// Blocks until all work enqueued on `stream` has finished.
 pub fn synchronize_stream(stream: Stream) -> Result<(), DriverError> {
+    synchronize_stream_on(stream, None)
+}
+
+/// [`synchronize_stream`], a default stream meaning device `device`'s (`None`: the current
+/// context's).
+pub fn synchronize_stream_on(stream: Stream, device: Option<u32>) -> Result<(), DriverError> {
     super::init()?;
-    let ctx = stream_context(stream)?;
-    with_context(ctx, || {
-        // SAFETY: the stream is alive (caller's contract), and the current context is its own
-        // (`with_context`); the default streams (null context) are the current context's.
+    in_stream_context(stream, device, || {
+        // SAFETY: the stream is alive (caller's contract), and the current context is its own.
         unsafe { ffi::cuStreamSynchronize(raw_handle(stream)) }
     })
 }

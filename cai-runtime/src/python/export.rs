@@ -152,7 +152,9 @@ pub fn builder_to_dict<'py, S: Space>(
 }
 
 /// A stream of one device exported for data on another is a producer's mistake no consumer
-/// can repair (its wait would order the wrong device's work): `ValueError` naming both.
+/// can repair (its wait would order the wrong device's work): `ValueError` naming both. Only
+/// the streams this crate made are asked about ([`crate::cuda::stream_device`]), and only for
+/// derived exports (a hand-written `CudaArrayInterface` answers for its own stream).
 #[cfg(feature = "cuda")]
 fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<()> {
     let Some(stream) = d.stream() else {

@@ -225,14 +225,30 @@ impl<S: Space> ForeignArray<S> {
         if self.options.check_pointer {
             self.attributes = cuda::check_device_pointer(self.ptr(), self.layout.extent())?;
         }
+        // The producer's default stream (1, 2) is its device's, the data's: with another
+        // device current, the consumer's `1` is another stream.
+        if let (SyncPlan::Nothing(NoSyncReason::SameStream), Some(data)) =
+            (self.sync_plan, self.data_device())
+            && self.consumer_device()? != data
+        {
+            self.sync_plan =
+                crate::sync::across_devices(self.sync_plan, self.stream(), self.options.mode);
+        }
         if !matches!(self.sync_plan, SyncPlan::Nothing(_)) {
-            // The default streams are those of the consumer's device. (An import that orders
+            // The consumer's default streams are those of its device. (An import that orders
             // nothing makes no driver call: its device is found when a copy needs it.)
             let device = self.consumer_device()?;
-            cuda::with_device(device, || cuda::execute(self.sync_plan))
+            let data = self.data_device();
+            cuda::with_device(device, || cuda::execute(self.sync_plan, data))
                 .map_err(|e| sync_error(self.sync_plan, e))?;
         }
         Ok(())
+    }
+
+    /// The data's device, where the pointer check found it.
+    #[cfg(feature = "cuda")]
+    fn data_device(&self) -> Option<u32> {
+        self.attributes.and_then(|a| a.device_ordinal)
     }
 
     /// The consumer's device, fixed at the import: the current context's, or the data's when
@@ -242,8 +258,7 @@ impl<S: Space> ForeignArray<S> {
         if let Some(d) = self.consumer_device {
             return Ok(d);
         }
-        let data = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-        let d = crate::cuda::current_device_or(data)?;
+        let d = crate::cuda::current_device_or(self.data_device().unwrap_or(0))?;
         self.consumer_device = Some(d);
         Ok(d)
     }
@@ -253,10 +268,9 @@ impl<S: Space> ForeignArray<S> {
     fn device_for_work(&self) -> PyResult<u32> {
         match self.consumer_device {
             Some(d) => Ok(d),
-            None => {
-                let data = self.attributes.and_then(|a| a.device_ordinal).unwrap_or(0);
-                Ok(crate::cuda::current_device_or(data)?)
-            }
+            None => Ok(crate::cuda::current_device_or(
+                self.data_device().unwrap_or(0),
+            )?),
         }
     }
 
@@ -542,7 +556,7 @@ impl ForeignArray<Device> {
         };
         let device = self.device_for_work()?;
         crate::cuda::with_device(device, || {
-            crate::cuda::release_import(self.sync_plan, self.options.consumer)
+            crate::cuda::release_import(self.sync_plan, self.options.consumer, self.data_device())
         })
         .map_err(|e| {
             stream_error(
