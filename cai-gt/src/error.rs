@@ -147,7 +147,11 @@ pub enum StorageError {
         address: i128,
     },
     /// An unknown `defaults` preset.
-    #[error("defaults = {} is not a preset: use \"C\", \"F\", \"gtx86\" or \"gtcuda\"", Shown(.0))]
+    #[error(
+        "defaults = {} is not a preset: use one of {}",
+        Shown(.0),
+        crate::Preset::ALL.iter().map(|p| format!("\"{}\"", p.name())).collect::<Vec<_>>().join(", ")
+    )]
     Preset(String),
     /// A bad `dims` entry.
     #[error("dims = {}: {why}", Shown(.dims))]

@@ -18,7 +18,7 @@
 //!     halo: Some([(1, 1), (2, 2)].into_iter().collect()),
 //!     ..Default::default()
 //! }
-//! .resolve(&shape, &StorageParams::default())?;
+//! .resolve(&shape, 8, &StorageParams::default())?;
 //! let f8 = ElementType::new(TypeStr::parse("<f8").unwrap(), None)?;
 //! let s = Storage::allocate(&shape, f8, &params, Init::Zeros)?;
 //! assert_eq!(s.shape(), [4, 6]);

@@ -6,56 +6,112 @@ use crate::StorageError;
 use crate::alloc::check_layout;
 use crate::dims::{Dim, PerDim, default_dims};
 
-/// A `defaults` preset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Preset {
+/// Defines the presets from one table: each line is a variant, the name `defaults=` takes, how
+/// it lays dimensions out, its alignment in items (GT4Py's unit) and where it allocates.
+macro_rules! presets {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, $layout:expr, $align:literal, $device:ident;)*) => {
+        /// A `defaults` preset: GDP-3's four, and GT4Py 1.x's backends by the names GT4Py
+        /// gives them (`gt4py.storage.layout_registry`), each with the layout and alignment
+        /// GT4Py allocates for it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Preset {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl Preset {
+            /// Every preset, in the table's order.
+            pub const ALL: &[Preset] = &[$(Preset::$variant),*];
+
+            /// Parses a preset's name (`"C"`, `"gtx86"`, `"gt:gpu"`...).
+            pub fn parse(name: &str) -> Result<Preset, StorageError> {
+                match name {
+                    $($name => Ok(Preset::$variant),)*
+                    other => Err(StorageError::Preset(other.to_string())),
+                }
+            }
+
+            /// The preset's name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Preset::$variant => $name,)*
+                }
+            }
+
+            fn spec(self) -> (PresetLayout, usize, StorageDevice) {
+                match self {
+                    $(Preset::$variant => ($layout, $align, StorageDevice::$device),)*
+                }
+            }
+        }
+    };
+}
+
+/// How a preset orders dimensions.
+#[derive(Clone, Copy)]
+enum PresetLayout {
+    /// By position, C order (the last index contiguous), whatever the dims mean.
+    ByPosition,
+    /// By position, Fortran order.
+    Reversed,
+    /// By meaning, as GT4Py's `layout_maker_factory`: data dimensions outermost (`"0"` first),
+    /// then I, J, K by these ranks (the highest innermost).
+    Gt4Py([u8; 3]),
+}
+
+use PresetLayout::{ByPosition, Gt4Py, Reversed};
+
+presets! {
     /// C order: the last index is contiguous whatever the dims.
-    C,
+    C = "C", ByPosition, 1, Host;
     /// Fortran order: the first index is contiguous whatever the dims.
-    F,
-    /// GridTools' x86 backend: K contiguous (then data dimensions innermost).
-    GtX86,
-    /// GridTools' CUDA backend: I contiguous, 32-byte alignment, on the GPU.
-    GtCuda,
+    F = "F", Reversed, 1, Host;
+    /// GDP-3's name for GridTools' x86 backend, GT4Py's `gt:cpu_kfirst`: K contiguous.
+    GtX86 = "gtx86", Gt4Py([0, 1, 2]), 1, Host;
+    /// GDP-3's name for GridTools' CUDA backend, GT4Py's `gt:gpu`: I contiguous, 32 items
+    /// aligned, on the GPU.
+    GtCuda = "gtcuda", Gt4Py([2, 1, 0]), 32, Gpu;
+    /// GT4Py's `numpy` backend: K contiguous.
+    Numpy = "numpy", Gt4Py([0, 1, 2]), 1, Host;
+    /// GT4Py's `debug` backend: K contiguous.
+    Debug = "debug", Gt4Py([0, 1, 2]), 1, Host;
+    /// GT4Py's `gt:cpu_ifirst`: I contiguous.
+    GtCpuIfirst = "gt:cpu_ifirst", Gt4Py([2, 1, 0]), 1, Host;
+    /// GT4Py's `gt:cpu_kfirst`: K contiguous.
+    GtCpuKfirst = "gt:cpu_kfirst", Gt4Py([0, 1, 2]), 1, Host;
+    /// GT4Py's `gt:gpu`: I contiguous, 32 items aligned, on the GPU.
+    GtGpu = "gt:gpu", Gt4Py([2, 1, 0]), 32, Gpu;
+    /// GT4Py's `dace:cpu`: J contiguous, K outermost.
+    DaceCpu = "dace:cpu", Gt4Py([1, 2, 0]), 1, Host;
+    /// GT4Py's `dace:cpu_kfirst`: K contiguous.
+    DaceCpuKfirst = "dace:cpu_kfirst", Gt4Py([0, 1, 2]), 1, Host;
+    /// GT4Py's `dace:cpu_KJI`: I contiguous.
+    DaceCpuKji = "dace:cpu_KJI", Gt4Py([2, 1, 0]), 1, Host;
+    /// GT4Py's `dace:gpu`: I contiguous, on the GPU.
+    DaceGpu = "dace:gpu", Gt4Py([2, 1, 0]), 1, Gpu;
+    /// GT4Py's `dace:gpu_IJK`: K contiguous, on the GPU.
+    DaceGpuIjk = "dace:gpu_IJK", Gt4Py([0, 1, 2]), 1, Gpu;
 }
 
 impl Preset {
-    /// Parses `"C"`, `"F"`, `"gtx86"`, `"gtcuda"`.
-    pub fn parse(name: &str) -> Result<Preset, StorageError> {
-        match name {
-            "C" => Ok(Preset::C),
-            "F" => Ok(Preset::F),
-            "gtx86" => Ok(Preset::GtX86),
-            "gtcuda" => Ok(Preset::GtCuda),
-            other => Err(StorageError::Preset(other.to_string())),
-        }
-    }
-
-    /// The preset's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Preset::C => "C",
-            Preset::F => "F",
-            Preset::GtX86 => "gtx86",
-            Preset::GtCuda => "gtcuda",
-        }
-    }
-
     /// The preset's `layout` for these dims (GDP-3's table: C and F ignore the dims' meaning,
-    /// the backends follow it).
+    /// the backends follow it). A backend's data dimensions are outermost, `"0"` first, as
+    /// GT4Py lays them out; its I, J and K follow their meaning, not their position, so that
+    /// `dims="KJI"` gets GDP-3's layout (GT4Py's maker assumes I, J, K in that order).
     pub fn layout(self, dims: &[Dim]) -> PerDim<usize> {
         let n = dims.len();
-        match self {
-            Preset::C => (0..n).collect(),
-            Preset::F => (0..n).rev().collect(),
-            Preset::GtX86 | Preset::GtCuda => {
-                // Rank of each dimension from outermost to innermost: x86 orders I, J, K, then
-                // data dimensions 0, 1, ... (`Dim`'s order); CUDA the reverse.
+        match self.spec().0 {
+            ByPosition => (0..n).collect(),
+            Reversed => (0..n).rev().collect(),
+            Gt4Py(ranks) => {
+                // Each dimension's place from outermost to innermost.
+                let key = |d: Dim| match d {
+                    Dim::Data(k) => (0, k),
+                    Dim::I => (1, u32::from(ranks[0])),
+                    Dim::J => (1, u32::from(ranks[1])),
+                    Dim::K => (1, u32::from(ranks[2])),
+                };
                 let mut order: PerDim<usize> = (0..n).collect();
-                order.sort_by_key(|&i| dims[i]);
-                if self == Preset::GtCuda {
-                    order.reverse();
-                }
+                order.sort_by_key(|&i| key(dims[i]));
                 let mut layout = PerDim::from_elem(0, n);
                 for (rank, &i) in order.iter().enumerate() {
                     layout[i] = rank;
@@ -65,20 +121,19 @@ impl Preset {
         }
     }
 
-    /// The preset's `alignment_size` (the GridTools backends' alignment).
-    pub fn alignment(self) -> usize {
-        match self {
-            Preset::GtCuda => 32,
-            _ => 1,
+    /// The preset's `alignment_size` in bytes for items of `itemsize` bytes: GT4Py aligns to a
+    /// number of items (`gt:gpu`: 32 items, so 256 bytes for float64); 1 (no alignment) where
+    /// that number is 1.
+    pub fn alignment(self, itemsize: usize) -> usize {
+        match self.spec().1 {
+            1 => 1,
+            items => items * itemsize.max(1),
         }
     }
 
     /// The preset's `device`.
     pub fn device(self) -> StorageDevice {
-        match self {
-            Preset::GtCuda => StorageDevice::Gpu,
-            _ => StorageDevice::Host,
-        }
+        self.spec().2
     }
 }
 
@@ -226,13 +281,15 @@ pub struct ResolvedParams {
 }
 
 impl StorageParams {
-    /// Resolves every parameter for `shape`, taking each from the first source that has it:
-    /// these explicit values, then the `defaults` preset, then `data` (parameters read from a
-    /// buffer or storage being wrapped or copied), then the fallback (C layout, no halo, no
-    /// alignment, the halo's start as aligned index, host memory, "gt4py" on the GPU).
+    /// Resolves every parameter for `shape` and items of `itemsize` bytes (a preset's
+    /// alignment is in items), taking each from the first source that has it: these explicit
+    /// values, then the `defaults` preset, then `data` (parameters read from a buffer or
+    /// storage being wrapped or copied), then the fallback (C layout, no halo, no alignment,
+    /// the halo's start as aligned index, host memory, "gt4py" on the GPU).
     pub fn resolve(
         &self,
         shape: &[usize],
+        itemsize: usize,
         data: &StorageParams,
     ) -> Result<ResolvedParams, StorageError> {
         let ndim = shape.len();
@@ -266,7 +323,7 @@ impl StorageParams {
         check_halo(&halo, shape)?;
         let alignment_size = self
             .alignment_size
-            .or_else(|| preset.map(Preset::alignment))
+            .or_else(|| preset.map(|p| p.alignment(itemsize)))
             .or(data.alignment_size)
             .unwrap_or(1);
         let aligned_index = self
@@ -355,23 +412,26 @@ mod tests {
         };
         let shape = [2, 3];
         let none = StorageParams::default();
-        assert_eq!(asked.resolve(&shape, &none).unwrap().device_id, Some(1));
+        assert_eq!(asked.resolve(&shape, 8, &none).unwrap().device_id, Some(1));
         let data = StorageParams {
             device: Some(StorageDevice::Host),
             ..asked.clone()
         };
-        assert_eq!(none.resolve(&shape, &data).unwrap().device_id, None);
+        assert_eq!(none.resolve(&shape, 8, &data).unwrap().device_id, None);
         let on_gpu = StorageParams {
             device: Some(StorageDevice::Gpu),
             ..Default::default()
         };
-        assert_eq!(on_gpu.resolve(&shape, &asked).unwrap().device_id, Some(1));
+        assert_eq!(
+            on_gpu.resolve(&shape, 8, &asked).unwrap().device_id,
+            Some(1)
+        );
         let current = StorageParams {
             device: Some(StorageDevice::Gpu),
             device_id: current,
             ..Default::default()
         };
-        assert_eq!(current.resolve(&shape, &asked).unwrap().device_id, None);
+        assert_eq!(current.resolve(&shape, 8, &asked).unwrap().device_id, None);
     }
 
     #[test]
@@ -394,17 +454,51 @@ mod tests {
                 );
             }
         }
-        // Data dimensions: innermost for x86, outermost for CUDA.
-        let d = parse_dims(&["I", "J", "K", "0"]).unwrap();
-        assert_eq!(Preset::GtX86.layout(&d)[..], [0, 1, 2, 3]);
-        assert_eq!(Preset::GtCuda.layout(&d)[..], [3, 2, 1, 0]);
+        // Data dimensions outermost, "0" first, as GT4Py's layout maker places them.
+        let d = parse_dims(&["I", "J", "K", "0", "1"]).unwrap();
+        assert_eq!(Preset::GtX86.layout(&d)[..], [2, 3, 4, 0, 1]);
+        assert_eq!(Preset::GtCuda.layout(&d)[..], [4, 3, 2, 0, 1]);
+    }
+
+    /// GT4Py's layout registry (gt4py 1.1.12, `storage/cartesian/layout_registry.py`): base
+    /// ranks of I, J, K, alignment in items, device; and the names GDP-3 gave two of them.
+    #[test]
+    fn the_gt4py_backends_as_gt4py_registers_them() {
+        let ijk = parse_dims(&["I", "J", "K"]).unwrap();
+        for (name, layout, items, device) in [
+            ("numpy", [0, 1, 2], 1, StorageDevice::Host),
+            ("debug", [0, 1, 2], 1, StorageDevice::Host),
+            ("gt:cpu_ifirst", [2, 1, 0], 1, StorageDevice::Host),
+            ("gt:cpu_kfirst", [0, 1, 2], 1, StorageDevice::Host),
+            ("gt:gpu", [2, 1, 0], 32, StorageDevice::Gpu),
+            ("dace:cpu", [1, 2, 0], 1, StorageDevice::Host),
+            ("dace:cpu_kfirst", [0, 1, 2], 1, StorageDevice::Host),
+            ("dace:cpu_KJI", [2, 1, 0], 1, StorageDevice::Host),
+            ("dace:gpu", [2, 1, 0], 1, StorageDevice::Gpu),
+            ("dace:gpu_IJK", [0, 1, 2], 1, StorageDevice::Gpu),
+            ("gtx86", [0, 1, 2], 1, StorageDevice::Host),
+            ("gtcuda", [2, 1, 0], 32, StorageDevice::Gpu),
+        ] {
+            let p = Preset::parse(name).unwrap();
+            assert_eq!((p.name(), &p.layout(&ijk)[..]), (name, &layout[..]));
+            assert_eq!(
+                (p.alignment(8), p.device()),
+                (if items == 1 { 1 } else { items * 8 }, device),
+                "{name}"
+            );
+        }
+        assert_eq!(Preset::ALL.len(), 14);
+        assert_eq!(
+            Preset::parse("gt:cpu"),
+            Err(StorageError::Preset("gt:cpu".into()))
+        );
     }
 
     #[test]
     fn lookup_order_explicit_then_preset_then_data_then_fallback() {
         let shape = [4, 5, 6];
         let fallback = StorageParams::default()
-            .resolve(&shape, &StorageParams::default())
+            .resolve(&shape, 8, &StorageParams::default())
             .unwrap();
         assert_eq!(fallback.layout[..], [0, 1, 2]);
         assert_eq!(fallback.halo[..], [(0, 0); 3]);
@@ -418,7 +512,7 @@ mod tests {
             halo: Some(smallvec![(1, 1), (0, 0), (2, 0)]),
             ..Default::default()
         };
-        let from_data = StorageParams::default().resolve(&shape, &data).unwrap();
+        let from_data = StorageParams::default().resolve(&shape, 8, &data).unwrap();
         assert_eq!(
             (from_data.layout.as_slice(), from_data.alignment_size),
             (&[1, 0, 2][..], 16)
@@ -428,10 +522,11 @@ mod tests {
             defaults: Some(Preset::GtCuda),
             ..Default::default()
         };
-        let p = preset.clone().resolve(&shape, &data).unwrap();
+        let p = preset.clone().resolve(&shape, 8, &data).unwrap();
         assert_eq!(
             (p.layout.as_slice(), p.alignment_size),
-            (&[2, 1, 0][..], 32)
+            (&[2, 1, 0][..], 256),
+            "32 items of 8 bytes"
         );
         assert_eq!((p.device, p.managed), (StorageDevice::Gpu, Managed::Gt4Py));
         let explicit = StorageParams {
@@ -439,7 +534,7 @@ mod tests {
             alignment_size: Some(8),
             ..preset
         };
-        let e = explicit.resolve(&shape, &data).unwrap();
+        let e = explicit.resolve(&shape, 8, &data).unwrap();
         assert_eq!((e.layout.as_slice(), e.alignment_size), (&[0, 2, 1][..], 8));
     }
 
@@ -447,7 +542,7 @@ mod tests {
     fn bad_parameters() {
         let shape = [4, 5];
         let r = |p: StorageParams| {
-            p.resolve(&shape, &StorageParams::default())
+            p.resolve(&shape, 8, &StorageParams::default())
                 .unwrap_err()
                 .to_string()
         };

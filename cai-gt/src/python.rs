@@ -18,7 +18,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use cai_runtime::__private::{size_pairs, type_name};
+use cai_runtime::__private::{size_list, size_pairs, type_name};
 use cai_runtime::python::{
     ForeignDeviceArray, ForeignHostArray, show, to_dict_kept, type_error_or,
 };
@@ -284,15 +284,15 @@ impl GtData {
     }
 
     fn fallback(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<GtData> {
-        let py = obj.py();
-        let has = |name: &Bound<'_, PyString>| obj.hasattr(name);
-        let host = if has(intern!(py, "__array_interface__"))? {
-            Some(ForeignHostArray::from_object_with(obj, options)?)
+        let source = gt4py_field_buffer(obj)?.unwrap_or_else(|| obj.clone());
+        let (host, gpu) = exposes(&source)?;
+        let host = if host {
+            Some(ForeignHostArray::from_object_with(&source, options)?)
         } else {
             None
         };
-        let gpu = if has(intern!(py, "__cuda_array_interface__"))? {
-            Some(ForeignDeviceArray::from_object_with(obj, options)?)
+        let gpu = if gpu {
+            Some(ForeignDeviceArray::from_object_with(&source, options)?)
         } else {
             None
         };
@@ -302,7 +302,7 @@ impl GtData {
                 type_name(obj)
             )));
         }
-        let data = GtData {
+        let mut data = GtData {
             host,
             gpu,
             dims: None,
@@ -311,6 +311,7 @@ impl GtData {
             from_gt: false,
         };
         data.check_shapes()?;
+        data.read_gt4py_attributes(obj)?;
         Ok(data)
     }
 
@@ -425,7 +426,55 @@ impl GtData {
         }
         data.check_shapes()?;
         check_dims_and_halo(data.shape(), data.dims.as_deref(), data.halo.as_deref())?;
+        data.read_gt4py_attributes(obj)?;
         Ok(data)
+    }
+
+    /// GT4Py's `__gt_dims__` and `__gt_origin__` (what its stencils read), where the data
+    /// interface left `dims` or `halo` out: the dims as given, the origin as the halo's start
+    /// (GT4Py says nothing of the end: 0). Only `AttributeError` means "not there".
+    fn read_gt4py_attributes(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = obj.py();
+        let attribute = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+            match obj.getattr(name) {
+                Ok(v) if v.is_none() => Ok(None),
+                Ok(v) => Ok(Some(v)),
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        if self.dims.is_none()
+            && let Some(v) = attribute("__gt_dims__")?
+        {
+            // As GT4Py reads them: each entry's `str`.
+            let not_names = || {
+                PyTypeError::new_err(format!(
+                    "__gt_dims__ = {} is not a sequence of dimension names",
+                    show(&v)
+                ))
+            };
+            if v.is_instance_of::<PyString>() {
+                return Err(not_names());
+            }
+            let dims = v
+                .try_iter()
+                .map_err(|_| not_names())?
+                .map(|d| d.and_then(|d| d.str().map(|s| s.to_string())))
+                .collect::<PyResult<Vec<String>>>()?;
+            check_dims_and_halo(self.shape(), Some(&dims), None)
+                .map_err(|e| PyValueError::new_err(format!("__gt_dims__: {e}")))?;
+            self.dims = Some(dims);
+        }
+        if self.halo.is_none()
+            && let Some(v) = attribute("__gt_origin__")?
+        {
+            let starts = size_list("__gt_origin__", &v)?;
+            let halo: Vec<(usize, usize)> = starts.into_iter().map(|s| (s, 0)).collect();
+            check_dims_and_halo(self.shape(), None, Some(&halo))
+                .map_err(|e| PyValueError::new_err(format!("__gt_origin__ = {}: {e}", show(&v))))?;
+            self.halo = Some(halo);
+        }
+        Ok(())
     }
 
     fn check_shapes(&self) -> PyResult<()> {
@@ -487,6 +536,30 @@ fn gt_interface<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAn
 
 /// `obj.dims` when `obj` is an xarray `DataArray` that has no `__gt_data_interface__`.
 /// xarray is looked up in `sys.modules`, never imported: without it there is no DataArray.
+/// Whether `o` has `__array_interface__` and `__cuda_array_interface__`.
+fn exposes(o: &Bound<'_, PyAny>) -> PyResult<(bool, bool)> {
+    let py = o.py();
+    Ok((
+        o.hasattr(intern!(py, "__array_interface__"))?,
+        o.hasattr(intern!(py, "__cuda_array_interface__"))?,
+    ))
+}
+
+/// The buffer of a GT4Py field (`gt4py.next`): it has `__gt_dims__` and `__gt_origin__` but no
+/// array interface, and its items are its `ndarray`, as GT4Py's own `storage.utils.asarray`
+/// reads them. `None` for any other object.
+pub fn gt4py_field_buffer<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = obj.py();
+    if exposes(obj)? != (false, false) || !obj.hasattr(intern!(py, "__gt_dims__"))? {
+        return Ok(None);
+    }
+    match obj.getattr(intern!(py, "ndarray")) {
+        Ok(buffer) => Ok(Some(buffer)),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn data_array_dims(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
     let py = obj.py();
     let name = intern!(py, "xarray");

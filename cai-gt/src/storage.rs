@@ -816,7 +816,7 @@ mod tests {
     }
 
     fn zeros(shape: &[usize], p: StorageParams) -> Storage {
-        let params = p.resolve(shape, &StorageParams::default()).unwrap();
+        let params = p.resolve(shape, 8, &StorageParams::default()).unwrap();
         Storage::allocate_host(shape, f64(), &params, Init::Zeros).unwrap()
     }
 

@@ -121,7 +121,7 @@ pub unsafe fn wrap_foreign(
     let (layout, readonly) = (first.layout.clone(), first.readonly);
     let item_ptr = first.ptr;
     let shape = layout.shape().to_vec();
-    let resolved = params.clone().resolve(&shape, data)?;
+    let resolved = params.clone().resolve(&shape, element.itemsize(), data)?;
     // Explicit parameters must agree with the buffers: first where the storage lives (as
     // `storage(copy=True)` and the creators place it), then the layout and the alignment.
     if resolved.device == StorageDevice::Gpu && gpu.is_none() {

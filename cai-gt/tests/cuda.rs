@@ -61,7 +61,7 @@ fn storage_on(
         halo: Some(cai_gt::PerDim::from_elem((1, 1), shape.len())),
         ..Default::default()
     }
-    .resolve(shape, &StorageParams::default())
+    .resolve(shape, 8, &StorageParams::default())
     .unwrap();
     Storage::allocate(shape, f64s(), &params, init)
 }

@@ -140,7 +140,7 @@ mod allocated {
                 aligned_index: Some(aligned_index.as_slice().into()),
                 ..Default::default()
             }
-            .resolve(&shape, &StorageParams::default())
+            .resolve(&shape, itemsize, &StorageParams::default())
             .unwrap();
             let s = Storage::allocate(&shape, element, &params, Init::Zeros).unwrap();
             let b = s.buffers().host().unwrap();

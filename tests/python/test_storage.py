@@ -112,9 +112,11 @@ def test_layout_table_presets_and_dims():
             s = cai.zeros((2, 3, 4), defaults=preset, dims=dims)
             assert s.layout == layout, (dims, preset)
             assert s.defaults == preset
-    # data dimensions: innermost for gtx86
+    # data dimensions: outermost, "0" first, as GT4Py lays them out; K stays contiguous
     s = cai.zeros((2, 3, 4, 5), defaults="gtx86", dims=["I", "J", "K", "0"])
-    assert s.strides[3] == 8 and s.layout == (0, 1, 2, 3)
+    assert s.strides == (96, 32, 8, 192) and s.layout == (1, 2, 3, 0)
+    s = cai.zeros((2, 3, 4, 5, 6), defaults="gtcuda", dims="IJK01", device=None)
+    assert s.layout == (4, 3, 2, 0, 1) and s.strides[0] == 8
     # F strides
     assert cai.zeros((2, 3), defaults="F").strides == (8, 16)
 
@@ -184,7 +186,8 @@ def test_gtcuda_preset_without_gpu_fails_clearly():
         cai.zeros((2, 2, 2), defaults="gtcuda")
     # explicit device=None overrides the preset's device
     s = cai.zeros((2, 3, 4), defaults="gtcuda", device=None)
-    assert s.layout == (2, 1, 0) and s.alignment_size == 32
+    assert s.layout == (2, 1, 0) and s.alignment_size == 32 * 8, "32 items, as GT4Py aligns"
+    assert cai.zeros((2,), "f4", defaults="gt:gpu", device=None).alignment_size == 32 * 4
 
 
 @pytest.mark.skipif(cai.HAS_CUDA, reason="CPU build: the CUDA build's errors are in test_cuda_build")
@@ -844,7 +847,7 @@ def test_as_storage_reads_strides_and_checks_explicit_parameters():
     # Host memory only, but the parameters place the storage on the GPU, explicitly or through
     # the preset (as storage(copy=True) and the creators would): refused, naming which. The
     # buffer is aligned for the preset, so only the device can be what is wrong.
-    aligned = np.asarray(cai.zeros((8,), alignment_size=32))
+    aligned = np.asarray(cai.zeros((8,), alignment_size=256))  # gtcuda: 32 items of 8 bytes
     for kwargs, source in [
         ({"device": "gpu"}, 'device = "gpu"'),
         ({"defaults": "gtcuda"}, 'defaults = "gtcuda" (a GPU preset)'),

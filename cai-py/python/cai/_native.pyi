@@ -321,6 +321,12 @@ class Storage:
     @property
     def dims(self) -> tuple[str, ...]: ...
     @property
+    def __gt_dims__(self) -> tuple[str, ...]:
+        """GT4Py's: the dims."""
+    @property
+    def __gt_origin__(self) -> tuple[int, ...]:
+        """GT4Py's: the halo's start in every dimension."""
+    @property
     def layout(self) -> tuple[int, ...]: ...
     @property
     def alignment_size(self) -> int: ...
@@ -366,7 +372,7 @@ class CUDAManagedGPUStorage(Storage):
     """Unified memory, kept in step by CUDA (managed="cuda")."""
 
 # Common keyword-only arguments of the creation functions (GDP-3): aligned_index,
-# alignment_size, defaults ("C", "F", "gtx86", "gtcuda"), device (None, "gpu" or "gpu:N"), dims, halo,
+# alignment_size, defaults ("C", "F", "gtx86", "gtcuda", a GT4Py backend), device (None, "gpu" or "gpu:N"), dims, halo,
 # layout, managed (None, "gt4py", "cuda").
 def empty(shape: _Shape, dtype: _DType = None, **kwargs: Any) -> Storage: ...
 def zeros(shape: _Shape, dtype: _DType = None, **kwargs: Any) -> Storage: ...

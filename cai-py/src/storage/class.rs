@@ -561,6 +561,20 @@ impl PyStorage {
         PyTuple::new(py, dim_names(self.inner.dims()))
     }
 
+    /// GT4Py's `__gt_dims__`: the dims, as GT4Py names them (`"I"`, `"J"`, `"K"`, `"0"`...),
+    /// which its stencils read to order a field's axes.
+    #[getter]
+    fn __gt_dims__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        self.dims(py)
+    }
+
+    /// GT4Py's `__gt_origin__`: the first item of the compute domain, the halo's start in
+    /// every dimension, which its stencils take as the field's origin when none is given.
+    #[getter]
+    fn __gt_origin__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.inner.halo().iter().map(|h| h.0))
+    }
+
     /// The stride order (0: largest stride).
     #[getter]
     fn layout<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {

@@ -31,7 +31,7 @@ fn create(
 ) -> PyResult<Py<PyStorage>> {
     // Borrowed out of the results rather than moved out with `?`: each move copies a few
     // hundred bytes (counted with `perf probe` on `memmove`: 13 per call before, 10 after).
-    let resolved = explicit.resolve(shape, data);
+    let resolved = explicit.resolve(shape, dtype.element.itemsize(), data);
     let params = resolved.as_ref().map_err(|e| PyErr::from(e.clone()))?;
     match Storage::allocate(shape, dtype.element.clone(), params, init) {
         Ok(inner) => PyStorage::new_py(py, inner, dtype),
@@ -275,12 +275,14 @@ fn template<'py>(
 }
 
 /// `v`, or `numpy.asarray(v)` where it has no data interface (a plain list...). An xarray
-/// `DataArray` is kept, to be read with its dims as GDP-3 says.
+/// `DataArray` is kept, to be read with its dims as GDP-3 says, and so is a GT4Py field (its
+/// `__gt_dims__`, its buffer in `ndarray`).
 fn readable<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if v.is_instance_of::<PyStorage>()
         || GtData::speaks_gt(v)?
         || v.hasattr("__array_interface__")?
         || v.hasattr("__cuda_array_interface__")?
+        || cai_gt::python::gt4py_field_buffer(v)?.is_some()
     {
         Ok(v.clone())
     } else {
@@ -369,7 +371,8 @@ pub fn storage(
     };
     let out = create(py, &shape, &dtype, &p, &data_params, Init::Uninit)?;
     let target = out.bind(py);
-    target.set_item(PyEllipsis::get(py), source)?;
+    let items = cai_gt::python::gt4py_field_buffer(&source)?.unwrap_or(source);
+    target.set_item(PyEllipsis::get(py), items)?;
     Ok(out)
 }
 
