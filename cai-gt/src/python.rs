@@ -16,9 +16,10 @@ use pyo3::exceptions::{
 use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyTuple};
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use cai_runtime::__private::{size_list, size_pairs, type_name};
+use cai_runtime::__private::{size_pairs, type_name};
 use cai_runtime::python::{
     ForeignDeviceArray, ForeignHostArray, show, to_dict_kept, type_error_or,
 };
@@ -284,8 +285,13 @@ impl GtData {
     }
 
     fn fallback(obj: &Bound<'_, PyAny>, options: &ImportOptions) -> PyResult<GtData> {
-        let source = gt4py_field_buffer(obj)?.unwrap_or_else(|| obj.clone());
-        let (host, gpu) = exposes(&source)?;
+        let (mut source, (mut host, mut gpu)) = (obj.clone(), exposes(obj)?);
+        if (host, gpu) == (false, false)
+            && let Some(buffer) = gt4py_field_buffer(obj)?
+        {
+            (host, gpu) = exposes(&buffer)?;
+            source = buffer;
+        }
         let host = if host {
             Some(ForeignHostArray::from_object_with(&source, options)?)
         } else {
@@ -433,8 +439,15 @@ impl GtData {
     /// GT4Py's `__gt_dims__` and `__gt_origin__` (what its stencils read), where the data
     /// interface left `dims` or `halo` out: the dims as given, the origin as the halo's start
     /// (GT4Py says nothing of the end: 0). Only `AttributeError` means "not there".
+    ///
+    /// Names this crate has no dimension for (gt4py.next's `"IDim"`, `"Vertex"`...) leave the
+    /// dims unsaid; a negative origin (a field whose domain starts past 0) is no halo. The
+    /// origin is in GT4Py's stencil order ([`gt4py_order`]) where the dims are known.
     fn read_gt4py_attributes(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = obj.py();
+        if is_plain_ndarray(obj)? {
+            return Ok(());
+        }
         let attribute = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
             match obj.getattr(name) {
                 Ok(v) if v.is_none() => Ok(None),
@@ -443,33 +456,49 @@ impl GtData {
                 Err(e) => Err(e),
             }
         };
-        if self.dims.is_none()
-            && let Some(v) = attribute("__gt_dims__")?
-        {
-            // As GT4Py reads them: each entry's `str`.
-            let not_names = || {
-                PyTypeError::new_err(format!(
-                    "__gt_dims__ = {} is not a sequence of dimension names",
-                    show(&v)
-                ))
-            };
-            if v.is_instance_of::<PyString>() {
-                return Err(not_names());
+        let ndim = self.shape().len();
+        let mut order_dims: Option<crate::PerDim<crate::Dim>> = None;
+        if let Some(v) = attribute("__gt_dims__")? {
+            let names = dim_names(&v)?;
+            if names.len() != ndim {
+                return Err(PyValueError::new_err(format!(
+                    "__gt_dims__ = {} names {} dimensions but the data has {ndim}",
+                    show(&v),
+                    names.len()
+                )));
             }
-            let dims = v
-                .try_iter()
-                .map_err(|_| not_names())?
-                .map(|d| d.and_then(|d| d.str().map(|s| s.to_string())))
-                .collect::<PyResult<Vec<String>>>()?;
-            check_dims_and_halo(self.shape(), Some(&dims), None)
-                .map_err(|e| PyValueError::new_err(format!("__gt_dims__: {e}")))?;
-            self.dims = Some(dims);
+            if names.iter().all(|n| crate::Dim::parse(n).is_some()) {
+                let dims = crate::parse_dims(&names)
+                    .map_err(|e| PyValueError::new_err(format!("__gt_dims__: {e}")))?;
+                order_dims = Some(dims);
+                if self.dims.is_none() {
+                    self.dims = Some(names);
+                }
+            }
         }
         if self.halo.is_none()
             && let Some(v) = attribute("__gt_origin__")?
         {
-            let starts = size_list("__gt_origin__", &v)?;
-            let halo: Vec<(usize, usize)> = starts.into_iter().map(|s| (s, 0)).collect();
+            let starts = int_list("__gt_origin__", &v)?;
+            if starts.len() != ndim {
+                return Err(PyValueError::new_err(format!(
+                    "__gt_origin__ = {} has {} entries but the data has {ndim} dimensions",
+                    show(&v),
+                    starts.len()
+                )));
+            }
+            let order_dims = match order_dims {
+                Some(d) => Some(d),
+                None => self.dims.as_deref().and_then(|d| crate::parse_dims(d).ok()),
+            };
+            let order: Vec<usize> = match &order_dims {
+                Some(d) => gt4py_order(d),
+                None => (0..ndim).collect(),
+            };
+            let mut halo = vec![(0, 0); ndim];
+            for (&axis, &start) in order.iter().zip(&starts) {
+                halo[axis] = (usize::try_from(start).unwrap_or(0), 0);
+            }
             check_dims_and_halo(self.shape(), None, Some(&halo))
                 .map_err(|e| PyValueError::new_err(format!("__gt_origin__ = {}: {e}", show(&v))))?;
             self.halo = Some(halo);
@@ -550,7 +579,11 @@ fn exposes(o: &Bound<'_, PyAny>) -> PyResult<(bool, bool)> {
 /// reads them. `None` for any other object.
 pub fn gt4py_field_buffer<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
     let py = obj.py();
-    if exposes(obj)? != (false, false) || !obj.hasattr(intern!(py, "__gt_dims__"))? {
+    if is_plain_ndarray(obj)?
+        || obj.hasattr(intern!(py, "__gt_data_interface__"))?
+        || exposes(obj)? != (false, false)
+        || !obj.hasattr(intern!(py, "__gt_dims__"))?
+    {
         return Ok(None);
     }
     match obj.getattr(intern!(py, "ndarray")) {
@@ -558,6 +591,94 @@ pub fn gt4py_field_buffer<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The axes in the order GT4Py's stencils take a field's origin in: I, J, K, then the data
+/// dimensions by number (`stencil_object.py`, `_extract_array_infos`, which reorders the
+/// array by `__gt_dims__` but not the origin). Storages give `__gt_origin__` so, and read it
+/// so: it is the storage's own order whenever the dims are in that order.
+pub fn gt4py_order(dims: &[crate::Dim]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..dims.len()).collect();
+    order.sort_by_key(|&i| dims[i]);
+    order
+}
+
+/// Whether `obj` is exactly a NumPy array, which has none of GT4Py's attributes (asking costs
+/// an `AttributeError` each, on the common path).
+fn is_plain_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+    let py = obj.py();
+    let ndarray = NDARRAY.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py
+            .import("numpy")?
+            .getattr("ndarray")?
+            .cast_into::<PyType>()?
+            .unbind())
+    })?;
+    Ok(obj.get_type().is(ndarray.bind(py)))
+}
+
+/// `__gt_dims__`'s names, as GT4Py reads them (each entry's `str`): a str is one name per
+/// character, as GDP-3's `dims`; bytes and unordered collections are refused.
+fn dim_names(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(s) = v.cast::<PyString>() {
+        return Ok(s.to_str()?.chars().map(String::from).collect());
+    }
+    let unordered = v.is_instance_of::<pyo3::types::PySet>()
+        || v.is_instance_of::<pyo3::types::PyFrozenSet>()
+        || v.is_instance_of::<PyDict>();
+    if unordered
+        || v.is_instance_of::<pyo3::types::PyBytes>()
+        || v.is_instance_of::<pyo3::types::PyByteArray>()
+    {
+        return Err(PyTypeError::new_err(format!(
+            "__gt_dims__ = {} is not a sequence of dimension names",
+            show(v)
+        )));
+    }
+    let items = v.try_iter().map_err(|e| {
+        type_error_or(e, || {
+            PyTypeError::new_err(format!(
+                "__gt_dims__ = {} is not a sequence of dimension names",
+                show(v)
+            ))
+        })
+    })?;
+    items
+        .map(|d| d.and_then(|d| d.str().map(|s| s.to_string())))
+        .collect()
+}
+
+/// `__gt_origin__`'s ints (any iterable, as GT4Py's `get_origin` reads it; NumPy integers too,
+/// bools not), each naming its entry in an error.
+fn int_list(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    let py = v.py();
+    let items = v.try_iter().map_err(|e| {
+        type_error_or(e, || {
+            PyTypeError::new_err(format!("{key} = {} is not a sequence of ints", show(v)))
+        })
+    })?;
+    items
+        .enumerate()
+        .map(|(i, x)| {
+            let x = x?;
+            if x.is_instance_of::<pyo3::types::PyBool>() {
+                return Err(PyTypeError::new_err(format!(
+                    "{key}[{i}] = {} is a bool, not an int",
+                    show(&x)
+                )));
+            }
+            x.extract::<i64>().map_err(|e| {
+                if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
+                    PyValueError::new_err(format!("{key}[{i}] = {} is out of range", show(&x)))
+                } else {
+                    type_error_or(e, || {
+                        PyTypeError::new_err(format!("{key}[{i}] = {} is not an int", show(&x)))
+                    })
+                }
+            })
+        })
+        .collect()
 }
 
 fn data_array_dims(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {

@@ -113,6 +113,6 @@ pub mod __private {
 
     // For cai's own crates (cai-gt, cai-py): not a public API.
     #[cfg(feature = "python")]
-    pub use crate::python::parse::{size_list, size_pairs, type_name};
+    pub use crate::python::parse::{size_pairs, type_name};
     pub use crate::shown::Shown;
 }

@@ -297,3 +297,150 @@ def test_storage_copies_a_data_array_with_its_dims(xr):
     # NumPy array of it first and lose them.
     s = cai.storage(xr.DataArray(np.arange(6.0).reshape(2, 3), dims=("K", "I")))
     assert s.dims == ("K", "I") and (s.to_numpy() == np.arange(6.0).reshape(2, 3)).all()
+
+
+# ---------------------------------------------------------------- GT4Py's __gt_dims__ / __gt_origin__
+
+
+class Gt4PyLike:
+    """An object with GT4Py's attributes beside an array interface (an xarray wrapper...)."""
+
+    def __init__(self, a, dims, origin):
+        self.a, self.__gt_dims__, self.__gt_origin__ = a, dims, origin
+
+    @property
+    def __array_interface__(self):
+        return self.a.__array_interface__
+
+
+def test_storages_give_gt4pys_attributes_in_its_stencils_order():
+    s = cai.zeros((5, 6, 7, 2), dims="IJK0", halo=((1, 0), (2, 0), (0, 0), (0, 0)))
+    assert s.__gt_dims__ == ("I", "J", "K", "0") and s.__gt_origin__ == (1, 2, 0, 0)
+    # GT4Py's stencils reorder the axes to I, J, K, data but take the origin as it comes: it
+    # is given in that order (and read back so).
+    k = cai.zeros((5, 6, 7), dims="KJI", halo=((3, 0), (2, 0), (1, 0)))
+    assert k.__gt_dims__ == ("K", "J", "I") and k.__gt_origin__ == (1, 2, 3)
+    assert cai.as_storage(Gt4PyLike(np.zeros((5, 6, 7)), "KJI", (1, 2, 3))).halo == ((3, 0), (2, 0), (1, 0))
+
+
+def test_gt_attributes_of_any_object_and_their_errors():
+    a = np.zeros((4, 3))
+    s = cai.as_storage(Gt4PyLike(a, ("J", "K"), (2, 1)))
+    assert (s.dims, s.halo) == (("J", "K"), ((2, 0), (1, 0)))
+    assert cai.as_storage(Gt4PyLike(a, "JK", np.array([2, 1]))).dims == ("J", "K")
+    assert cai.as_storage(Gt4PyLike(a, iter(["J", "K"]), (x for x in (0, 1)))).halo == ((0, 0), (1, 0))
+    # A field whose domain starts past 0 has a negative origin: no halo there.
+    assert cai.as_storage(Gt4PyLike(a, None, (-2, 1))).halo == ((0, 0), (1, 0))
+    # Names cai has no dimension for (gt4py.next's): the dims are left unsaid, the origin in
+    # the data's order.
+    s = cai.as_storage(Gt4PyLike(a, ("IDim", "KDim"), (1, 0)))
+    assert (s.dims, s.halo) == (("I", "J"), ((1, 0), (0, 0)))
+    for bad, exc, message in [
+        ((("J",), None), ValueError, r"__gt_dims__ = \('J',\) names 1 dimensions but the data has 2"),
+        ((b"IJ", None), TypeError, "__gt_dims__ = b'IJ' is not a sequence of dimension names"),
+        (({"I", "J"}, None), TypeError, "is not a sequence of dimension names"),
+        (((1, 2), None), TypeError, None),
+        ((("I", "I"), None), ValueError, '__gt_dims__: dims = .*"I" appears twice'),
+        ((None, (5, 0)), ValueError, r"__gt_origin__ = \(5, 0\): halo"),
+        ((None, (1,)), ValueError, r"__gt_origin__ = \(1,\) has 1 entries but the data has 2 dimensions"),
+        ((None, (1, True)), TypeError, r"__gt_origin__\[1\] = True is a bool"),
+        ((None, (1, 2.5)), TypeError, r"__gt_origin__\[1\] = 2.5 is not an int"),
+        ((None, (1, 2**70)), ValueError, r"__gt_origin__\[1\] = .* is out of range"),
+        ((None, 3), TypeError, "__gt_origin__ = 3 is not a sequence of ints"),
+    ]:
+        if message is None:
+            cai.as_storage(Gt4PyLike(a, *bad))  # names made of digits: data dimensions "1", "2"
+            continue
+        with pytest.raises(exc, match=message):
+            cai.as_storage(Gt4PyLike(a, *bad))
+    # The data interface's own dims and halo come first.
+    s = cai.zeros((4, 3), dims="JK", halo=(1, 0))
+    assert cai.as_storage(s).dims == ("J", "K")
+
+
+def test_errors_of_gt_attributes_propagate_but_attribute_errors_mean_absent():
+    class Raises:
+        def __init__(self, a):
+            self.__array_interface__ = a.__array_interface__
+
+        @property
+        def __gt_dims__(self):
+            raise RuntimeError("dims boom")
+
+    class Iter:
+        def __iter__(self):
+            raise RuntimeError("iter boom")
+
+    class Missing:
+        __gt_origin__ = (1, 0)
+
+        def __init__(self, a):
+            self.__array_interface__ = a.__array_interface__
+
+        @property
+        def __gt_dims__(self):
+            raise AttributeError("not here")
+
+    a = np.zeros((4, 3))
+    with pytest.raises(RuntimeError, match="dims boom"):
+        cai.as_storage(Raises(a))
+    with pytest.raises(RuntimeError, match="iter boom"):
+        cai.as_storage(Gt4PyLike(a, Iter(), None))
+    with pytest.raises(RuntimeError, match="iter boom"):
+        cai.as_storage(Gt4PyLike(a, None, Iter()))
+    assert cai.as_storage(Missing(a)).halo == ((1, 0), (0, 0))
+
+
+class FieldLike:
+    """A GT4Py field: dims and origin, no array interface, its items in `ndarray` (this one
+    makes a new array on each access, which only the caller then holds)."""
+
+    __gt_dims__ = ("I",)
+    __gt_origin__ = (1,)
+
+    def __init__(self):
+        self.made = []
+
+    @property
+    def ndarray(self):
+        a = np.full(512, 1.0)
+        self.made.append(weakref.ref(a))
+        return a
+
+
+def test_a_field_read_through_its_ndarray_keeps_that_array():
+    """Before, the storage held only the field: an `ndarray` made for the read was freed, and
+    the storage wrote into whatever took its memory."""
+    for wrap in (cai.as_storage, lambda d: cai.storage(d, copy=False)):
+        f = FieldLike()
+        s = wrap(f)
+        del f
+        import gc
+
+        gc.collect()
+        victim = np.zeros(512)
+        s[...] = 42.0
+        assert (victim == 0).all() and (s.to_numpy() == 42.0).all()
+        assert (s.dims, s.halo) == (("I",), ((1, 0),))
+    c = cai.storage(FieldLike())
+    assert (c.to_numpy() == 1.0).all() and c.halo == ((1, 0),)
+
+
+def test_an_object_with_a_data_interface_is_read_through_it_not_its_ndarray():
+    class Both:
+        __gt_dims__ = ("I", "J")
+
+        def __init__(self):
+            self.a = np.arange(6.0).reshape(2, 3)
+
+        @property
+        def __gt_data_interface__(self):
+            return {None: dict(self.a.__array_interface__, dims=("I", "J"))}
+
+        @property
+        def ndarray(self):
+            return np.full((2, 3), -1.0)
+
+    b = Both()
+    assert (cai.as_storage(b).to_numpy() == b.a).all()
+    assert (cai.storage(b).to_numpy() == b.a).all()

@@ -569,10 +569,15 @@ impl PyStorage {
     }
 
     /// GT4Py's `__gt_origin__`: the first item of the compute domain, the halo's start in
-    /// every dimension, which its stencils take as the field's origin when none is given.
+    /// every dimension, which its stencils take as the field's origin when none is given. In
+    /// the order they apply it: I, J, K, then the data dimensions
+    /// ([`cai_gt::python::gt4py_order`]; the storage's own order when its dims are in that
+    /// order).
     #[getter]
     fn __gt_origin__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.inner.halo().iter().map(|h| h.0))
+        let halo = self.inner.halo();
+        let order = cai_gt::python::gt4py_order(self.inner.dims());
+        PyTuple::new(py, order.into_iter().map(|axis| halo[axis].0))
     }
 
     /// The stride order (0: largest stride).

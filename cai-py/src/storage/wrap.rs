@@ -187,14 +187,18 @@ pub(super) fn wrap(
         // device requests are.
         check_device_support()?;
     }
-    // Each side keeps its data object and what its bytes were read through.
+    // Each side keeps its data object, the object its view was read from (a GT4Py field's
+    // `ndarray`, which the field may make anew on each access), and what its bytes were read
+    // through.
     let host = host.map(|h| {
         let owner = data.expect("host data").clone().unbind();
-        foreign(h, Box::new((owner, held_host)))
+        let read_from = h.owner(py).map(Bound::unbind);
+        foreign(h, Box::new((owner, read_from, held_host)))
     });
     let gpu = gpu.map(|g| {
         let owner = device_data.or(data).expect("one given").clone().unbind();
-        foreign(g, Box::new((owner, held_device)))
+        let read_from = g.owner(py).map(Bound::unbind);
+        foreign(g, Box::new((owner, read_from, held_device)))
     });
     if let (Some(h), Some(g)) = (&host, &gpu) {
         check_mirror_pair(h, g)?;

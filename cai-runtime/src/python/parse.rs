@@ -340,26 +340,6 @@ pub fn size_pairs(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<(usize, usize
         .collect()
 }
 
-/// A tuple (or list) of non-negative ints, each read as `size_pairs`' entries are (GT4Py's
-/// `__gt_origin__`). An error names the entry (`key[1]`) and its value.
-pub fn size_list(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
-    let items = tuple_or_list(v).ok_or_else(|| {
-        PyTypeError::new_err(format!(
-            "{key} = {} is not a sequence of non-negative ints",
-            show(v)
-        ))
-    })?;
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, x)| {
-            int_value::<usize>(x, "a non-negative int")
-                .map(|(n, _)| n)
-                .map_err(|e| e.at(&format!("{key}[{i}]"), rules::DICT).to_pyerr())
-        })
-        .collect()
-}
-
 /// A tuple (or list, which Numba takes: see [`note_list`]) of ints.
 fn int_sequence<T: TryFrom<i128>>(
     key: &str,
