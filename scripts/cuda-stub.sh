@@ -6,8 +6,9 @@
 #   scripts/cuda-stub.sh --emulator DIR   the emulator: DIR/lib64/libcuda.so{,.1}
 #
 # The stub plays the role of the toolkit's own `lib64/stubs/libcuda.so`: every driver entry point
-# that cust_raw declares exists and returns CUDA_ERROR_STUB_LIBRARY (34), so `cuInit` fails and
-# the tests that need a device say they were skipped.
+# that cust_raw declares or cudarc loads exists and returns CUDA_ERROR_STUB_LIBRARY (34), so
+# `cuInit` fails and the tests that need a device say they were skipped. (cudarc resolves an
+# entry point when it is first called, and panics if the library lacks it.)
 #
 # The emulator (tests/cuda-emu/cuda_emu.c) runs the driver API in host memory, with lazy
 # streams and device memory the host cannot touch, so that those tests run for real on the
@@ -25,11 +26,18 @@ fi
 out=${1:?usage: scripts/cuda-stub.sh [--emulator] DIR}
 cd "$(dirname "$0")/.."
 
-# The bindings cust links against: cust_raw's source, wherever cargo keeps it.
-manifest=$(cargo metadata --format-version 1 --features cai-runtime/cust 2>/dev/null \
-    | python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == "cust_raw"))')
+# The bindings cust links against and cudarc loads: their sources, wherever cargo keeps them.
+manifests=$(cargo metadata --format-version 1 --features cai-runtime/cust,cai-runtime/cudarc 2>/dev/null \
+    | python3 -c 'import json,sys; m={p["name"]: p["manifest_path"] for p in json.load(sys.stdin)["packages"]}; print(m["cust_raw"]); print(m["cudarc"])')
+manifest=$(sed -n 1p <<<"$manifests")
 bindings="$(dirname "$manifest")/src/cuda.rs"
-symbols() { grep -oE 'pub fn cu[A-Za-z0-9_]+' "$bindings" | sed 's/pub fn //' | sort -u; }
+cudarc_bindings="$(dirname "$(sed -n 2p <<<"$manifests")")/src/driver/sys/mod.rs"
+symbols() {
+    {
+        grep -oE 'pub fn cu[A-Za-z0-9_]+' "$bindings" | sed 's/pub fn //'
+        grep -oE 'load::<_F>\("cu[A-Za-z0-9_]+"\)' "$cudarc_bindings" | sed 's/load::<_F>("//; s/")//'
+    } | sort -u
+}
 
 mkdir -p "$out/lib64"
 if [ $emulator = 1 ]; then

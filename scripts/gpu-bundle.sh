@@ -2,8 +2,8 @@
 # Builds, on a CPU machine, everything the GPU suite needs into one folder (default gpu-bundle/,
 # git-ignored), because the GPU machine has the driver, CUDA and Python but no Rust toolchain
 # and no network:
-#   bin/      release test binaries of cai-runtime and cai-gt with the `cuda` feature (stripped;
-#             the driver is loaded at run time: no CUDA and no stub needed to build them)
+#   bin/      release test binaries of cai-runtime (features `cuda`, `cudarc`) and cai-gt
+#             (`cuda`), stripped; the driver is loaded at run time: no CUDA and no stub needed
 #   wheels/   the abi3 wheel of the `cai` package with the `cuda` feature
 #   tests/    the pytest GPU suite (tests/gpu)
 #   gpu_bench.py, run.sh
@@ -16,9 +16,11 @@ maturin=${MATURIN:-$( [ -x .venv/bin/maturin ] && echo .venv/bin/maturin || echo
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/wheels"
 
-echo "== release test binaries (cai-runtime and cai-gt, feature cuda)"
+echo "== release test binaries (cai-runtime with features cuda and cudarc, cai-gt with cuda)"
 for package in cai-runtime cai-gt; do
-    cargo test --release -p "$package" --features cuda --no-run --message-format=json 2>/dev/null \
+    features=cuda
+    [ "$package" = cai-runtime ] && features=cuda,cudarc
+    cargo test --release -p "$package" --features "$features" --no-run --message-format=json 2>/dev/null \
         | python3 -c '
 import json, sys
 for line in sys.stdin:

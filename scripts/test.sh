@@ -66,9 +66,14 @@ LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMUL
 echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that need two run)"
 CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     CAI_GPU_SUITE_EMULATED=1 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
-echo "== the cust backend's tests against the emulated driver (the bundle has the driver layer's)"
+echo "== the cust and cudarc backends' tests against the emulated driver"
 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
-    cargo test -p cai-runtime --features cust --test cust
+    cargo test -p cai-runtime --features cust,cudarc,python --test cust --test cudarc
+echo "== the cudarc example against the emulated driver (which runs no kernels: it says so)"
+cudarc_out=$(LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
+    cargo run --quiet -p cudarc-example 2>&1)
+echo "$cudarc_out"
+grep -q "read back \[0.0, 1.0, 2.0" <<<"$cudarc_out"
 echo "== GPU bundle: a spent time budget runs no more steps, says so, and fails the suite"
 if budget_log=$(CAI_GPU_SUITE_BUDGET=1 CAI_GPU_SUITE_STEPS=pytest PATH="$PWD/.venv/bin:$PATH" \
     bash gpu-bundle/run.sh 2>&1) || ! grep -q "time budget of 1s is spent" <<<"$budget_log"; then

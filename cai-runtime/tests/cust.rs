@@ -118,3 +118,60 @@ fn cust_streams_are_pending_streams() {
     assert!(p.pending().is_empty());
     assert_eq!(p.exported().stream(), Stream::LegacyDefault);
 }
+
+/// Mixed backends: a cust buffer exported with a cudarc stream, and a cudarc slice with a cust
+/// stream; both export the handle of the stream they hold, over the same primary context.
+#[cfg(feature = "cudarc")]
+#[test]
+fn cust_memory_with_a_cudarc_stream_and_the_other_way_round() {
+    use cudarc::driver::{CudaContext, CudaSlice};
+
+    #[derive(CudaArrayInterface)]
+    struct CustData {
+        #[cai(data)]
+        values: DeviceBuffer<u8>,
+        #[cai(stream)]
+        stream: std::sync::Arc<cudarc::driver::CudaStream>,
+    }
+
+    #[derive(CudaArrayInterface)]
+    struct CudarcData {
+        #[cai(data)]
+        values: CudaSlice<u8>,
+        #[cai(stream)]
+        stream: CuStream,
+    }
+
+    let Some(_ctx) = gpu("cust_memory_with_a_cudarc_stream_and_the_other_way_round") else {
+        return;
+    };
+    let ctx = CudaContext::new(0).unwrap();
+    let cudarc_stream = ctx.new_stream().unwrap();
+    let a = CustData {
+        values: DeviceBuffer::from_slice(&[1u8, 2, 3]).unwrap(),
+        stream: cudarc_stream.clone(),
+    };
+    // cust copied on the legacy default stream, which the (non-blocking) cudarc stream does
+    // not follow: the producer finishes that work before exporting another stream.
+    cuda::synchronize_stream(Stream::LegacyDefault).unwrap();
+    let d = a.cuda_array_interface().unwrap();
+    assert_eq!(
+        d.stream().unwrap().as_raw(),
+        cudarc_stream.cu_stream() as usize as u64
+    );
+    // SAFETY: the struct's own live buffer, on its live stream.
+    let back = unsafe { cuda::copy_to_host(d.data.ptr, 3, d.stream().unwrap()) }.unwrap();
+    assert_eq!(back, [1, 2, 3]);
+    let b = CudarcData {
+        values: cudarc_stream.clone_htod(&[4u8, 5]).unwrap(),
+        stream: stream(),
+    };
+    let d = b.cuda_array_interface().unwrap();
+    assert_eq!(
+        d.stream().unwrap().as_raw(),
+        b.stream.as_inner() as usize as u64
+    );
+    // SAFETY: as above (the export ordered the cust stream after the slice's own).
+    let back = unsafe { cuda::copy_to_host(d.data.ptr, 2, d.stream().unwrap()) }.unwrap();
+    assert_eq!(back, [4, 5]);
+}

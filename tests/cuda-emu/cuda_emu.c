@@ -509,6 +509,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev) {
     case 83: *value = 1; break;    /* MANAGED_MEMORY */
     case 88: *value = 0; break;    /* PAGEABLE_MEMORY_ACCESS */
     case 89: *value = 1; break;    /* CONCURRENT_MANAGED_ACCESS */
+    case 115: *value = 0; break;   /* MEMORY_POOLS_SUPPORTED: no cuMemAllocAsync here */
     default:
         return FAIL(INVALID_VALUE, "device attribute %d is not emulated", attribute);
     }
@@ -969,6 +970,9 @@ static CUresult copy_from_host(const char *fn, struct emu_stream *s, CUdeviceptr
     return enqueue(fn, s, op);
 }
 
+/* A copy to the host: to pageable memory it has completed when the call returns (the driver
+ * stages it, "returns only once the copy has completed": cudarc's `clone_dtoh` relies on it);
+ * to pinned memory it runs when its stream does. */
 static CUresult copy_to_host(const char *fn, struct emu_stream *s, void *dst, CUdeviceptr src,
                              size_t n) {
     char *from = bytes_at(fn, src, n);
@@ -979,7 +983,10 @@ static CUresult copy_to_host(const char *fn, struct emu_stream *s, void *dst, CU
     struct alloc *h = find((CUdeviceptr)(uintptr_t)dst);
     if (h && h->type == MEM_DEVICE)
         return fail(fn, INVALID_VALUE, "the host pointer %p is device memory", dst);
-    return enqueue(fn, s, (struct op){.kind = OP_COPY, .dst = dst, .src = from, .n = n});
+    CUresult r = enqueue(fn, s, (struct op){.kind = OP_COPY, .dst = dst, .src = from, .n = n});
+    if (r == SUCCESS && !h)
+        run(s, s->enqueued);
+    return r;
 }
 
 static CUresult copy_on_device(const char *fn, struct emu_stream *s, CUdeviceptr dst,

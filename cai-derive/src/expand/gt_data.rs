@@ -43,7 +43,7 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
                 (quote!(host), quote!(#rt::HostMemory))
             };
             bounds.bound(ty, memory);
-            let calls = layout_calls(&plan.common, &rt, &mut bounds, device);
+            let calls = layout_calls(&plan.common, &rt, &mut bounds, device.then_some(f));
             quote_spanned! {ty.span()=>
                 ::core::option::Option::Some(
                     #rt::DescriptorBuilder::#ctor::<#ty>(&self.#member) #(#calls)* .build()?

@@ -95,12 +95,13 @@ impl Bounds {
 }
 
 /// The builder calls for the shared layout options: shape, strides, offset, order, readonly,
-/// and (for device memory, when `stream` is true) the stream.
+/// and, for device memory (`device`: its field), the stream, which the memory then orders
+/// after its own pending work (`DeviceMemory::order_export`).
 pub fn layout_calls(
     common: &Common,
     krate: &TokenStream,
     bounds: &mut Bounds,
-    stream: bool,
+    device: Option<&Field>,
 ) -> Vec<TokenStream> {
     let mut calls: Vec<TokenStream> = Vec::new();
     let value_of = |src: &Source, tr: TokenStream, m: TokenStream, bounds: &mut Bounds| match src {
@@ -144,12 +145,16 @@ pub fn layout_calls(
             calls.push(quote!(.readonly(#v)));
         }
     }
-    if let (Some(f), true) = (common.stream, stream) {
+    if let (Some(f), Some(data)) = (common.stream, device) {
         let tr = quote!(#krate::AsStream);
         let v = field_call(f, &tr, quote!(prepare_export), bounds);
-        calls.push(
-            quote!(.stream(#v.map_err(<#krate::DescriptorError as ::core::convert::From<_>>::from)?)),
-        );
+        let (ty, mem) = (data.ty, &data.member);
+        let err = quote!(<#krate::DescriptorError as ::core::convert::From<_>>::from);
+        calls.push(quote!(.stream({
+            let stream = #v.map_err(#err)?;
+            <#ty as #krate::DeviceMemory>::order_export(&self.#mem, stream).map_err(#err)?;
+            stream
+        })));
     }
     calls
 }
@@ -200,7 +205,7 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
         &plan.common,
         krate,
         &mut bounds,
-        protocol == Protocol::Device,
+        (protocol == Protocol::Device).then_some(plan.data),
     );
     if let Some(v) = plan.version {
         calls.push(quote!(.version(#v)));

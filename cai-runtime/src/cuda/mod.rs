@@ -6,6 +6,8 @@
 //! - `device_memory.rs`: [`DeviceAllocation`]; copies ([`copy_to_host`], [`copy_ranges`]...).
 //! - `stream.rs`: [`DriverStream`]; [`PendingStreams`] for data with work pending on several
 //!   streams; [`order_after`], the event wait.
+//! - `cudarc.rs` (feature `cudarc`): cudarc 0.19's `CudaSlice`, `CudaView`, `CudaViewMut` as
+//!   [`crate::DeviceMemory`], its `CudaStream` as a derive's `#[cai(stream)]` field.
 //! - `cust.rs` (feature `cust`): cust 0.3's `DeviceBuffer`, `DeviceBox` and `UnifiedBuffer` as
 //!   [`crate::DeviceMemory`], its `Stream` as a derive's `#[cai(stream)]` field.
 //! - `synchronize.rs`: what an import does about the producer's stream
@@ -18,6 +20,8 @@
 //! feature `cust` links against where CUDA is not installed, `CUDA_ERROR_STUB_LIBRARY`), which
 //! [`crate::DriverError::is_no_device`] recognizes so that tests skip.
 
+#[cfg(feature = "cudarc")]
+mod cudarc;
 #[cfg(feature = "cust")]
 mod cust;
 mod device_memory;
@@ -30,6 +34,8 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::driver_error::DriverError;
 
+#[cfg(feature = "cudarc")]
+pub use cudarc::ForeignCudaSlice;
 pub use device_memory::{
     DeviceAllocation, copy_async, copy_from_host, copy_ranges, copy_to_host, copy_to_host_into,
     gather_to_host, memset_async, synchronize_context,

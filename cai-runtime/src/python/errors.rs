@@ -99,11 +99,11 @@ impl_pyerr! {
     DescrNameError => PyValueError;
     /// `TypeError`, as NumPy's `dtype("x")`.
     TypeStrError => PyTypeError;
-    /// `ValueError` for mutable access to read-only data; `TypeError` for an element type that
-    /// is not the array's.
+    /// `ValueError` for mutable access to read-only data, a layout or a stream a view cannot
+    /// take; `TypeError` for an element type that is not the array's.
     ViewError {
-        ViewError::ReadOnly => PyValueError,
-        _ => PyTypeError,
+        ViewError::Dtype { .. } | ViewError::Descr { .. } => PyTypeError,
+        _ => PyValueError,
     }
     /// `MemoryError`, as NumPy raises when an array cannot be allocated.
     AllocError => PyMemoryError;

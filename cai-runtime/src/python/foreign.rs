@@ -98,6 +98,26 @@ pub enum ViewError {
     /// Mutable access to read-only data.
     #[error("the array is read-only (data[1] is True): mutable access refused")]
     ReadOnly,
+    /// A flat view of an array whose items are not contiguous in C order.
+    #[error(
+        "the array is not C-contiguous (shape {shape:?}, strides {strides:?}): a flat view needs its items in one run"
+    )]
+    NotContiguous {
+        /// The array's shape.
+        shape: Vec<usize>,
+        /// Its byte strides.
+        strides: Vec<isize>,
+    },
+    /// A view for work on another stream than the one the import ordered the data for.
+    #[error(
+        "the import ordered the data for stream {import}, not this view's stream {view}: import with stream={view}"
+    )]
+    OtherStream {
+        /// The import's consumer stream.
+        import: u64,
+        /// The view's stream.
+        view: u64,
+    },
 }
 
 impl<S: Space> ForeignArray<S> {
@@ -367,6 +387,26 @@ impl<S: Space> ForeignArray<S> {
         })
     }
 
+    /// The checks of a flat view for work on `stream`: `T`'s dtype, C order (one run of
+    /// items), and the import's consumer stream.
+    #[cfg(feature = "cudarc")]
+    fn check_flat<T: Element>(&self, stream: Stream) -> Result<(), ViewError> {
+        check_dtype::<T>(&self.descriptor)?;
+        if !self.layout.is_c_contiguous() {
+            return Err(ViewError::NotContiguous {
+                shape: self.layout.shape().to_vec(),
+                strides: self.layout.strides().to_vec(),
+            });
+        }
+        if self.options.consumer != stream {
+            return Err(ViewError::OtherStream {
+                import: self.options.consumer.as_raw(),
+                view: stream.as_raw(),
+            });
+        }
+        Ok(())
+    }
+
     /// A typed view for writing, refused for read-only data.
     pub fn typed_mut<T: Element>(&mut self) -> Result<TypedMut<'_, T, S>, ViewError> {
         check_dtype::<T>(&self.descriptor)?;
@@ -598,5 +638,49 @@ impl<'a, 'py, S: Space> FromPyObject<'a, 'py> for ForeignArray<S> {
     /// `as_cuda_array(obj, sync=True)`: lets `#[pyfunction]`s take imported arrays as arguments.
     fn extract(obj: pyo3::Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
         ForeignArray::from_object(&obj.to_owned(), true)
+    }
+}
+
+#[cfg(feature = "cudarc")]
+impl ForeignArray<Device> {
+    /// The array as cudarc memory for reading on `stream` (kernels launched with `view()` as
+    /// an argument, cudarc's copies): its items as a [`crate::cuda::ForeignCudaSlice`] that can
+    /// never free them and cannot outlive this import. Refused unless the items are `T`s (as
+    /// [`Self::typed`] checks), in C order, and the import ordered them for `stream` (import
+    /// with `consumer` = the stream's handle, [`crate::AsStream::cai_stream`]).
+    pub fn cudarc_view<T: Element + cudarc::driver::DeviceRepr>(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
+        self.cudarc_slice(stream, true)
+    }
+
+    /// [`Self::cudarc_view`] for writing too (`view_mut()`), refused for read-only data; the
+    /// import is borrowed exclusively meanwhile, as [`Self::typed_mut`] borrows it.
+    pub fn cudarc_view_mut<T: Element + cudarc::driver::DeviceRepr>(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
+        if self.readonly() {
+            return Err(ViewError::ReadOnly);
+        }
+        self.cudarc_slice(stream, false)
+    }
+
+    fn cudarc_slice<T: Element + cudarc::driver::DeviceRepr>(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        readonly: bool,
+    ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
+        use crate::stream::AsStream;
+        let own = stream.cai_stream().unwrap_or(Stream::LegacyDefault);
+        self.check_flat::<T>(own)?;
+        let len = self.layout.shape().iter().product();
+        // SAFETY: the import validated the descriptor (and, with `check_pointer`, that its
+        // extent lies in one live allocation); for contiguous items of `T` that is `len` items
+        // from `ptr`, which the view keeps alive for `'_` (its owner and descriptor); written
+        // through only when `readonly` is false, which only an exclusive borrow of a writable
+        // import asks for.
+        Ok(unsafe { crate::cuda::ForeignCudaSlice::new(self.ptr(), len, stream, readonly) })
     }
 }
