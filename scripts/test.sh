@@ -66,8 +66,8 @@ LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMUL
 echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that need two run)"
 CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     CAI_GPU_SUITE_EMULATED=1 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
-echo "== the cust and cudarc backends' tests against the emulated driver"
-LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
+echo "== the cust and cudarc backends' tests against the emulated driver (two devices)"
+CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     cargo test -p cai-runtime --features cust,cudarc,python --test cust --test cudarc
 echo "== the cudarc example against the emulated driver (which runs no kernels: it says so)"
 cudarc_out=$(LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \

@@ -79,7 +79,7 @@ pub use interface::{
 pub use layout::{Extent, Layout, LayoutError, Order, Runs};
 pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
 pub use pointer::{MemoryType, PointerAttributes, PointerError, check_pointer};
-pub use stream::{AsStream, Stream, StreamError, StreamHandle};
+pub use stream::{AsStream, LiveStream, Stream, StreamError, StreamHandle};
 pub use structured::{Descr, DescrField, DescrFormat, DescrNameError};
 pub use typestr::{ByteOrder, Kind, TimeUnit, TimeUnitBase, TypeStr, TypeStrError};
 

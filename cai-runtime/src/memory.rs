@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use crate::element::Element;
 #[cfg(any(feature = "python", feature = "cuda"))]
 use crate::error::AllocError;
-use crate::stream::{Stream, StreamError};
+use crate::stream::{LiveStream, Stream, StreamError};
 
 /// Memory a CUDA kernel can address: a device pointer and a length in elements.
 ///
@@ -42,10 +42,16 @@ pub unsafe trait DeviceMemory {
     }
     /// Called on every derived export with the stream it exports, after [`Self::device_ptr`]:
     /// memory that tracks its own pending work (cudarc's slices) makes `exported` wait for it
-    /// here, so that a consumer synchronizing on the exported stream sees all of it. The
-    /// default has nothing to order.
-    fn order_export(&self, exported: Option<Stream>) -> Result<(), StreamError> {
-        let _ = exported;
+    /// here, so that a consumer synchronizing on the exported stream sees all of it. `live` is
+    /// the stream field's word that the handle is a live stream ([`crate::AsStream::live_stream`]),
+    /// without which only default streams may be handed to the driver. The default has nothing
+    /// to order.
+    fn order_export(
+        &self,
+        exported: Option<Stream>,
+        live: Option<LiveStream<'_>>,
+    ) -> Result<(), StreamError> {
+        let _ = (exported, live);
         Ok(())
     }
 }
@@ -170,8 +176,12 @@ unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for &T {
     fn is_writable(&self) -> bool {
         (**self).is_writable()
     }
-    fn order_export(&self, exported: Option<Stream>) -> Result<(), StreamError> {
-        (**self).order_export(exported)
+    fn order_export(
+        &self,
+        exported: Option<Stream>,
+        live: Option<LiveStream<'_>>,
+    ) -> Result<(), StreamError> {
+        (**self).order_export(exported, live)
     }
 }
 
@@ -189,8 +199,12 @@ unsafe impl<T: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<T> {
     fn is_writable(&self) -> bool {
         (**self).is_writable()
     }
-    fn order_export(&self, exported: Option<Stream>) -> Result<(), StreamError> {
-        (**self).order_export(exported)
+    fn order_export(
+        &self,
+        exported: Option<Stream>,
+        live: Option<LiveStream<'_>>,
+    ) -> Result<(), StreamError> {
+        (**self).order_export(exported, live)
     }
 }
 

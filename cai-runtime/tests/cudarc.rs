@@ -140,41 +140,130 @@ fn cudarcs_copies_to_pageable_memory_are_done_on_return() {
 }
 
 #[derive(CudaArrayInterface)]
-struct OnItsOwnStream {
+struct OnItsOwnStream<S: cai_runtime::AsStream> {
     #[cai(data)]
     values: CudaSlice<f32>,
     #[cai(stream)]
-    stream: Arc<CudaStream>,
+    stream: S,
 }
 
 /// A struct exporting another stream than its slice's: that stream waits for the slice's
-/// stream, which waited for the write pending on a third (`DeviceMemory::order_export`).
+/// stream, which waited for the write pending on a third (`DeviceMemory::order_export`), where
+/// cai can vouch for the exported stream (a default stream, a cai `DriverStream`); another
+/// handle is refused rather than handed to the driver.
 #[test]
 fn an_export_on_another_stream_orders_the_slices_pending_writes() {
     let Some(ctx) = context("an_export_on_another_stream_orders_the_slices_pending_writes") else {
         return;
     };
-    let (a, b, exported) = (
-        ctx.new_stream().unwrap(),
-        ctx.new_stream().unwrap(),
-        ctx.new_stream().unwrap(),
-    );
-    let mut values = a.clone_htod(&vec![3.0f32; 256]).unwrap();
-    a.synchronize().unwrap();
-    b.memset_zeros(&mut values).unwrap(); // pending on b
+    let (a, b) = (ctx.new_stream().unwrap(), ctx.new_stream().unwrap());
+    let pending = || {
+        let mut values = a.clone_htod(&vec![3.0f32; 256]).unwrap();
+        a.synchronize().unwrap();
+        b.memset_zeros(&mut values).unwrap(); // pending on b
+        values
+    };
+    let ours = cuda::DriverStream::new(true).unwrap();
     let x = OnItsOwnStream {
-        values,
-        stream: exported.clone(),
+        values: pending(),
+        stream: ours.stream(),
     };
     let d = x.cuda_array_interface().unwrap();
-    let s = d.stream().unwrap();
-    assert_eq!(s.as_raw(), exported.cu_stream() as usize as u64);
     // SAFETY: the struct's own live slice, on its exported (live) stream.
-    let seen = unsafe { cuda::copy_to_host(d.data.ptr, 1024, s) }.unwrap();
+    let seen = unsafe { cuda::copy_to_host(d.data.ptr, 1024, ours.stream()) }.unwrap();
     assert!(
         seen.iter().all(|&x| x == 0),
         "stale bytes on the exported stream"
     );
+    let legacy = OnItsOwnStream {
+        values: pending(),
+        stream: Stream::LegacyDefault,
+    };
+    let d = legacy.cuda_array_interface().unwrap();
+    // SAFETY: as above.
+    let seen = unsafe { cuda::copy_to_host(d.data.ptr, 1024, Stream::LegacyDefault) }.unwrap();
+    assert!(
+        seen.iter().all(|&x| x == 0),
+        "stale bytes on the legacy stream"
+    );
+    // A cudarc stream the struct holds is live: ordered.
+    let theirs = ctx.new_stream().unwrap();
+    let held = OnItsOwnStream {
+        values: pending(),
+        stream: theirs.clone(),
+    };
+    let d = held.cuda_array_interface().unwrap();
+    let s = d.stream().unwrap();
+    // SAFETY: as above.
+    let seen = unsafe { cuda::copy_to_host(d.data.ptr, 1024, s) }.unwrap();
+    assert!(
+        seen.iter().all(|&x| x == 0),
+        "stale bytes on the held cudarc stream"
+    );
+    // A bare number may be no stream at all: never handed to the driver, refused.
+    let named = OnItsOwnStream {
+        values: pending(),
+        stream: s,
+    };
+    let e = named.cuda_array_interface().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cannot be ordered after the data's own stream"),
+        "{e}"
+    );
+}
+
+#[derive(CudaArrayInterface)]
+struct NoStream {
+    #[cai(data)]
+    values: CudaSlice<f32>,
+}
+
+/// `stream: None` says no synchronization is needed: the slice's pending work is finished
+/// first. An export takes no read record away from cudarc (a write after it still waits for
+/// a read pending elsewhere), and leaves the thread's current context as it was.
+#[test]
+fn exports_keep_cudarcs_tracking_and_the_current_context() {
+    let Some(ctx) = context("exports_keep_cudarcs_tracking_and_the_current_context") else {
+        return;
+    };
+    let (a, r, w) = (
+        ctx.new_stream().unwrap(),
+        ctx.new_stream().unwrap(),
+        ctx.new_stream().unwrap(),
+    );
+    let mut values = a.clone_htod(&vec![7.0f32; 64]).unwrap();
+    a.synchronize().unwrap();
+    b_memset(&w, &mut values);
+    let x = NoStream { values };
+    let d = x.cuda_array_interface().unwrap();
+    assert_eq!(d.stream(), None);
+    // SAFETY: the struct's live slice; `stream: None` promises it is ready for any stream.
+    let seen = unsafe { cuda::copy_to_host(d.data.ptr, 256, Stream::LegacyDefault) }.unwrap();
+    assert!(
+        seen.iter().all(|&x| x == 0),
+        "stale bytes with `stream: None`"
+    );
+    let mut values = x.values;
+    // A read pending on r, then an export, then a write on w: the write waits for the read.
+    let mut copy = a.alloc_zeros::<f32>(64).unwrap();
+    a.memcpy_htod(&vec![7.0f32; 64], &mut values).unwrap();
+    a.synchronize().unwrap();
+    r.memcpy_dtod(&values, &mut copy).unwrap();
+    let before = cuda::current_device().unwrap();
+    let _ = DescriptorBuilder::device(&values).build().unwrap();
+    assert_eq!(cuda::current_device().unwrap(), before);
+    w.memset_zeros(&mut values).unwrap();
+    w.synchronize().unwrap();
+    assert_eq!(
+        r.clone_dtoh(&copy).unwrap(),
+        vec![7.0f32; 64],
+        "the write overtook the read"
+    );
+}
+
+fn b_memset(s: &Arc<CudaStream>, values: &mut CudaSlice<f32>) {
+    s.memset_zeros(values).unwrap();
 }
 
 /// Import to cudarc: a foreign array (here a CAI dict over a slice of our own) as a cudarc view
@@ -263,9 +352,75 @@ fn a_foreign_array_imports_as_a_cudarc_view() {
                 .view_mut()
                 .is_none()
         );
+        // The per-thread stream is each thread's own: a view (which may move) is refused on it.
+        let per_thread = ImportOptions {
+            consumer: Stream::PerThreadDefault,
+            ..ImportOptions::default()
+        };
+        let dict = to_dict(py, &desc).unwrap();
+        // SAFETY: as above.
+        let on_2 =
+            unsafe { ForeignDeviceArray::from_interface_with(&dict, None, &per_thread) }.unwrap();
+        let e = on_2
+            .cudarc_view::<f32>(&ctx.per_thread_stream())
+            .unwrap_err();
+        assert!(matches!(e, ViewError::OtherStream { .. }), "{e}");
+        // An error cudarc's context holds is an error here, not a panic, and stays there.
+        ctx.record_err::<()>(Err(cudarc::driver::DriverError(
+            cudarc::driver::sys::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED,
+        )));
+        let e = import.cudarc_view::<f32>(&a).unwrap_err();
+        assert!(matches!(e, ViewError::Cudarc(_)), "{e}");
+        assert!(
+            ctx.check_err().is_err(),
+            "the error is still there for its owner"
+        );
     });
     ctx.check_err().unwrap();
     drop(owner); // freed once, by its owner
     ctx.synchronize().unwrap();
     ctx.check_err().unwrap();
+}
+
+/// Each device has its own legacy default stream: a view on device 1's for an import ordered
+/// for device 0's is refused (the emulated suite runs this with two devices).
+#[cfg(feature = "python")]
+#[test]
+fn a_view_on_another_devices_default_stream_is_refused() {
+    use cai_runtime::python::{ForeignDeviceArray, ViewError, to_dict};
+    use cai_runtime::sync::ImportOptions;
+    use pyo3::prelude::*;
+
+    let Some(ctx0) = context("a_view_on_another_devices_default_stream_is_refused") else {
+        return;
+    };
+    if cuda::device_count().unwrap() < 2 {
+        eprintln!("skipped a_view_on_another_devices_default_stream_is_refused: one device here");
+        return;
+    }
+    let ctx1 = CudaContext::new(1).unwrap();
+    let a = ctx0.new_stream().unwrap();
+    let owner = Image {
+        pixels: a.clone_htod(&[1.0f32; 4]).unwrap(),
+        dims: [2, 2],
+        stream: a.clone(),
+    };
+    let desc = owner.cuda_array_interface().unwrap();
+    Python::initialize();
+    Python::attach(|py| {
+        let dict = to_dict(py, &desc).unwrap();
+        ctx0.bind_to_thread().unwrap();
+        let options = ImportOptions::default();
+        // SAFETY: the dict describes `owner`'s slice, alive until the end of the test.
+        let import =
+            unsafe { ForeignDeviceArray::from_interface_with(&dict, None, &options) }.unwrap();
+        let e = import
+            .cudarc_view::<f32>(&ctx1.default_stream())
+            .unwrap_err();
+        assert!(
+            matches!(e, ViewError::OtherDevice { import: 0, view: 1 }),
+            "{e}"
+        );
+        assert!(import.cudarc_view::<f32>(&ctx0.default_stream()).is_ok());
+    });
 }

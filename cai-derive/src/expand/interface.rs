@@ -145,14 +145,26 @@ pub fn layout_calls(
             calls.push(quote!(.readonly(#v)));
         }
     }
-    if let (Some(f), Some(data)) = (common.stream, device) {
-        let tr = quote!(#krate::AsStream);
-        let v = field_call(f, &tr, quote!(prepare_export), bounds);
+    if let Some(data) = device {
         let (ty, mem) = (data.ty, &data.member);
         let err = quote!(<#krate::DescriptorError as ::core::convert::From<_>>::from);
+        // No stream field exports `stream: None`, "no synchronization needed": the memory's
+        // pending work (cudarc's) is finished first.
+        let (stream, live) = match common.stream {
+            Some(f) => {
+                let tr = quote!(#krate::AsStream);
+                let v = field_call(f, &tr, quote!(prepare_export), bounds);
+                let live = field_call(f, &tr, quote!(live_stream), bounds);
+                (quote!(#v.map_err(#err)?), live)
+            }
+            None => (
+                quote!(::core::option::Option::None),
+                quote!(::core::option::Option::None),
+            ),
+        };
         calls.push(quote!(.stream({
-            let stream = #v.map_err(#err)?;
-            <#ty as #krate::DeviceMemory>::order_export(&self.#mem, stream).map_err(#err)?;
+            let stream = #stream;
+            <#ty as #krate::DeviceMemory>::order_export(&self.#mem, stream, #live).map_err(#err)?;
             stream
         })));
     }

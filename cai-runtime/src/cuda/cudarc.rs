@@ -11,26 +11,53 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr};
 
-use super::stream::{from_raw_handle, order_after};
+use super::stream::{
+    from_raw_handle, is_live_driver_stream, order_after_on, synchronize_stream_on,
+};
 use crate::element::Element;
 use crate::memory::DeviceMemory;
-use crate::stream::{AsStream, Stream, StreamError};
+use crate::stream::{AsStream, LiveStream, Stream, StreamError};
 
 /// The device address of cudarc memory. cudarc hands it out for use on a stream, ordering that
-/// stream after the memory's pending writes (events cudarc records on whatever stream wrote)
-/// and recording a read when its guard drops: asked for on the memory's own stream.
+/// stream after the memory's pending writes (events cudarc records on whatever stream wrote):
+/// asked for on the memory's own stream. Its guard would record a read on that stream when
+/// dropped, overwriting the record of a read pending elsewhere (cudarc keeps one), so it is
+/// forgotten; and cudarc's binding of its context to the thread is undone.
 fn address<T, M: DevicePtr<T>>(m: &M) -> u64 {
-    let (ptr, _read) = m.device_ptr(m.stream());
-    ptr
+    super::keeping_current_context(|| {
+        let (ptr, read) = m.device_ptr(m.stream());
+        std::mem::forget(read);
+        ptr
+    })
 }
 
 /// The export's half of the producer rule: [`address`] ordered the memory's own stream after
-/// its pending writes; an exported stream other than that one waits for it (an event wait).
-fn order_export<T, M: DevicePtr<T>>(m: &M, exported: Option<Stream>) -> Result<(), StreamError> {
-    let own = from_raw_handle(m.stream().cu_stream().cast());
+/// its pending writes. An exported stream other than that one waits for it (an event wait) where
+/// cai can vouch that it is a live stream (a default stream, a [`LiveStream`] the stream field
+/// gave, one of cai's `DriverStream`s): the driver's behaviour for any other handle is
+/// undefined, so another handle is refused.
+/// Exported as `None` ("no synchronization needed"), the work is finished first.
+fn order_export<T, M: DevicePtr<T>>(
+    m: &M,
+    exported: Option<Stream>,
+    live: Option<LiveStream<'_>>,
+) -> Result<(), StreamError> {
+    let own_stream = m.stream();
+    let own = from_raw_handle(own_stream.cu_stream().cast());
+    let device = u32::try_from(own_stream.context().ordinal()).ok();
     match exported {
-        Some(s) if s != own => Ok(order_after(s, own)?),
-        _ => Ok(()),
+        None => Ok(synchronize_stream_on(own, device)?),
+        Some(s) if s == own => Ok(()),
+        Some(s @ (Stream::LegacyDefault | Stream::PerThreadDefault)) => {
+            Ok(order_after_on(s, device, own, device)?)
+        }
+        Some(s) if live.is_some_and(|l| l.stream() == s) || is_live_driver_stream(s) => {
+            Ok(order_after_on(s, device, own, device)?)
+        }
+        Some(s) => Err(StreamError::Unordered {
+            stream: s.as_raw(),
+            own: own.as_raw(),
+        }),
     }
 }
 
@@ -45,8 +72,12 @@ unsafe impl<T: Element + DeviceRepr> DeviceMemory for CudaSlice<T> {
     fn len(&self) -> usize {
         cudarc::driver::DeviceSlice::len(self)
     }
-    fn order_export(&self, exported: Option<Stream>) -> Result<(), StreamError> {
-        order_export(self, exported)
+    fn order_export(
+        &self,
+        exported: Option<Stream>,
+        live: Option<LiveStream<'_>>,
+    ) -> Result<(), StreamError> {
+        order_export(self, exported, live)
     }
 }
 
@@ -63,8 +94,12 @@ unsafe impl<T: Element + DeviceRepr> DeviceMemory for CudaView<'_, T> {
     fn is_writable(&self) -> bool {
         false
     }
-    fn order_export(&self, exported: Option<Stream>) -> Result<(), StreamError> {
-        order_export(self, exported)
+    fn order_export(
+        &self,
+        exported: Option<Stream>,
+        live: Option<LiveStream<'_>>,
+    ) -> Result<(), StreamError> {
+        order_export(self, exported, live)
     }
 }
 
@@ -78,8 +113,12 @@ unsafe impl<T: Element + DeviceRepr> DeviceMemory for CudaViewMut<'_, T> {
     fn len(&self) -> usize {
         cudarc::driver::DeviceSlice::len(self)
     }
-    fn order_export(&self, exported: Option<Stream>) -> Result<(), StreamError> {
-        order_export(self, exported)
+    fn order_export(
+        &self,
+        exported: Option<Stream>,
+        live: Option<LiveStream<'_>>,
+    ) -> Result<(), StreamError> {
+        order_export(self, exported, live)
     }
 }
 
@@ -88,6 +127,11 @@ unsafe impl<T: Element + DeviceRepr> DeviceMemory for CudaViewMut<'_, T> {
 impl AsStream for CudaStream {
     fn cai_stream(&self) -> Option<Stream> {
         Some(from_raw_handle(self.cu_stream().cast()))
+    }
+    fn live_stream(&self) -> Option<LiveStream<'_>> {
+        // SAFETY: cudarc destroys its stream only when `self` is dropped, after the borrow
+        // (its default streams are the null and per-thread streams, always valid).
+        Some(unsafe { LiveStream::new(from_raw_handle(self.cu_stream().cast())) })
     }
 }
 
@@ -111,14 +155,23 @@ impl<T> ForeignCudaSlice<'_, T> {
         len: usize,
         stream: &Arc<CudaStream>,
         readonly: bool,
-    ) -> Self {
-        // SAFETY: the caller's contract; the slice is never freed (see `Drop`).
-        let slice = unsafe { stream.upgrade_device_ptr::<T>(ptr, len) };
-        ForeignCudaSlice {
+    ) -> Result<Self, cudarc::driver::DriverError> {
+        // cudarc unwraps its context's stored error while making the slice's events: check it
+        // first, and keep it for the caller's own `check_err`.
+        let ctx = stream.context();
+        if let Err(e) = ctx.check_err() {
+            ctx.record_err::<()>(Err(e));
+            return Err(e);
+        }
+        let slice = super::keeping_current_context(|| {
+            // SAFETY: the caller's contract; the slice is never freed (see `Drop`).
+            unsafe { stream.upgrade_device_ptr::<T>(ptr, len) }
+        });
+        Ok(ForeignCudaSlice {
             slice: ManuallyDrop::new(slice),
             readonly,
             _import: PhantomData,
-        }
+        })
     }
 
     /// The items, for reading (kernels, `clone_dtoh`...).

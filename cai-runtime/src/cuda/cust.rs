@@ -57,6 +57,10 @@ impl AsStream for CuStream {
     fn cai_stream(&self) -> Option<Stream> {
         Some(from_raw_handle(self.as_inner().cast()))
     }
+    fn live_stream(&self) -> Option<crate::stream::LiveStream<'_>> {
+        // SAFETY: cust destroys its stream only when `self` is dropped, after the borrow.
+        Some(unsafe { crate::stream::LiveStream::new(from_raw_handle(self.as_inner().cast())) })
+    }
 }
 
 impl From<CuStream> for ExportStream {

@@ -186,6 +186,22 @@ fn device_of_current_context() -> Result<u32, DriverError> {
     })
 }
 
+/// Runs `f` (which may make another context current, as cudarc's calls do), then makes the
+/// context current before it current again.
+pub(crate) fn keeping_current_context<R>(f: impl FnOnce() -> R) -> R {
+    let mut previous: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    let known = unsafe { ffi::cuCtxGetCurrent(&mut previous) }.is_ok();
+    let out = f();
+    let mut now: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: as above.
+    if known && unsafe { ffi::cuCtxGetCurrent(&mut now) }.is_ok() && now != previous {
+        // SAFETY: `previous` was current a moment ago (possibly null: no context).
+        let _ = unsafe { ffi::cuCtxSetCurrent(previous) };
+    }
+    out
+}
+
 /// Runs `f` with device `ordinal`'s primary context current on this thread (retained for the
 /// process), then restores the previous context: driver work for data on that device, whatever
 /// device is current.

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{ffi, with_context};
 use crate::driver_error::DriverError;
-use crate::stream::{AsStream, Stream, StreamError};
+use crate::stream::{AsStream, LiveStream, Stream, StreamError};
 
 /// The driver handle for an exported stream value (1 and 2 are `CU_STREAM_LEGACY` and
 /// `CU_STREAM_PER_THREAD`, as `cuda.h` defines them).
@@ -101,6 +101,10 @@ impl AsStream for DriverStream {
     fn cai_stream(&self) -> Option<Stream> {
         Some(self.stream())
     }
+    fn live_stream(&self) -> Option<LiveStream<'_>> {
+        // SAFETY: the stream is destroyed only when `self` is dropped, after the borrow.
+        Some(unsafe { LiveStream::new(self.stream()) })
+    }
 }
 
 /// The context a stream belongs to (null for the default streams: the current context's).
@@ -135,6 +139,11 @@ pub fn stream_device(stream: Stream) -> Result<Option<u32>, DriverError> {
     // Held until here: the stream is not destroyed while the driver is asked about it.
     drop(live);
     device
+}
+
+/// Whether `stream` is one of this crate's live [`DriverStream`]s (at the time of asking).
+pub(crate) fn is_live_driver_stream(stream: Stream) -> bool {
+    matches!(stream, Stream::Handle(h) if live().contains(&(h.get() as usize)))
 }
 
 /// `(the stream's device, the data's device)` when an export names a stream of one device
@@ -273,6 +282,10 @@ impl AsStream for ExportStream {
     fn cai_stream(&self) -> Option<Stream> {
         Some(self.stream())
     }
+    fn live_stream(&self) -> Option<LiveStream<'_>> {
+        // SAFETY: a default stream, or a stream its `Arc` keeps alive while `self` is.
+        Some(unsafe { LiveStream::new(self.stream()) })
+    }
 }
 
 /// The streams with work pending on one array: the stream it exports, and the others work was
@@ -342,6 +355,10 @@ impl AsStream for PendingStreams {
     fn prepare_export(&self) -> Result<Option<Stream>, StreamError> {
         self.order_pending()?;
         Ok(self.cai_stream())
+    }
+
+    fn live_stream(&self) -> Option<LiveStream<'_>> {
+        self.export.live_stream()
     }
 }
 

@@ -108,6 +108,19 @@ pub enum ViewError {
         /// Its byte strides.
         strides: Vec<isize>,
     },
+    /// A cudarc view on another device's default stream than the import's consumer's.
+    #[error(
+        "the import ordered the data for device {import}'s default stream, not device {view}'s: import with device {view} current, or view on device {import}'s stream"
+    )]
+    OtherDevice {
+        /// The import's consumer device.
+        import: u32,
+        /// The view's stream's device.
+        view: u32,
+    },
+    /// cudarc's context holds an error from earlier work (kept for its `check_err`).
+    #[error("cudarc's context holds an error from earlier work: {0}")]
+    Cudarc(String),
     /// A view for work on another stream than the one the import ordered the data for.
     #[error(
         "the import ordered the data for stream {import}, not this view's stream {view}: import with stream={view}"
@@ -648,7 +661,7 @@ impl ForeignArray<Device> {
     /// never free them and cannot outlive this import. Refused unless the items are `T`s (as
     /// [`Self::typed`] checks), in C order, and the import ordered them for `stream` (import
     /// with `consumer` = the stream's handle, [`crate::AsStream::cai_stream`]).
-    pub fn cudarc_view<T: Element + cudarc::driver::DeviceRepr>(
+    pub fn cudarc_view<T: Element + cudarc::driver::DeviceRepr + bytemuck::AnyBitPattern>(
         &self,
         stream: &std::sync::Arc<cudarc::driver::CudaStream>,
     ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
@@ -657,7 +670,7 @@ impl ForeignArray<Device> {
 
     /// [`Self::cudarc_view`] for writing too (`view_mut()`), refused for read-only data; the
     /// import is borrowed exclusively meanwhile, as [`Self::typed_mut`] borrows it.
-    pub fn cudarc_view_mut<T: Element + cudarc::driver::DeviceRepr>(
+    pub fn cudarc_view_mut<T: Element + cudarc::driver::DeviceRepr + bytemuck::AnyBitPattern>(
         &mut self,
         stream: &std::sync::Arc<cudarc::driver::CudaStream>,
     ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
@@ -667,7 +680,7 @@ impl ForeignArray<Device> {
         self.cudarc_slice(stream, false)
     }
 
-    fn cudarc_slice<T: Element + cudarc::driver::DeviceRepr>(
+    fn cudarc_slice<T: Element + cudarc::driver::DeviceRepr + bytemuck::AnyBitPattern>(
         &self,
         stream: &std::sync::Arc<cudarc::driver::CudaStream>,
         readonly: bool,
@@ -675,12 +688,31 @@ impl ForeignArray<Device> {
         use crate::stream::AsStream;
         let own = stream.cai_stream().unwrap_or(Stream::LegacyDefault);
         self.check_flat::<T>(own)?;
+        // The per-thread stream is each thread's own, and the view may move to another; a
+        // default stream is its device's, which must be the import's consumer's.
+        if own == Stream::PerThreadDefault {
+            return Err(ViewError::OtherStream {
+                import: self.options.consumer.as_raw(),
+                view: own.as_raw(),
+            });
+        }
+        let device = u32::try_from(stream.context().ordinal()).unwrap_or(u32::MAX);
+        let consumer = self
+            .device_for_work()
+            .map_err(|e| ViewError::Cudarc(e.to_string()))?;
+        if own == Stream::LegacyDefault && device != consumer {
+            return Err(ViewError::OtherDevice {
+                import: consumer,
+                view: device,
+            });
+        }
         let len = self.layout.shape().iter().product();
         // SAFETY: the import validated the descriptor (and, with `check_pointer`, that its
         // extent lies in one live allocation); for contiguous items of `T` that is `len` items
         // from `ptr`, which the view keeps alive for `'_` (its owner and descriptor); written
         // through only when `readonly` is false, which only an exclusive borrow of a writable
         // import asks for.
-        Ok(unsafe { crate::cuda::ForeignCudaSlice::new(self.ptr(), len, stream, readonly) })
+        unsafe { crate::cuda::ForeignCudaSlice::new(self.ptr(), len, stream, readonly) }
+            .map_err(|e| ViewError::Cudarc(e.to_string()))
     }
 }
