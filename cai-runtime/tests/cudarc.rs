@@ -16,14 +16,7 @@ mod gpu;
 /// cudarc's device 0, or `None` (with the reason printed) where cai's loader finds no usable
 /// driver or device (then cudarc is never called).
 fn context(test: &str) -> Option<Arc<CudaContext>> {
-    match cuda::init() {
-        Err(e) if e.is_no_device() => {
-            eprintln!("skipped {test}: no CUDA device here ({e})");
-            None
-        }
-        Err(e) => panic!("cuInit failed unexpectedly: {e}"),
-        Ok(()) => Some(CudaContext::new(0).expect("cudarc's context on device 0")),
-    }
+    gpu::gpu(test).map(|()| CudaContext::new(0).expect("cudarc's context on device 0"))
 }
 
 #[derive(CudaArrayInterface)]
