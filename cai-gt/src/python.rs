@@ -445,7 +445,8 @@ impl GtData {
     /// origin is in GT4Py's stencil order ([`gt4py_order`]) where the dims are known.
     fn read_gt4py_attributes(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
         let py = obj.py();
-        if is_plain_ndarray(obj)? {
+        // Nothing left to read (a data interface gave both), or nothing to read it from.
+        if (self.dims.is_some() && self.halo.is_some()) || is_plain_ndarray(obj)? {
             return Ok(());
         }
         let attribute = |name: &str| -> PyResult<Option<Bound<'_, PyAny>>> {

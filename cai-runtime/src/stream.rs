@@ -46,7 +46,7 @@ pub enum StreamError {
     /// this crate cannot vouch for (asking the driver about a handle that is no live stream is
     /// undefined behaviour).
     #[error(
-        "`stream` = {stream} cannot be ordered after the data's own stream {own}: export the data's own stream, a default stream (1, 2) or a cai DriverStream"
+        "`stream` = {stream} cannot be ordered after the data's own stream {own}: export the data's own stream, a default stream (1, 2) or a stream field that owns its stream"
     )]
     Unordered {
         /// The exported stream.

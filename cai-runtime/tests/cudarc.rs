@@ -156,10 +156,10 @@ fn an_export_on_another_stream_orders_the_slices_pending_writes() {
         b.memset_zeros(&mut values).unwrap(); // pending on b
         values
     };
-    let ours = cuda::DriverStream::new(true).unwrap();
+    let ours = Arc::new(cuda::DriverStream::new(true).unwrap());
     let x = OnItsOwnStream {
         values: pending(),
-        stream: ours.stream(),
+        stream: ours.clone(),
     };
     let d = x.cuda_array_interface().unwrap();
     // SAFETY: the struct's own live slice, on its exported (live) stream.

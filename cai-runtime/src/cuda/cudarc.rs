@@ -7,13 +7,10 @@
 
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
-use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr};
 
-use super::stream::{
-    from_raw_handle, is_live_driver_stream, order_after_on, synchronize_stream_on,
-};
+use super::stream::{from_raw_handle, order_after_on, synchronize_stream_on};
 use crate::element::Element;
 use crate::memory::DeviceMemory;
 use crate::stream::{AsStream, LiveStream, Stream, StreamError};
@@ -34,8 +31,8 @@ fn address<T, M: DevicePtr<T>>(m: &M) -> u64 {
 /// The export's half of the producer rule: [`address`] ordered the memory's own stream after
 /// its pending writes. An exported stream other than that one waits for it (an event wait) where
 /// cai can vouch that it is a live stream (a default stream, a [`LiveStream`] the stream field
-/// gave, one of cai's `DriverStream`s): the driver's behaviour for any other handle is
-/// undefined, so another handle is refused.
+/// gave): the driver's behaviour for any other handle is undefined, so another handle is
+/// refused.
 /// Exported as `None` ("no synchronization needed"), the work is finished first.
 fn order_export<T, M: DevicePtr<T>>(
     m: &M,
@@ -51,7 +48,7 @@ fn order_export<T, M: DevicePtr<T>>(
         Some(s @ (Stream::LegacyDefault | Stream::PerThreadDefault)) => {
             Ok(order_after_on(s, device, own, device)?)
         }
-        Some(s) if live.is_some_and(|l| l.stream() == s) || is_live_driver_stream(s) => {
+        Some(s) if live.is_some_and(|l| l.stream() == s) => {
             Ok(order_after_on(s, device, own, device)?)
         }
         Some(s) => Err(StreamError::Unordered {
@@ -150,10 +147,11 @@ impl<T> ForeignCudaSlice<'_, T> {
     /// # Safety
     /// `ptr` is device memory readable (and, unless `readonly`, writable) for `len` items of
     /// `T` in `stream`'s context, for as long as the returned value lives (its `'a`).
+    #[cfg(feature = "python")]
     pub(crate) unsafe fn new(
         ptr: u64,
         len: usize,
-        stream: &Arc<CudaStream>,
+        stream: &std::sync::Arc<CudaStream>,
         readonly: bool,
     ) -> Result<Self, cudarc::driver::DriverError> {
         // cudarc unwraps its context's stored error while making the slice's events: check it

@@ -188,6 +188,7 @@ fn device_of_current_context() -> Result<u32, DriverError> {
 
 /// Runs `f` (which may make another context current, as cudarc's calls do), then makes the
 /// context current before it current again.
+#[cfg(feature = "cudarc")]
 pub(crate) fn keeping_current_context<R>(f: impl FnOnce() -> R) -> R {
     let mut previous: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.

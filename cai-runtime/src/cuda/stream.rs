@@ -141,11 +141,6 @@ pub fn stream_device(stream: Stream) -> Result<Option<u32>, DriverError> {
     device
 }
 
-/// Whether `stream` is one of this crate's live [`DriverStream`]s (at the time of asking).
-pub(crate) fn is_live_driver_stream(stream: Stream) -> bool {
-    matches!(stream, Stream::Handle(h) if live().contains(&(h.get() as usize)))
-}
-
 /// `(the stream's device, the data's device)` when an export names a stream of one device
 /// for data on another; `None` when they agree or either is unknown (see [`stream_device`];
 /// memory the driver does not know; no driver): an export is refused only for a certain

@@ -696,15 +696,17 @@ impl ForeignArray<Device> {
                 view: own.as_raw(),
             });
         }
-        let device = u32::try_from(stream.context().ordinal()).unwrap_or(u32::MAX);
-        let consumer = self
-            .device_for_work()
-            .map_err(|e| ViewError::Cudarc(e.to_string()))?;
-        if own == Stream::LegacyDefault && device != consumer {
-            return Err(ViewError::OtherDevice {
-                import: consumer,
-                view: device,
-            });
+        if own == Stream::LegacyDefault {
+            let device = u32::try_from(stream.context().ordinal()).unwrap_or(u32::MAX);
+            let consumer = self
+                .device_for_work()
+                .map_err(|e| ViewError::Cudarc(e.to_string()))?;
+            if device != consumer {
+                return Err(ViewError::OtherDevice {
+                    import: consumer,
+                    view: device,
+                });
+            }
         }
         let len = self.layout.shape().iter().product();
         // SAFETY: the import validated the descriptor (and, with `check_pointer`, that its
