@@ -38,6 +38,8 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 # ... and the CUDA features without Python, where code only Python reaches is dead.
 cargo clippy -p cai-runtime -p cai-gt --all-targets --features cai-runtime/cudarc,cai-gt/cuda -- -D warnings
+# ... and the package's host build (Python without CUDA), where code only the driver reaches is.
+cargo clippy -p cai-py --all-targets --features testing -- -D warnings
 echo "== cargo doc (a broken intra-doc link is an error)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 echo "== public API (cai-runtime/public-api.txt, cai-gt/public-api.txt)"

@@ -292,19 +292,18 @@ impl GtData {
             (host, gpu) = exposes(&buffer)?;
             source = buffer;
         }
-        let host = if host {
-            Some(ForeignHostArray::from_object_with(&source, options)?)
-        } else {
-            None
-        };
-        let gpu = if gpu {
-            Some(ForeignDeviceArray::from_object_with(&source, options)?)
-        } else {
-            None
+        let (host, gpu) = match Self::through_dlpack(&source, options, host || gpu)? {
+            Some(sides) => sides,
+            None => (
+                host.then(|| ForeignHostArray::from_object_with(&source, options))
+                    .transpose()?,
+                gpu.then(|| ForeignDeviceArray::from_object_with(&source, options))
+                    .transpose()?,
+            ),
         };
         if host.is_none() && gpu.is_none() {
             return Err(PyTypeError::new_err(format!(
-                "object of type {} exposes none of __gt_data_interface__, __array_interface__ and __cuda_array_interface__",
+                "object of type {} exposes none of __gt_data_interface__, __dlpack__, __array_interface__ and __cuda_array_interface__",
                 type_name(obj)
             )));
         }
@@ -319,6 +318,43 @@ impl GtData {
         data.check_shapes()?;
         data.read_gt4py_attributes(obj)?;
         Ok(data)
+    }
+
+    /// GDP-3's fallback, DLPack first: its producer orders the consumer's stream itself, and it
+    /// is what JAX and PyTorch export in full (their CUDA Array Interface is version 2, without
+    /// streams). `None` where `obj` has no `__dlpack__`, or where its producer cannot export
+    /// (a `BufferError`: NumPy's structured or byte-swapped arrays) and an array interface is
+    /// there to read instead.
+    #[allow(clippy::type_complexity)]
+    fn through_dlpack(
+        obj: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+        interfaces: bool,
+    ) -> PyResult<Option<(Option<ForeignHostArray>, Option<ForeignDeviceArray>)>> {
+        let py = obj.py();
+        if !obj.hasattr(intern!(py, "__dlpack__"))? {
+            return Ok(None);
+        }
+        let imported = cai_runtime::python::dlpack_device_of(obj).and_then(|device| {
+            Ok(if device.is_cuda() {
+                (
+                    None,
+                    Some(ForeignDeviceArray::from_dlpack_with(obj, options, None)?),
+                )
+            } else {
+                (
+                    Some(ForeignHostArray::from_dlpack_with(obj, options, None)?),
+                    None,
+                )
+            })
+        });
+        match imported {
+            Ok(sides) => Ok(Some(sides)),
+            Err(e) if interfaces && e.is_instance_of::<pyo3::exceptions::PyBufferError>(py) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn from_gt(

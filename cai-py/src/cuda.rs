@@ -8,7 +8,7 @@ use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
 use cai_runtime::{Device, Stream};
 #[cfg(not(feature = "cuda"))]
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -52,6 +52,7 @@ pub fn plan_name(plan: SyncPlan) -> String {
                 NoSyncReason::Disabled => "sync=False",
                 NoSyncReason::Ignored => "streams ignored",
                 NoSyncReason::SameStream => "same stream",
+                NoSyncReason::ProducerOrdered => "ordered by the producer",
             }
         ),
     }
@@ -237,18 +238,32 @@ mod device_array {
 
     impl CudaArrayInterface for DeviceArray {
         fn cuda_array_interface(&self) -> Result<CudaArrayDescriptor, DescriptorError> {
-            // The pending streams' wait is enqueued in the array's context.
-            let stream = cuda::with_device(self.device, || {
-                cai_runtime::AsStream::prepare_export(&*self.streams)
-            })?;
-            self.builder().stream(stream).build()
+            self.exported()?.build()
+        }
+
+        fn __cai_builder(
+            &self,
+        ) -> Option<Result<DescriptorBuilder<cai_runtime::Device>, DescriptorError>> {
+            Some(self.exported())
         }
     }
 
     impl DeviceArray {
+        /// The builder of this view's descriptor with its stream, after ordering the side
+        /// stream's work before the exported stream (the pending streams' wait is enqueued in
+        /// the array's context). Built from the allocation, whose `DeviceMemory` vouches for
+        /// its bytes (so DLPack may copy them).
+        fn exported(&self) -> Result<DescriptorBuilder<cai_runtime::Device>, DescriptorError> {
+            let stream = cuda::with_device(self.device, || {
+                cai_runtime::AsStream::prepare_export(&*self.streams)
+            })?;
+            Ok(self.builder().stream(stream))
+        }
+
         /// The descriptor of this view, without its stream.
         fn builder(&self) -> DescriptorBuilder<cai_runtime::Device> {
-            DescriptorBuilder::new(self.buf.device_ptr(), self.buf.len(), self.dtype, true)
+            DescriptorBuilder::device(&*self.buf)
+                .dtype(self.dtype)
                 .shape(self.shape.clone())
                 .strides(self.strides.clone())
                 .offset(self.offset)

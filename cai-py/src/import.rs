@@ -104,6 +104,36 @@ impl ArrayView {
                 .transpose(),
         }
     }
+    /// DLPack: the imported memory as a capsule, which keeps this view (and so the producer)
+    /// alive: a bridge from a CUDA-Array-Interface-only producer to DLPack consumers and back.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = cpy::DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
+        // SAFETY: the import's descriptor, whose producer answers for its memory (the
+        // protocols' trust, module `foreign` of cai-runtime), kept alive by this view (owner,
+        // dicts, buffers, tensors), which the capsule keeps.
+        unsafe {
+            match &slf.get().0 {
+                Imported::Cuda(a) => cpy::descriptor_dlpack(slf.as_any(), a.descriptor(), &request),
+                Imported::Host(a) => cpy::descriptor_dlpack(slf.as_any(), a.descriptor(), &request),
+            }
+        }
+    }
+
+    /// DLPack's `(device_type, device_id)` of the imported memory.
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+        match &self.0 {
+            Imported::Cuda(a) => cpy::descriptor_dlpack_device(a.descriptor()),
+            Imported::Host(a) => cpy::descriptor_dlpack_device(a.descriptor()),
+        }
+    }
+
     fn __repr__(&self) -> String {
         let (layout, typestr, data, _) = self.descriptor_parts();
         let kind = match self.0 {
@@ -392,6 +422,38 @@ fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
     new_host_view(obj.py(), ForeignArray::from_object(obj, false)?)
 }
 
+/// Imports any object with `__dlpack__` (NumPy, PyTorch, CuPy, JAX, a cai array...): a
+/// `CudaArrayView` for CUDA memory (kDLCUDA, managed, registered host memory; the producer
+/// makes `stream` wait for its work, or nothing is ordered with `sync=False`), a
+/// `HostArrayView` for host memory. `copy` is passed to the producer.
+#[pyfunction]
+#[pyo3(signature = (obj, *, stream = None, copy = None, sync = true, check_pointer = true))]
+fn from_dlpack<'py>(
+    obj: &Bound<'py, PyAny>,
+    stream: Option<&Bound<'py, PyAny>>,
+    copy: Option<bool>,
+    #[pyo3(from_py_with = arg::sync)] sync: bool,
+    #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let options = cuda::import_options(sync, stream, "enqueue", check_pointer)?;
+    if cpy::dlpack_device_of(obj)?.is_cuda() {
+        let view = ForeignArray::<Device>::from_dlpack_with(obj, &options, copy)?;
+        Ok(new_cuda_view(py, view)?.into_bound(py).into_any())
+    } else {
+        let view = ForeignArray::<Host>::from_dlpack_with(obj, &options, copy)?;
+        Ok(new_host_view(py, view)?.into_bound(py).into_any())
+    }
+}
+
+/// Test support (feature `testing`): the DLPack tensors cai exported that no deleter has
+/// freed yet (`cai_runtime::python::live_exports`).
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _dlpack_live_exports() -> usize {
+    cpy::live_exports()
+}
+
 /// Test support (feature `testing`): `(fast, full)`, what import's fast path and its full
 /// parser make of a descriptor (`Debug` text, `None` where the fast path declines or the
 /// parser refuses).
@@ -427,8 +489,10 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(as_cuda_array, m)?)?;
     m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
+    m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
     #[cfg(feature = "testing")]
     {
+        m.add_function(wrap_pyfunction!(_dlpack_live_exports, m)?)?;
         m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
     }

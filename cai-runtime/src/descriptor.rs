@@ -342,6 +342,8 @@ pub struct DescriptorBuilder<S: Space> {
     version: u32,
     stream: S::StreamEntry,
     mask: Option<ArrayDescriptor<S>>,
+    /// Made from a memory trait (`device`, `host`...), which vouches for the bytes.
+    vouched: bool,
 }
 
 impl DescriptorBuilder<Device> {
@@ -355,12 +357,15 @@ impl DescriptorBuilder<Device> {
     /// is given.
     pub fn device_as<E: Element, M: DeviceMemory + ?Sized>(memory: &M) -> Self {
         let byte_len = memory.len().saturating_mul(size_of::<M::Elem>());
-        Self::new(
-            memory.device_ptr(),
-            byte_len,
-            &E::DTYPE,
-            memory.is_writable(),
-        )
+        Self {
+            vouched: true,
+            ..Self::new(
+                memory.device_ptr(),
+                byte_len,
+                &E::DTYPE,
+                memory.is_writable(),
+            )
+        }
     }
 
     /// The stream with pending work on the data (`None`: no synchronization needed).
@@ -380,12 +385,15 @@ impl DescriptorBuilder<Host> {
     /// Exports host memory as items of `E`; see [`DescriptorBuilder::device_as`].
     pub fn host_as<E: Element, M: HostMemory + ?Sized>(memory: &M) -> Self {
         let byte_len = memory.len().saturating_mul(size_of::<M::Elem>());
-        Self::new(
-            memory.host_ptr() as usize as u64,
-            byte_len,
-            &E::DTYPE,
-            memory.is_writable(),
-        )
+        Self {
+            vouched: true,
+            ..Self::new(
+                memory.host_ptr() as usize as u64,
+                byte_len,
+                &E::DTYPE,
+                memory.is_writable(),
+            )
+        }
     }
 }
 
@@ -407,6 +415,7 @@ impl<S: Space> PartialEq for DescriptorBuilder<S> {
             version,
             stream,
             mask,
+            vouched,
         } = self;
         *ptr == o.ptr
             && *byte_len == o.byte_len
@@ -420,6 +429,7 @@ impl<S: Space> PartialEq for DescriptorBuilder<S> {
             && *version == o.version
             && *stream == o.stream
             && *mask == o.mask
+            && *vouched == o.vouched
     }
 }
 
@@ -439,7 +449,24 @@ impl<S: Space> DescriptorBuilder<S> {
             version: S::DEFAULT_VERSION,
             stream: S::StreamEntry::default(),
             mask: None,
+            vouched: false,
         }
+    }
+
+    /// Whether the bytes are vouched for by an `unsafe` memory trait ([`DeviceMemory`],
+    /// [`HostMemory`]: made by `device`, `host` and their `_as` forms, as the derives make
+    /// it), so that cai itself may read the exported extent (a DLPack copy); one made by
+    /// [`DescriptorBuilder::new`] from a bare address is only described, never read.
+    pub fn vouched(&self) -> bool {
+        self.vouched
+    }
+
+    /// The items' dtype, chosen at run time (as `device_as` / `host_as` choose one at compile
+    /// time): the buffer's bytes are reinterpreted, and must hold a whole number of items when
+    /// no shape is given.
+    pub fn dtype(mut self, dtype: &'static DType) -> Self {
+        self.dtype = dtype;
+        self
     }
 
     /// The shape (default: one dimension covering the buffer).

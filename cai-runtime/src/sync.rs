@@ -130,6 +130,9 @@ pub enum NoSyncReason {
     Ignored,
     /// The consumer works on the producer's stream, where work is already serialized.
     SameStream,
+    /// DLPack: the producer made the consumer's stream wait for its work before handing the
+    /// tensor over (the consumer passed its stream to `__dlpack__`).
+    ProducerOrdered,
 }
 
 /// What an import must do before the consumer touches the data.

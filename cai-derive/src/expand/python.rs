@@ -73,6 +73,36 @@ pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
     }
 }
 
+/// `__dlpack__` and `__dlpack_device__` for a class whose `__cuda_array_interface__`
+/// (`Cuda`) or `__array_interface__` (`Host`) the derive or attribute adds: the same
+/// descriptor as a DLPack capsule.
+pub fn dlpack_methods(property: Property, krate: &TokenStream) -> TokenStream {
+    let pyo3 = quote!(#krate::__private::pyo3);
+    let (export, device) = match property {
+        Property::Cuda => (quote!(cuda_dlpack), quote!(cuda_dlpack_device)),
+        Property::Host => (quote!(host_dlpack), quote!(host_dlpack_device)),
+        Property::Gt => return TokenStream::new(),
+    };
+    quote! {
+        #[doc = "DLPack (the Python Array API standard's `__dlpack__`): this object's memory as a capsule, shared (or copied with `copy=True`, or to the host with `dl_device=(1, 0)`), the consumer's `stream` made to wait for pending work."]
+        #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+        fn __dlpack__<'py>(
+            slf: &#pyo3::Bound<'py, Self>,
+            stream: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+            max_version: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+            dl_device: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+            copy: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+        ) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
+            let request = #krate::python::DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
+            #krate::python::#export(slf.as_any(), &*slf.try_borrow()?, &request)
+        }
+        #[doc = "DLPack's `(device_type, device_id)` of this object's memory: `(1, 0)` for host memory, `(2, n)` for device `n`'s, `(13, n)` managed, `(3, 0)` registered host memory."]
+        fn __dlpack_device__(slf: &#pyo3::Bound<'_, Self>) -> #pyo3::PyResult<(i32, i32)> {
+            #krate::python::#device(&*slf.try_borrow()?)
+        }
+    }
+}
+
 /// Wraps an impl block in PyO3's `#[pymethods]`, pointing PyO3 at the re-exported crate.
 pub fn pymethods_block(block: TokenStream, krate: &TokenStream) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
@@ -99,6 +129,7 @@ pub fn attribute(args: TokenStream, item: TokenStream) -> TokenStream {
 #[cfg(feature = "python")]
 fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let mut protocols = Vec::new();
+    let mut dlpack = true;
     let mut krate = quote!(::cai_runtime);
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("cuda") {
@@ -107,6 +138,8 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
             protocols.push(Property::Host);
         } else if meta.path.is_ident("gt") {
             protocols.push(Property::Gt);
+        } else if meta.path.is_ident("no_dlpack") {
+            dlpack = false;
         } else if meta.path.is_ident("crate") {
             let s: syn::LitStr = meta.value()?.parse()?;
             let p: syn::Path = s.parse()?;
@@ -117,13 +150,13 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
                 .get_ident()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            let hint = ["cuda", "host", "gt"]
+            let hint = ["cuda", "host", "gt", "no_dlpack"]
                 .into_iter()
                 .find(|k| strsim::jaro_winkler(k, &key) > 0.8)
                 .map(|k| format!("; did you mean `{k}`?"))
                 .unwrap_or_default();
             return Err(meta.error(format!(
-                "unknown argument `{key}`{hint} expected `cuda` (adds __cuda_array_interface__), `host` (adds __array_interface__), `gt` (adds __gt_data_interface__), or `crate = \"...\"`"
+                "unknown argument `{key}`{hint} expected `cuda` (adds __cuda_array_interface__), `host` (adds __array_interface__), `gt` (adds __gt_data_interface__), `no_dlpack` (no __dlpack__ beside `cuda` or `host`), or `crate = \"...\"`"
             )));
         }
         Ok(())
@@ -146,6 +179,15 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
             path,
             "#[cai_runtime::pymethods] goes on an inherent `impl` block (as #[pymethods] does), not a trait impl",
         ));
+    }
+    // One `__dlpack__`: the device memory's where the class exports both.
+    let dlpack_of = [Property::Cuda, Property::Host]
+        .into_iter()
+        .find(|p| dlpack && protocols.contains(p));
+    if let Some(p) = dlpack_of {
+        let m = dlpack_methods(p, &krate);
+        let methods: syn::ItemImpl = syn::parse2(quote!(impl __Dlpack { #m }))?;
+        block.items.extend(methods.items);
     }
     for p in protocols {
         let g = getter(p, &krate);

@@ -72,6 +72,8 @@ pub struct ContainerAttrs {
     pub readonly: Attr<()>,
     pub version: Attr<u32>,
     pub python: Attr<()>,
+    /// `no_dlpack`: `python` adds no `__dlpack__` / `__dlpack_device__`.
+    pub no_dlpack: Attr<()>,
     pub krate: Attr<syn::Path>,
     /// `dims = ...` (GtDataInterface).
     pub dims: Attr<syn::Expr>,
@@ -261,6 +263,7 @@ impl ContainerAttrs {
             readonly: Attr::none("readonly"),
             version: Attr::none("version"),
             python: Attr::none("python"),
+            no_dlpack: Attr::none("no_dlpack"),
             krate: Attr::none("crate"),
             dims: Attr::none("dims"),
             halo: Attr::none("halo"),
@@ -324,6 +327,11 @@ impl ContainerAttrs {
                 "python" => {
                     if flag(cx, meta, key, "write `#[cai(python)]`")? {
                         out.python.set(cx, &meta.path, ());
+                    }
+                }
+                "no_dlpack" => {
+                    if flag(cx, meta, key, "write `#[cai(python, no_dlpack)]`")? {
+                        out.no_dlpack.set(cx, &meta.path, ());
                     }
                 }
                 "dims" => {

@@ -35,7 +35,15 @@ impl Protocol {
 static DEVICE_KEYS: attr::Keys = attr::Keys {
     derive: "CudaArrayInterface",
     container: &[
-        "shape", "strides", "offset", "order", "readonly", "version", "python", "crate",
+        "shape",
+        "strides",
+        "offset",
+        "order",
+        "readonly",
+        "version",
+        "python",
+        "no_dlpack",
+        "crate",
     ],
     field: &[
         "data", "element", "shape", "strides", "offset", "stream", "mask", "readonly",
@@ -46,7 +54,14 @@ static DEVICE_KEYS: attr::Keys = attr::Keys {
 static HOST_KEYS: attr::Keys = attr::Keys {
     derive: "ArrayInterface",
     container: &[
-        "shape", "strides", "offset", "order", "readonly", "python", "crate",
+        "shape",
+        "strides",
+        "offset",
+        "order",
+        "readonly",
+        "python",
+        "no_dlpack",
+        "crate",
     ],
     field: &[
         "data", "element", "shape", "strides", "offset", "mask", "readonly",
@@ -121,6 +136,8 @@ pub struct Common<'a> {
     pub readonly: Readonly<'a>,
     pub stream: Option<&'a Field<'a>>,
     pub python: bool,
+    /// `python` without `__dlpack__` / `__dlpack_device__` (`no_dlpack`).
+    pub dlpack: bool,
 }
 
 /// Everything the interface expansion needs, checked.
@@ -332,6 +349,14 @@ fn common<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Common<'a> {
             );
         }
     }
+    if let Some(tokens) = cont.attrs.no_dlpack.key_tokens()
+        && !python
+    {
+        cx.error_spanned_by(
+            tokens,
+            "`no_dlpack` leaves `__dlpack__` out of the methods `python` adds; without `python` there are none: write `#[cai(python, no_dlpack)]`",
+        );
+    }
     Common {
         shape,
         strides,
@@ -340,6 +365,7 @@ fn common<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Common<'a> {
         readonly,
         stream,
         python,
+        dlpack: !cont.attrs.no_dlpack.is_set(),
     }
 }
 

@@ -2,8 +2,11 @@
 
 Import foreign arrays into validated views that keep their owner alive
 (``from_cuda_array_interface``, ``as_cuda_array``, ``from_array_interface``,
-``as_host_array``), and check any object's interface against the spec (``check``). CUDA builds
-add ``DeviceArray``, device memory owned by Rust that exports its stream.
+``as_host_array``, and ``from_dlpack`` for any DLPack producer), and check any object's
+interface against the spec (``check``). Every cai array, storage and view also speaks DLPack
+(``__dlpack__``, ``__dlpack_device__``): ``numpy.from_dlpack``, ``torch.from_dlpack`` and the
+like read them. CUDA builds add ``DeviceArray``, device memory owned by Rust that exports its
+stream.
 
 The example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayInterface)]``
 / ``#[derive(GtDataInterface)]`` (``Grid``, ``counts``, ``DeviceMatrix``, ``Buffer``, ``Field``,
@@ -41,6 +44,7 @@ from ._native import (
     check_descriptor,
     from_array_interface,
     from_cuda_array_interface,
+    from_dlpack,
     cuda_available,
     export_stream_none,
     ignore_streams,
@@ -92,6 +96,7 @@ __all__ = [
     "check_descriptor",
     "from_array_interface",
     "from_cuda_array_interface",
+    "from_dlpack",
     "cuda_available",
     "export_stream_none",
     "ignore_streams",

@@ -11,6 +11,7 @@ from ._native import (
     check_descriptor as check_descriptor,
     from_array_interface as from_array_interface,
     from_cuda_array_interface as from_cuda_array_interface,
+    from_dlpack as from_dlpack,
     GtDataView as GtDataView,
     GtHook as GtHook,
     Storage as Storage,

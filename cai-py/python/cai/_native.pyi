@@ -22,6 +22,15 @@ class Grid:
     def __array_interface__(self) -> _Descriptor: ...
     @property
     def __array_struct__(self) -> CapsuleType: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 @final
 class Counts:
@@ -30,6 +39,15 @@ class Counts:
     def __array_interface__(self) -> _Descriptor: ...
     @property
     def __array_struct__(self) -> CapsuleType: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 def counts(n: int) -> Counts: ...
 
@@ -51,6 +69,15 @@ class DeviceMatrix:
     def owner(self) -> Optional[object]: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 @final
 class Buffer:
@@ -69,6 +96,15 @@ class Buffer:
     def __array_interface__(self) -> _Descriptor: ...
     @property
     def __array_struct__(self) -> CapsuleType: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 @disjoint_base
 class ArrayView:
@@ -91,6 +127,15 @@ class ArrayView:
     def owner(self) -> Optional[object]: ...
     @property
     def mask(self) -> Optional[_Descriptor]: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 @final
 class CudaArrayView(ArrayView):
@@ -171,6 +216,14 @@ def as_cuda_array(
 ) -> CudaArrayView: ...
 def from_array_interface(desc: _Descriptor, owner: Optional[object] = None) -> HostArrayView: ...
 def as_host_array(obj: object) -> HostArrayView: ...
+def from_dlpack(
+    obj: object,
+    *,
+    stream: Optional[int] = None,
+    copy: Optional[bool] = None,
+    sync: bool = True,
+    check_pointer: bool = True,
+) -> ArrayView: ...
 def check(obj: object) -> list[Violation]: ...
 def check_descriptor(desc: dict[str, Any], interface: Literal["cuda", "host"] = "cuda") -> list[Violation]: ...
 def total(a: object) -> float: ...
@@ -207,6 +260,15 @@ class DeviceArray:
     def ptr(self) -> int: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 _Shape = Sequence[int] | int
 _Halo = Sequence[int | tuple[int, int]]
@@ -282,6 +344,15 @@ class Storage:
     def __array_struct__(self) -> CapsuleType: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
     @property
     def __gt_data_interface__(self) -> dict[Optional[str], _Descriptor]: ...
     def __array__(self, dtype: _DType = None, copy: Optional[bool] = None) -> Any: ...

@@ -152,6 +152,21 @@ impl PyStorage {
         }
     }
 
+    /// The side DLPack exports: the only one, or of a mirror the one the consumer asks for
+    /// (`dl_device`), else the device's unless the host side is newer.
+    fn dlpack_on_host(&self, wants: Option<cpy::DlpackDevice>) -> bool {
+        if !self.inner.has_device() {
+            return true;
+        }
+        if !self.inner.has_host() {
+            return false;
+        }
+        match wants {
+            Some(d) => !d.is_cuda(),
+            None => self.inner.sync_status() == Some(SyncStatus::HostDirty),
+        }
+    }
+
     /// GDP-3, for a value without a data interface: a mirrored storage is on the GPU unless
     /// its host side is newer; anything else if it has a CUDA interface.
     fn value_on_gpu(value: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -217,6 +232,63 @@ impl PyStorage {
             Storage::host_to_device,
             Storage::device_descriptor,
         )
+    }
+
+    /// DLPack: the storage's memory as a capsule (the Array API standard's `__dlpack__`). A
+    /// mirrored storage exports its device side, unless its host side is newer or the consumer
+    /// asks for the host (`dl_device=(1, 0)`); that side is brought up to date first, as for
+    /// the interfaces.
+    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+    fn __dlpack__<'py>(
+        slf: &Bound<'py, Self>,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let request = cpy::DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
+        let this = slf.borrow();
+        let export = |e| cpy::export_error(e, "__dlpack__");
+        if this.dlpack_on_host(request.dl_device()) {
+            let d = this
+                .inner
+                .host_descriptor()
+                .expect("on the host")
+                .map_err(export)?;
+            this.inner.device_to_host(false)?;
+            // SAFETY: the storage's own host buffer, alive while the storage is (the capsule
+            // keeps it), described by its geometry.
+            unsafe { cpy::descriptor_dlpack(slf.as_any(), &d, &request) }
+        } else {
+            let d = this
+                .inner
+                .device_descriptor()
+                .expect("on the device")
+                .map_err(export)?;
+            this.inner.host_to_device(false)?;
+            // SAFETY: as above, the device buffer.
+            unsafe { cpy::descriptor_dlpack(slf.as_any(), &d, &request) }
+        }
+    }
+
+    /// DLPack's `(device_type, device_id)` of the side `__dlpack__` exports by default.
+    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
+        let export = |e| cpy::export_error(e, "__dlpack_device__");
+        if self.dlpack_on_host(None) {
+            let d = self
+                .inner
+                .host_descriptor()
+                .expect("on the host")
+                .map_err(export)?;
+            cpy::descriptor_dlpack_device(&d)
+        } else {
+            let d = self
+                .inner
+                .device_descriptor()
+                .expect("on the device")
+                .map_err(export)?;
+            cpy::descriptor_dlpack_device(&d)
+        }
     }
 
     /// GDP-3's data interface: `{None: host entry, "gpu": device entry}`, each with `dims`,

@@ -95,7 +95,7 @@ fn not_wrappable(function: &str, data: &Bound<'_, PyAny>, e: PyErr) -> PyErr {
         _ => "as_storage()",
     };
     PyTypeError::new_err(format!(
-        "{function}(): data of type {type_name} exposes none of __gt_data_interface__, \
+        "{function}(): data of type {type_name} exposes none of __gt_data_interface__, __dlpack__, \
          __array_interface__ and __cuda_array_interface__, and is no memory buffer (the buffer \
          protocol); {call} wraps memory without copying it: storage(data) copies data into a \
          new storage"

@@ -36,6 +36,8 @@ use super::rules;
 pub struct Held {
     objects: Vec<Py<PyAny>>,
     buffers: Vec<HeldBuffer>,
+    /// Consumed DLPack tensors, whose deleters run when this drops.
+    tensors: Vec<super::dlpack::ImportedTensor>,
 }
 
 impl Held {
@@ -63,10 +65,16 @@ impl Held {
         self.buffers.push(buffer);
     }
 
+    /// Holds a consumed DLPack tensor (its deleter runs when this drops).
+    pub(crate) fn tensor(&mut self, tensor: super::dlpack::ImportedTensor) {
+        self.tensors.push(tensor);
+    }
+
     /// Takes over everything `other` holds.
     pub(crate) fn extend(&mut self, other: Held) {
         self.objects.extend(other.objects);
         self.buffers.extend(other.buffers);
+        self.tensors.extend(other.tensors);
     }
 
     /// The buffers held (host bytes shared through the buffer protocol).

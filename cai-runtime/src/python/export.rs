@@ -175,6 +175,29 @@ fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult
     }
 }
 
+/// The descriptor a value exports (from its builder, or its trait method where it has none),
+/// and whether an `unsafe` memory trait vouches for its bytes
+/// ([`DescriptorBuilder::vouched`]); export errors raise `ValueError` naming `S::ATTRIBUTE`.
+pub(crate) fn descriptor_of<S: Space>(
+    builder: Option<Result<DescriptorBuilder<S>, crate::DescriptorError>>,
+    direct: impl FnOnce() -> Result<ArrayDescriptor<S>, crate::DescriptorError>,
+) -> PyResult<(ArrayDescriptor<S>, bool)> {
+    let err = |e| export_error(e, S::ATTRIBUTE);
+    match builder {
+        Some(b) => {
+            let b = b.map_err(err)?;
+            let vouched = b.vouched();
+            let d = b.build().map_err(err)?;
+            #[cfg(feature = "cuda")]
+            if S::DEVICE {
+                refuse_stream_of_another_device(&d)?;
+            }
+            Ok((d, vouched))
+        }
+        None => Ok((direct().map_err(err)?, false)),
+    }
+}
+
 /// Builds the dict for a descriptor from scratch; mask holders keep `keep`.
 fn build_dict<'py, S: Space>(
     py: Python<'py>,

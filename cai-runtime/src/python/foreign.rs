@@ -235,6 +235,92 @@ impl<S: Space> ForeignArray<S> {
         unsafe { Self::from_interface_with(&desc, Some(obj), options) }
     }
 
+    /// An import whose descriptor was read from a DLPack tensor: `held` keeps the tensor (and
+    /// with it the bytes), and the view keeps `owner` too. A device array's pointer is checked
+    /// as any import's; the producer ordered its work before the consumer's stream
+    /// ([`NoSyncReason::ProducerOrdered`]) unless synchronization was off. Then, with
+    /// [`SyncMode::Synchronize`](crate::sync::SyncMode::Synchronize), the host waits for that
+    /// stream; otherwise, where the data is on another device than the consumer's, the
+    /// consumer's default stream waits for the data's device's, which the producer ordered.
+    pub(crate) fn from_dlpack_parts(
+        descriptor: ArrayDescriptor<S>,
+        layout: Layout,
+        held: Held,
+        owner: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+        ordered: bool,
+    ) -> PyResult<Self> {
+        let mut a = ForeignArray {
+            descriptor,
+            layout,
+            held,
+            owner: Some(owner.clone().unbind()),
+            options: *options,
+            sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
+            attributes: None,
+            #[cfg(feature = "cuda")]
+            consumer_device: None,
+        };
+        if !S::DEVICE {
+            return Ok(a);
+        }
+        a.prepare_device()?;
+        a.sync_plan = SyncPlan::Nothing(match (options.sync, ordered) {
+            (false, _) => NoSyncReason::Disabled,
+            (true, false) => NoSyncReason::Ignored,
+            (true, true) => NoSyncReason::ProducerOrdered,
+        });
+        #[cfg(feature = "cuda")]
+        if ordered {
+            if options.mode == crate::sync::SyncMode::Synchronize {
+                a.wait_for_the_producer()?;
+            } else {
+                a.order_default_stream_across_devices()?;
+            }
+        }
+        Ok(a)
+    }
+
+    /// [`SyncMode::Synchronize`](crate::sync::SyncMode::Synchronize) after a DLPack import:
+    /// the host waits for the stream the producer ordered (on the data's device, for a default
+    /// stream), so that any stream may use the data afterwards.
+    #[cfg(feature = "cuda")]
+    fn wait_for_the_producer(&mut self) -> PyResult<()> {
+        let consumer = self.options.consumer;
+        let device = match self.data_device() {
+            Some(d) => d,
+            None => self.consumer_device()?,
+        };
+        crate::cuda::synchronize_stream_on(consumer, Some(device)).map_err(|e| {
+            stream_error(
+                format!("cannot wait for stream {consumer}, which the producer ordered"),
+                e,
+            )
+        })
+    }
+
+    /// After a DLPack import on a default stream: that stream was the data's device's for the
+    /// producer, and is the consumer's device's for the consumer.
+    #[cfg(feature = "cuda")]
+    fn order_default_stream_across_devices(&mut self) -> PyResult<()> {
+        let consumer = self.options.consumer;
+        let Some(data) = self.data_device() else {
+            return Ok(());
+        };
+        if matches!(consumer, Stream::Handle(_)) || self.consumer_device()? == data {
+            return Ok(());
+        }
+        let device = self.consumer_device()?;
+        crate::cuda::order_after_on(consumer, Some(device), consumer, Some(data)).map_err(|e| {
+            stream_error(
+                format!(
+                    "cannot order device {device}'s stream {consumer} after device {data}'s, where the producer left the data"
+                ),
+                e,
+            )
+        })
+    }
+
     /// Decides what to do about the producer's stream and, with the `cuda` feature, checks
     /// the pointer and does it; without it the caller must ([`Self::synchronized`]).
     fn prepare_device(&mut self) -> PyResult<()> {

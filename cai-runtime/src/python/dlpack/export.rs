@@ -1,0 +1,734 @@
+//! `__dlpack__` and `__dlpack_device__`: a descriptor as a DLPack capsule.
+//!
+//! A capsule owns one heap block, [`Exported`]: the managed tensor (legacy or versioned) first,
+//! then the shape and strides it points to, then what keeps the memory alive (the exporting
+//! Python object, or the copy). The tensor's deleter frees the block, on any thread, with or
+//! without the GIL (a Python object released without it is released when a thread next holds
+//! it); a capsule dropped unconsumed (still named `dltensor...`) calls the deleter itself.
+
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dlpark::DlpackFlags;
+use dlpark::ffi::{
+    DLDevice, DLDeviceType, DLManagedTensor, DLManagedTensorVersioned, DLPackVersion, DLTensor,
+};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyTuple};
+
+use super::{DLPACK_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackDevice, DlpackError, dl_dtype};
+use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
+use crate::interface::{ArrayInterface, CudaArrayInterface};
+use crate::python::export::{descriptor_of, export_error};
+use crate::stream::Stream;
+
+/// What `__dlpack__`'s consumer asked for, read from its keyword arguments
+/// ([`DlpackRequest::from_args`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DlpackRequest {
+    stream: ConsumerStream,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<DlpackDevice>,
+    copy: Option<bool>,
+}
+
+/// The consumer's `stream`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ConsumerStream {
+    /// `None`: the legacy default stream for CUDA, nothing for the host.
+    #[default]
+    Unspecified,
+    /// `-1`: the consumer orders the streams itself.
+    NoSync,
+    /// A stream of the data's device the consumer will work on.
+    On(Stream),
+}
+
+impl std::fmt::Display for ConsumerStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConsumerStream::Unspecified => f.write_str("None"),
+            ConsumerStream::NoSync => f.write_str("-1"),
+            ConsumerStream::On(s) => write!(f, "{}", s.as_raw()),
+        }
+    }
+}
+
+fn repr(v: &Bound<'_, PyAny>) -> String {
+    v.repr()
+        .map(|r| crate::shown::shorten(&r.to_string_lossy()).into_owned())
+        .unwrap_or_else(|_| "<unprintable>".to_owned())
+}
+
+fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> Result<(i64, i64), DlpackError> {
+    let wrong = || DlpackError::ArgumentType {
+        key,
+        value: repr(v),
+        expected: "None or a tuple of two ints",
+    };
+    let t = v.cast::<PyTuple>().map_err(|_| wrong())?;
+    if t.len() != 2 {
+        return Err(wrong());
+    }
+    let int = |i| {
+        let x = t.get_item(i).map_err(|_| wrong())?;
+        if x.is_instance_of::<PyBool>() {
+            return Err(wrong());
+        }
+        x.extract::<i64>().map_err(|_| wrong())
+    };
+    Ok((int(0)?, int(1)?))
+}
+
+impl DlpackRequest {
+    /// A consumer that asks for nothing: the legacy capsule, no copy, the data's own device,
+    /// the legacy default stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The request `__dlpack__(*, stream, max_version, dl_device, copy)` makes; each argument
+    /// `None` when not given. A value of the wrong type is a `TypeError`, a wrong value (a
+    /// `stream` of 0, as the standard says; a negative version) a `ValueError`, each naming the
+    /// keyword and value; a device cai cannot export to is a `BufferError`.
+    pub fn from_args(
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> Result<Self, DlpackError> {
+        let mut out = DlpackRequest::default();
+        if let Some(s) = stream.filter(|s| !s.is_none()) {
+            out.stream = consumer_stream(s)?;
+        }
+        if let Some(v) = max_version.filter(|v| !v.is_none()) {
+            let (major, minor) = int_pair(v, "max_version")?;
+            match (u32::try_from(major), u32::try_from(minor)) {
+                (Ok(a), Ok(b)) => out.max_version = Some((a, b)),
+                _ => {
+                    return Err(DlpackError::Argument {
+                        key: "max_version",
+                        value: repr(v),
+                        expected: "a (major, minor) version of non-negative ints",
+                    });
+                }
+            }
+        }
+        if let Some(v) = dl_device.filter(|v| !v.is_none()) {
+            let (kind, id) = int_pair(v, "dl_device")?;
+            out.dl_device = Some(DlpackDevice::from_pair(kind, id).ok_or_else(|| {
+                DlpackError::Unmet(format!(
+                    "cannot export to dl_device {}: cai exports to kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) with a device id >= 0",
+                    repr(v)
+                ))
+            })?);
+        }
+        if let Some(v) = copy.filter(|v| !v.is_none()) {
+            let b = v.cast::<PyBool>().map_err(|_| DlpackError::ArgumentType {
+                key: "copy",
+                value: repr(v),
+                expected: "None, True or False",
+            })?;
+            out.copy = Some(b.is_true());
+        }
+        Ok(out)
+    }
+
+    /// The device the consumer asked for (`dl_device`), if any.
+    pub fn dl_device(&self) -> Option<DlpackDevice> {
+        self.dl_device
+    }
+
+    /// Whether the consumer reads versioned capsules (`max_version` of major 1 or more).
+    fn versioned(&self) -> bool {
+        self.max_version.is_some_and(|(major, _)| major >= 1)
+    }
+}
+
+fn consumer_stream(s: &Bound<'_, PyAny>) -> Result<ConsumerStream, DlpackError> {
+    let wrong_type = || DlpackError::ArgumentType {
+        key: "stream",
+        value: repr(s),
+        expected: "None or an int",
+    };
+    if s.is_instance_of::<PyBool>() {
+        return Err(wrong_type());
+    }
+    if let Ok(n) = s.extract::<i64>() {
+        match n {
+            -1 => return Ok(ConsumerStream::NoSync),
+            0 => {
+                return Err(DlpackError::Argument {
+                    key: "stream",
+                    value: "0".into(),
+                    expected: "0 is ambiguous and disallowed by the standard: pass 1 (legacy default stream), 2 (per-thread default stream), a stream handle, -1 (no synchronization) or None",
+                });
+            }
+            n if n < -1 => {
+                return Err(DlpackError::Argument {
+                    key: "stream",
+                    value: n.to_string(),
+                    expected: "None, -1, or a CUDA stream (1, 2, or a handle)",
+                });
+            }
+            _ => {}
+        }
+    }
+    let raw = s.extract::<u64>().map_err(|_| wrong_type())?;
+    Ok(ConsumerStream::On(
+        Stream::from_raw(raw).expect("0 was refused above"),
+    ))
+}
+
+/// Exported tensors not yet deleted, for leak tests: every capsule cai made adds one until its
+/// deleter runs (by the consumer, or by the capsule when it is dropped unconsumed).
+pub fn live_exports() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// What keeps an exported tensor's memory alive.
+enum Keep {
+    /// The exporting object (and through it the memory and the exported stream).
+    Object(#[allow(dead_code)] Py<PyAny>),
+    /// A copy in host memory (16-byte units: aligned for every DLPack type).
+    Host(#[allow(dead_code)] Vec<u128>),
+    /// A copy in device memory.
+    #[cfg(feature = "cuda")]
+    Device(#[allow(dead_code)] crate::cuda::DeviceAllocation),
+}
+
+/// The two managed-tensor ABIs.
+trait Managed: Sized + 'static {
+    /// The capsule's name.
+    const NAME: &'static CStr;
+    fn new(tensor: DLTensor, flags: DlpackFlags, deleter: unsafe extern "C" fn(*mut Self)) -> Self;
+    fn tensor(&mut self) -> &mut DLTensor;
+}
+
+impl Managed for DLManagedTensor {
+    const NAME: &'static CStr = DLTENSOR;
+    fn new(tensor: DLTensor, _: DlpackFlags, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+        DLManagedTensor {
+            dl_tensor: tensor,
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(deleter),
+        }
+    }
+    fn tensor(&mut self) -> &mut DLTensor {
+        &mut self.dl_tensor
+    }
+}
+
+impl Managed for DLManagedTensorVersioned {
+    const NAME: &'static CStr = DLTENSOR_VERSIONED;
+    fn new(tensor: DLTensor, flags: DlpackFlags, deleter: unsafe extern "C" fn(*mut Self)) -> Self {
+        DLManagedTensorVersioned {
+            version: DLPackVersion {
+                major: DLPACK_VERSION.0,
+                minor: DLPACK_VERSION.1,
+            },
+            manager_ctx: std::ptr::null_mut(),
+            deleter: Some(deleter),
+            flags,
+            dl_tensor: tensor,
+        }
+    }
+    fn tensor(&mut self) -> &mut DLTensor {
+        &mut self.dl_tensor
+    }
+}
+
+/// The heap block a capsule owns; `managed` first, so the tensor's address is the block's.
+#[repr(C)]
+struct Exported<M> {
+    managed: M,
+    shape: Box<[i64]>,
+    strides: Box<[i64]>,
+    _keep: Keep,
+}
+
+impl<M> Drop for Exported<M> {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The tensor's deleter: frees the block (and with it what kept the memory alive).
+///
+/// # Safety
+/// `p` is null or a tensor made by [`into_capsule`], not deleted before.
+unsafe extern "C" fn delete<M: Managed>(p: *mut M) {
+    if p.is_null() {
+        return;
+    }
+    // A panic must not unwind into the consumer's C code.
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: `p` is the address of a leaked `Box<Exported<M>>` (`managed` is its first
+        // field, at offset 0 of the `repr(C)` struct), deleted once (this function's contract).
+        let mut block = Some(unsafe { Box::from_raw(p.cast::<Exported<M>>()) });
+        // Attached (whether or not the consumer held the GIL, on any thread), the exporter is
+        // released now; an interpreter shutting down takes no thread, and the release waits
+        // for PyO3's pool.
+        let _ = Python::try_attach(|_| drop(block.take()));
+        drop(block);
+    }));
+    if dropped.is_err() {
+        std::process::abort();
+    }
+}
+
+/// A capsule's destructor: an unconsumed capsule deletes its tensor; a consumed one (renamed
+/// `used_...`) belongs to its consumer, which deletes it.
+///
+/// # Safety
+/// Called by Python with a capsule made by [`into_capsule`].
+unsafe extern "C" fn capsule_destructor<M: Managed>(capsule: *mut ffi::PyObject) {
+    // SAFETY: `capsule` is a live capsule (Python calls this while destroying it); while it is
+    // still named `M::NAME` nobody took its tensor, which is ours to delete.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, M::NAME.as_ptr()) == 1 {
+            let p = ffi::PyCapsule_GetPointer(capsule, M::NAME.as_ptr());
+            delete::<M>(p.cast());
+        }
+    }
+}
+
+/// Wraps `tensor` (whose shape and strides pointers are set here) in a capsule named
+/// `M::NAME`, which owns it.
+fn into_capsule<'py, M: Managed>(
+    py: Python<'py>,
+    tensor: DLTensor,
+    flags: DlpackFlags,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    keep: Keep,
+) -> PyResult<Bound<'py, PyAny>> {
+    LIVE.fetch_add(1, Ordering::SeqCst);
+    let mut block = Box::new(Exported {
+        managed: M::new(tensor, flags, delete::<M>),
+        shape: shape.into_boxed_slice(),
+        strides: strides.into_boxed_slice(),
+        _keep: keep,
+    });
+    let ndim = block.shape.len();
+    let (shape_ptr, strides_ptr) = if ndim == 0 {
+        (std::ptr::null_mut(), std::ptr::null_mut())
+    } else {
+        (block.shape.as_mut_ptr(), block.strides.as_mut_ptr())
+    };
+    let t = block.managed.tensor();
+    t.shape = shape_ptr;
+    t.strides = strides_ptr;
+    let p = Box::into_raw(block);
+    // SAFETY: `p` is a valid block whose first field is the managed tensor; the capsule owns
+    // it from here (its destructor deletes it unless a consumer renamed it).
+    let capsule =
+        unsafe { ffi::PyCapsule_New(p.cast(), M::NAME.as_ptr(), Some(capsule_destructor::<M>)) };
+    if capsule.is_null() {
+        // SAFETY: the block was never handed out.
+        unsafe { delete::<M>(p.cast()) };
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: a new reference, just made.
+    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+}
+
+/// Where a descriptor's memory is. Device memory is asked about with the driver (its device,
+/// and whether it is managed or registered host memory); an array with no items is on the
+/// current device.
+fn device_of<S: Space>(d: &ArrayDescriptor<S>) -> Result<DlpackDevice, PyErr> {
+    if !S::DEVICE {
+        return Ok(DlpackDevice::Cpu);
+    }
+    #[cfg(feature = "cuda")]
+    {
+        use crate::pointer::MemoryType;
+        if d.data.ptr == 0 {
+            return Ok(DlpackDevice::Cuda(crate::cuda::current_device_or(0)?));
+        }
+        let a = crate::cuda::pointer_attributes(d.data.ptr)?;
+        let ordinal = a.device_ordinal.unwrap_or(0);
+        match a.memory_type {
+            MemoryType::Device => Ok(DlpackDevice::Cuda(ordinal)),
+            MemoryType::Managed => Ok(DlpackDevice::CudaManaged(ordinal)),
+            MemoryType::Host => Ok(DlpackDevice::CudaHost),
+            MemoryType::Unregistered => Err(DlpackError::Unmet(format!(
+                "`data` = {:#x} is memory the CUDA driver does not know: not device memory",
+                d.data.ptr
+            ))
+            .into()),
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = d;
+        Err(DlpackError::Unmet(
+            "DLPack exports of device memory need cai-runtime's `cuda` feature (to find the memory's device and order the consumer's stream)".into(),
+        )
+        .into())
+    }
+}
+
+/// `__dlpack_device__` of a descriptor.
+pub fn descriptor_dlpack_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<(i32, i32)> {
+    Ok(device_of(d)?.to_pair())
+}
+
+/// How the exported tensor gets its bytes.
+enum Source {
+    /// The exporter's own memory.
+    Share,
+    /// A copy in host memory.
+    HostCopy,
+    /// A copy in memory of the same device.
+    DeviceCopy(u32),
+}
+
+/// The capsule `__dlpack__` returns for descriptor `d` of `owner`'s memory, as `request` asks:
+/// versioned when the consumer's `max_version` allows, the memory shared (the capsule keeps
+/// `owner` alive until the consumer's deleter call) or copied (`copy=True`, or a `dl_device`
+/// of `kDLCPU` for device memory), the consumer's stream ordered after the producer's `stream`.
+///
+/// # Safety
+/// `d` describes memory that stays valid, for reads (and writes unless read-only), while
+/// `owner` lives: the consumer reads it, and a copy reads it here.
+pub unsafe fn export<'py, S: Space>(
+    owner: &Bound<'py, PyAny>,
+    d: &ArrayDescriptor<S>,
+    request: &DlpackRequest,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller's contract.
+    unsafe { export_with(owner, d, request, true) }
+}
+
+/// [`export`], refusing a copy unless `may_read`.
+///
+/// # Safety
+/// Where `may_read`, as for [`export`]; otherwise `d` is only described to the consumer (as
+/// its dict would be), never read here.
+unsafe fn export_with<'py, S: Space>(
+    owner: &Bound<'py, PyAny>,
+    d: &ArrayDescriptor<S>,
+    request: &DlpackRequest,
+    may_read: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = owner.py();
+    if d.mask.is_some() {
+        return Err(DlpackError::Mask.into());
+    }
+    let dtype = dl_dtype(&d.typestr, d.descr.as_ref())?;
+    let layout = d.layout().map_err(|e| export_error(e, "__dlpack__"))?;
+    let itemsize = layout.itemsize();
+    let empty = layout.size() == 0;
+    let mut strides = Vec::with_capacity(layout.ndim());
+    for &s in layout.strides() {
+        if s % itemsize as isize != 0 && !empty {
+            return Err(DlpackError::ByteStrides {
+                strides: layout.strides().to_vec(),
+                itemsize,
+            }
+            .into());
+        }
+        strides.push((s / itemsize as isize) as i64);
+    }
+    if empty {
+        // Any strides describe no items: C order, in items.
+        let mut n = 1i64;
+        for (s, &dim) in strides.iter_mut().zip(layout.shape()).rev() {
+            *s = n;
+            n = n.saturating_mul(dim.max(1) as i64);
+        }
+    }
+    let shape: Vec<i64> = layout.shape().iter().map(|&n| n as i64).collect();
+    if !S::DEVICE
+        && !matches!(
+            request.stream,
+            ConsumerStream::Unspecified | ConsumerStream::NoSync
+        )
+    {
+        return Err(DlpackError::Argument {
+            key: "stream",
+            value: request.stream.to_string(),
+            expected: "None (or -1) for host memory, which has no stream",
+        }
+        .into());
+    }
+    let here = device_of(d)?;
+    let target = request.dl_device.unwrap_or(here);
+    let (source, device) = match (here, target, request.copy) {
+        (h, t, Some(true)) if h == t || t == DlpackDevice::Cpu => match t {
+            DlpackDevice::Cpu | DlpackDevice::CudaHost if h == t => (Source::HostCopy, t),
+            DlpackDevice::Cpu => (Source::HostCopy, t),
+            DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => {
+                (Source::DeviceCopy(n), DlpackDevice::Cuda(n))
+            }
+            DlpackDevice::CudaHost => unreachable!("handled above"),
+        },
+        (h, t, _) if h == t => (Source::Share, t),
+        // Host-accessible CUDA memory is the CPU's too.
+        (DlpackDevice::CudaHost | DlpackDevice::CudaManaged(_), DlpackDevice::Cpu, _) => {
+            (Source::Share, DlpackDevice::Cpu)
+        }
+        (DlpackDevice::Cuda(_), DlpackDevice::Cpu, Some(false)) => {
+            return Err(DlpackError::Unmet(format!(
+                "copy=False, but the data is on {here} and dl_device {target} asks for host memory: only a copy can give it"
+            ))
+            .into());
+        }
+        (DlpackDevice::Cuda(_), DlpackDevice::Cpu, None) => (Source::HostCopy, target),
+        _ => {
+            return Err(DlpackError::Unmet(format!(
+                "the data is on {here}: cai exports it there, or copies it to kDLCPU (1, 0), not to dl_device {target}"
+            ))
+            .into());
+        }
+    };
+    if !may_read && !matches!(source, Source::Share) {
+        return Err(DlpackError::Unmet(
+            "a copy (copy=True, or another dl_device) is made only of exporters whose memory is vouched for by cai's `unsafe` memory traits (the derives' fields); this one describes a bare address".into(),
+        )
+        .into());
+    }
+    let readonly = d.data.readonly && matches!(source, Source::Share);
+    if readonly && !request.versioned() {
+        return Err(DlpackError::Unmet(
+            "the data is read-only, and the legacy DLPack capsule cannot say so: ask for a versioned one (max_version=(1, 0) or later), or for a copy (copy=True)".into(),
+        )
+        .into());
+    }
+    let (ptr, keep) = match source {
+        Source::Share => {
+            order_streams(d, here, target, request)?;
+            (d.data.ptr, Keep::Object(owner.clone().unbind()))
+        }
+        // SAFETY: the memory `d` describes is readable (this function's contract).
+        Source::HostCopy => unsafe { host_copy(d, &layout, here)? },
+        #[cfg(feature = "cuda")]
+        // SAFETY: as above; `S` is `Device` (a copy on a device is of device data).
+        Source::DeviceCopy(n) => unsafe { device_copy(d, &layout, n, request)? },
+        #[cfg(not(feature = "cuda"))]
+        Source::DeviceCopy(n) => unreachable!("device data is refused without the driver ({n})"),
+    };
+    let copied = !matches!(source, Source::Share);
+    let (kind, id) = device.to_pair();
+    let tensor = DLTensor {
+        data: ptr as *mut std::ffi::c_void,
+        device: DLDevice {
+            device_type: DLDeviceType(kind as u32),
+            device_id: id,
+        },
+        ndim: shape.len() as i32,
+        dtype,
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    };
+    let mut flags = DlpackFlags::empty();
+    flags.set(DlpackFlags::READ_ONLY, readonly);
+    flags.set(DlpackFlags::IS_COPIED, copied);
+    if request.versioned() {
+        into_capsule::<DLManagedTensorVersioned>(py, tensor, flags, shape, strides, keep)
+    } else {
+        into_capsule::<DLManagedTensor>(py, tensor, flags, shape, strides, keep)
+    }
+}
+
+/// The consumer's stream waits for the producer's (an event, never a host block) when the
+/// consumer reads on a CUDA device; a host consumer of host-accessible CUDA memory (one that
+/// asked for `kDLCPU`, or named no stream for managed or registered host memory) waits for the
+/// producer's stream to finish.
+fn order_streams<S: Space>(
+    d: &ArrayDescriptor<S>,
+    here: DlpackDevice,
+    target: DlpackDevice,
+    request: &DlpackRequest,
+) -> PyResult<()> {
+    let Some(producer) = d.stream() else {
+        return Ok(());
+    };
+    if request.stream == ConsumerStream::NoSync {
+        return Ok(());
+    }
+    #[cfg(feature = "cuda")]
+    {
+        let device = match here {
+            DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => Some(n),
+            _ => None,
+        };
+        let consumer = match request.stream {
+            ConsumerStream::On(s) => s,
+            _ => Stream::LegacyDefault,
+        };
+        // A host consumer, or one of host-accessible memory that named no stream (NumPy never
+        // does), may read as soon as this returns: the producer's work must be done.
+        let host_reader = target == DlpackDevice::Cpu
+            || request.stream == ConsumerStream::Unspecified
+                && matches!(
+                    target,
+                    DlpackDevice::CudaHost | DlpackDevice::CudaManaged(_)
+                );
+        let ordered = if host_reader {
+            crate::cuda::synchronize_stream_on(producer, device)
+        } else {
+            crate::cuda::order_after_on(consumer, device, producer, device)
+        };
+        ordered.map_err(|e| {
+            super::super::errors::stream_error(
+                format!(
+                    "cannot order the consumer's stream {consumer} after the producer's stream {producer}"
+                ),
+                e,
+            )
+        })
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = (producer, here, target);
+        unreachable!("device data is refused without the driver")
+    }
+}
+
+/// Copies the bytes `layout` spans around `d`'s data into new host memory, strides kept; from
+/// device memory through the driver, after the producer's stream's work.
+///
+/// # Safety
+/// The span is readable: host memory by this thread, device memory by the driver.
+unsafe fn host_copy<S: Space>(
+    d: &ArrayDescriptor<S>,
+    layout: &crate::layout::Layout,
+    here: DlpackDevice,
+) -> PyResult<(u64, Keep)> {
+    let Some(extent) = layout.extent() else {
+        return Ok((0, Keep::Host(Vec::new())));
+    };
+    let len = extent.len();
+    let mut buf: Vec<u128> = Vec::new();
+    buf.try_reserve_exact(len.div_ceil(16))
+        .map_err(|_| crate::error::AllocError(len))?;
+    buf.resize(len.div_ceil(16), 0);
+    let dst = buf.as_mut_ptr().cast::<u8>();
+    let src = d.data.ptr.wrapping_add_signed(extent.lo as i64);
+    if S::DEVICE {
+        #[cfg(feature = "cuda")]
+        {
+            let device = match here {
+                DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => Some(n),
+                _ => None,
+            };
+            let stream = d.stream().unwrap_or(Stream::LegacyDefault);
+            let in_device = |f: &mut dyn FnMut() -> Result<(), crate::DriverError>| match device {
+                Some(n) => crate::cuda::with_device(n, f),
+                None => f(),
+            };
+            // SAFETY: `dst` has room for `len` bytes and is ours; the source span is readable
+            // by the driver (this function's contract); the copy runs on the producer's stream,
+            // after its work, and is complete when this returns.
+            in_device(&mut || unsafe { crate::cuda::copy_to_host_into(dst, src, len, stream) })?;
+        }
+    } else {
+        let _ = here;
+        // SAFETY: the span is readable host memory (this function's contract) and `dst` a new
+        // buffer of at least `len` bytes: the two do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src as usize as *const u8, dst, len) };
+    }
+    let ptr = (dst as u64).wrapping_add_signed(-(extent.lo as i64));
+    Ok((ptr, Keep::Host(buf)))
+}
+
+/// Copies the bytes `layout` spans around `d`'s data into new memory of device `ordinal`,
+/// strides kept, enqueued on the consumer's stream after the producer's work (on the producer's
+/// stream, waited for, where the consumer passed -1).
+///
+/// # Safety
+/// The span is device memory the driver can read.
+#[cfg(feature = "cuda")]
+unsafe fn device_copy<S: Space>(
+    d: &ArrayDescriptor<S>,
+    layout: &crate::layout::Layout,
+    ordinal: u32,
+    request: &DlpackRequest,
+) -> PyResult<(u64, Keep)> {
+    use crate::cuda;
+    let Some(extent) = layout.extent() else {
+        let none = cuda::DeviceAllocation::on_device(ordinal, 0, false)?;
+        return Ok((0, Keep::Device(none)));
+    };
+    let len = extent.len();
+    let copy = cuda::DeviceAllocation::on_device(ordinal, len, false)?;
+    let src = d.data.ptr.wrapping_add_signed(extent.lo as i64);
+    let producer = d.stream().unwrap_or(Stream::LegacyDefault);
+    let device = Some(ordinal);
+    match request.stream {
+        ConsumerStream::NoSync => cuda::with_device(ordinal, || {
+            // SAFETY: `copy` is ours, `len` bytes; the source span is readable (contract).
+            unsafe { cuda::copy_async(copy.device_ptr(), src, len, producer) }?;
+            cuda::synchronize_stream_on(producer, device)
+        })?,
+        s => {
+            let consumer = match s {
+                ConsumerStream::On(c) => c,
+                _ => Stream::LegacyDefault,
+            };
+            cuda::order_after_on(consumer, device, producer, device)?;
+            cuda::with_device(ordinal, || {
+                // SAFETY: as above; the consumer's stream now runs after the producer's work.
+                unsafe { cuda::copy_async(copy.device_ptr(), src, len, consumer) }
+            })?;
+        }
+    }
+    let ptr = copy.device_ptr().wrapping_add_signed(-(extent.lo as i64));
+    Ok((ptr, Keep::Device(copy)))
+}
+
+/// `__dlpack__` of a `CudaArrayInterface` value held by Python object `exporter` (the body of
+/// the getter the derives add).
+pub fn cuda_dlpack<'py, T: CudaArrayInterface + ?Sized>(
+    exporter: &Bound<'py, PyAny>,
+    value: &T,
+    request: &DlpackRequest,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (d, vouched) =
+        descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
+    // SAFETY: where `vouched`, an `unsafe` memory trait (`DeviceMemory`) vouches for the
+    // bytes, valid while the value lives, which lives while `exporter` does; otherwise the
+    // descriptor is only described to the consumer, as its `__cuda_array_interface__` is.
+    unsafe { export_with(exporter, &d, request, vouched) }
+}
+
+/// `__dlpack__` of an `ArrayInterface` value; see [`cuda_dlpack`].
+pub fn host_dlpack<'py, T: ArrayInterface + ?Sized>(
+    exporter: &Bound<'py, PyAny>,
+    value: &T,
+    request: &DlpackRequest,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (d, vouched) = descriptor_of::<Host>(value.__cai_builder(), || value.array_interface())?;
+    // SAFETY: as in `cuda_dlpack`, through `HostMemory`.
+    unsafe { export_with(exporter, &d, request, vouched) }
+}
+
+/// `__dlpack__` of a descriptor kept by `owner` (a storage, an import's view), shared or copied.
+///
+/// # Safety
+/// As for [`export`].
+pub unsafe fn descriptor_dlpack<'py, S: Space>(
+    owner: &Bound<'py, PyAny>,
+    d: &ArrayDescriptor<S>,
+    request: &DlpackRequest,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller's contract.
+    unsafe { export(owner, d, request) }
+}
+
+/// `__dlpack_device__` of a `CudaArrayInterface` value.
+pub fn cuda_dlpack_device<T: CudaArrayInterface + ?Sized>(value: &T) -> PyResult<(i32, i32)> {
+    let (d, _) = descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
+    descriptor_dlpack_device(&d)
+}
+
+/// `__dlpack_device__` of an `ArrayInterface` value: `(1, 0)`, host memory.
+pub fn host_dlpack_device<T: ArrayInterface + ?Sized>(_: &T) -> PyResult<(i32, i32)> {
+    Ok(DlpackDevice::Cpu.to_pair())
+}

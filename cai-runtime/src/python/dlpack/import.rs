@@ -1,0 +1,393 @@
+//! Importing DLPack producers: [`ForeignArray::from_dlpack`].
+//!
+//! The producer's `__dlpack__` is asked for a versioned capsule (`max_version` = cai's
+//! version), then, where it rejects the keywords (a `TypeError`), for a legacy one; a CUDA
+//! producer gets the consumer's stream, and makes it wait for its work before returning. The
+//! capsule is renamed `used_...` as the protocol says, and from then on its tensor is held by
+//! an [`ImportedTensor`], whose drop calls the producer's deleter exactly once: when the last
+//! view drops, or at once where the tensor is refused.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::ptr::NonNull;
+
+use dlpark::DlpackFlags;
+use dlpark::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use pyo3::{ffi, intern};
+
+use super::{
+    DLPACK_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackDevice, DlpackError, USED_DLTENSOR,
+    USED_DLTENSOR_VERSIONED, typestr_of,
+};
+use crate::descriptor::{ArrayDescriptor, Data, Space};
+use crate::python::ForeignArray;
+use crate::python::buffer::Held;
+use crate::sync::ImportOptions;
+
+/// The most dimensions an imported tensor may have (NumPy's limit).
+const MAX_NDIM: i32 = 64;
+
+/// A consumed DLPack tensor: its producer's deleter runs exactly once, when this drops, on
+/// whatever thread (DLPack's deleters may be called from any thread).
+pub(crate) struct ImportedTensor {
+    ptr: NonNull<c_void>,
+    versioned: bool,
+}
+
+// SAFETY: DLPack requires a tensor's deleter to be callable from any thread, and the tensor's
+// fields are only read (never written) through this handle.
+unsafe impl Send for ImportedTensor {}
+// SAFETY: as above; shared access only reads.
+unsafe impl Sync for ImportedTensor {}
+
+impl fmt::Debug for ImportedTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ImportedTensor")
+            .field("ptr", &self.ptr)
+            .field("versioned", &self.versioned)
+            .finish()
+    }
+}
+
+impl Drop for ImportedTensor {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` is the managed tensor a consumed capsule held, whose deleter nobody has
+        // called (the capsule was renamed, so its destructor does not): called once, here. The
+        // deleter field is at the same place in every version of the versioned struct, so it
+        // is read even where the version is one cai does not read otherwise.
+        unsafe {
+            if self.versioned {
+                let p = self.ptr.as_ptr().cast::<DLManagedTensorVersioned>();
+                if let Some(deleter) = (*p).deleter {
+                    deleter(p);
+                }
+            } else {
+                let p = self.ptr.as_ptr().cast::<DLManagedTensor>();
+                if let Some(deleter) = (*p).deleter {
+                    deleter(p);
+                }
+            }
+        }
+    }
+}
+
+impl ImportedTensor {
+    /// Takes the tensor out of a capsule returned by `__dlpack__`, renaming it `used_...`.
+    fn consume(capsule: &Bound<'_, PyAny>) -> Result<Self, DlpackError> {
+        let p = capsule.as_ptr();
+        for (name, used, versioned) in [
+            (DLTENSOR_VERSIONED, USED_DLTENSOR_VERSIONED, true),
+            (DLTENSOR, USED_DLTENSOR, false),
+        ] {
+            // SAFETY: `p` is a live object; PyCapsule_IsValid accepts any object, and sets no
+            // exception.
+            if unsafe { ffi::PyCapsule_IsValid(p, used.as_ptr()) } == 1 {
+                return Err(DlpackError::Capsule(format!(
+                    "__dlpack__ returned a capsule named '{}': it was consumed already",
+                    used.to_string_lossy()
+                )));
+            }
+            // SAFETY: as above.
+            if unsafe { ffi::PyCapsule_IsValid(p, name.as_ptr()) } != 1 {
+                continue;
+            }
+            // SAFETY: a valid capsule of this name (checked above): GetPointer returns its
+            // non-null pointer (a valid capsule never holds null).
+            let tensor = unsafe { ffi::PyCapsule_GetPointer(p, name.as_ptr()) };
+            let ptr = NonNull::new(tensor).ok_or_else(|| {
+                DlpackError::Capsule("__dlpack__ returned a capsule holding NULL".into())
+            })?;
+            // SAFETY: renaming a valid capsule to a static name. From here on its destructor
+            // leaves the tensor to us.
+            if unsafe { ffi::PyCapsule_SetName(p, used.as_ptr()) } != 0 {
+                // SAFETY: clears the exception SetName set (no Python code runs).
+                unsafe { ffi::PyErr_Clear() };
+                return Err(DlpackError::Capsule(
+                    "the capsule returned by __dlpack__ could not be renamed".into(),
+                ));
+            }
+            return Ok(ImportedTensor { ptr, versioned });
+        }
+        let kind = capsule
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        let named = if kind == "PyCapsule" {
+            // SAFETY: `p` is a capsule; PyCapsule_GetName returns its name (or null without
+            // raising for a nameless one... and sets an exception for a non-capsule, which it
+            // is not).
+            let name = unsafe { ffi::PyCapsule_GetName(p) };
+            if name.is_null() {
+                // SAFETY: clears a possible exception (no Python code runs).
+                unsafe { ffi::PyErr_Clear() };
+                " with no name".to_owned()
+            } else {
+                // SAFETY: a capsule's name is a NUL-terminated C string it owns.
+                let n = unsafe { std::ffi::CStr::from_ptr(name) };
+                format!(" named '{}'", n.to_string_lossy())
+            }
+        } else {
+            String::new()
+        };
+        Err(DlpackError::Capsule(format!(
+            "__dlpack__ returned a {kind}{named}, not a capsule named 'dltensor_versioned' or 'dltensor'"
+        )))
+    }
+
+    /// The versioned struct's version and flags, after checking the major version; the legacy
+    /// struct has neither.
+    fn flags(&self) -> Result<DlpackFlags, DlpackError> {
+        if !self.versioned {
+            return Ok(DlpackFlags::empty());
+        }
+        // SAFETY: a versioned tensor: `version` is its first field in every version.
+        let v = unsafe { (*self.ptr.as_ptr().cast::<DLManagedTensorVersioned>()).version };
+        if v.major != DLPACK_VERSION.0 {
+            return Err(DlpackError::Field {
+                field: "version".into(),
+                value: format!("{}.{}", v.major, v.minor),
+                why: format!(
+                    "cai reads DLPack {}.x; another major version has another layout",
+                    DLPACK_VERSION.0
+                ),
+            });
+        }
+        // SAFETY: a version 1.x struct, whose layout this is.
+        let f = unsafe { (*self.ptr.as_ptr().cast::<DLManagedTensorVersioned>()).flags };
+        Ok(f)
+    }
+
+    /// The tensor (only after [`Self::flags`] accepted the version).
+    fn tensor(&self) -> &DLTensor {
+        // SAFETY: the managed tensor is alive until this handle drops; for a versioned one
+        // `flags` checked its major version, so the layout is DLPack 1.x's.
+        unsafe {
+            if self.versioned {
+                &(*self.ptr.as_ptr().cast::<DLManagedTensorVersioned>()).dl_tensor
+            } else {
+                &(*self.ptr.as_ptr().cast::<DLManagedTensor>()).dl_tensor
+            }
+        }
+    }
+}
+
+fn field(
+    field: impl Into<String>,
+    value: impl fmt::Display,
+    why: impl Into<String>,
+) -> DlpackError {
+    DlpackError::Field {
+        field: field.into(),
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+/// The descriptor a DLPack tensor describes (strides converted to bytes; C order where the
+/// producer gave none), checked field by field.
+fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>, DlpackError> {
+    let device = DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64)
+        .ok_or_else(|| {
+            field(
+                "dl_tensor.device",
+                format!("({}, {})", t.device.device_type.0, t.device.device_id),
+                "cai reads kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) tensors",
+            )
+        })?;
+    check_space::<S>(device)?;
+    if !(0..=MAX_NDIM).contains(&t.ndim) {
+        return Err(field(
+            "dl_tensor.ndim",
+            t.ndim,
+            format!("expected 0 to {MAX_NDIM} dimensions"),
+        ));
+    }
+    let ndim = t.ndim as usize;
+    let typestr = typestr_of(t.dtype)?;
+    let itemsize = typestr.itemsize();
+    let read = |p: *mut i64, name: &str| -> Result<Vec<i64>, DlpackError> {
+        if ndim == 0 {
+            return Ok(Vec::new());
+        }
+        if p.is_null() {
+            return Err(field(
+                format!("dl_tensor.{name}"),
+                "NULL",
+                "null with ndim > 0",
+            ));
+        }
+        // SAFETY: DLPack: a non-null shape or strides points to `ndim` int64 values, alive
+        // while the tensor is (it is: we hold it).
+        Ok(unsafe { std::slice::from_raw_parts(p, ndim) }.to_vec())
+    };
+    let mut shape = Vec::with_capacity(ndim);
+    for (i, n) in read(t.shape, "shape")?.into_iter().enumerate() {
+        shape.push(
+            usize::try_from(n)
+                .map_err(|_| field(format!("dl_tensor.shape[{i}]"), n, "negative"))?,
+        );
+    }
+    let strides = if t.strides.is_null() {
+        // Before DLPack 1.2, null strides meant C order.
+        None
+    } else {
+        let mut bytes = Vec::with_capacity(ndim);
+        for (i, s) in read(t.strides, "strides")?.into_iter().enumerate() {
+            let b = isize::try_from(s)
+                .ok()
+                .and_then(|s| s.checked_mul(itemsize as isize))
+                .ok_or_else(|| {
+                    field(
+                        format!("dl_tensor.strides[{i}]"),
+                        s,
+                        format!("times the item size {itemsize} overflows"),
+                    )
+                })?;
+            bytes.push(b);
+        }
+        Some(bytes)
+    };
+    let empty = shape.contains(&0);
+    if t.data.is_null() && !empty {
+        return Err(field(
+            "dl_tensor.data",
+            "NULL",
+            format!("a tensor of shape {shape:?} has items, so it needs an address"),
+        ));
+    }
+    let ptr = (t.data as u64).checked_add(t.byte_offset).ok_or_else(|| {
+        field(
+            "dl_tensor.byte_offset",
+            t.byte_offset,
+            format!("added to data = {:#x} overflows", t.data as u64),
+        )
+    })?;
+    Ok(ArrayDescriptor {
+        shape,
+        typestr,
+        descr: None,
+        data: Data { ptr, readonly },
+        strides,
+        mask: None,
+        version: 3,
+        stream: S::stream_entry(None),
+    })
+}
+
+/// Whether a tensor on `device` can be an import of space `S`: device, managed and registered
+/// host memory are the CUDA Array Interface's; host memory, and the host-accessible kinds,
+/// NumPy's.
+fn check_space<S: Space>(device: DlpackDevice) -> Result<(), DlpackError> {
+    let ok = if S::DEVICE {
+        device.is_cuda()
+    } else {
+        !matches!(device, DlpackDevice::Cuda(_))
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(DlpackError::Device(format!(
+        "the tensor is on {device}: {}",
+        if S::DEVICE {
+            "a device import takes CUDA memory (kDLCUDA, kDLCUDAHost, kDLCUDAManaged); import host memory as a host array"
+        } else {
+            "a host import takes host-accessible memory (kDLCPU, kDLCUDAHost, kDLCUDAManaged); import device memory as a device array"
+        }
+    )))
+}
+
+/// `obj.__dlpack_device__()`, as a device cai reads (`BufferError` for another answer).
+pub fn dlpack_device_of(obj: &Bound<'_, PyAny>) -> PyResult<DlpackDevice> {
+    let d = obj.call_method0(intern!(obj.py(), "__dlpack_device__"))?;
+    let bad = || {
+        DlpackError::Device(format!(
+            "__dlpack_device__() returned {}: cai reads kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) with a device id >= 0",
+            d.repr().map(|r| r.to_string()).unwrap_or_default()
+        ))
+    };
+    let t = d.cast::<PyTuple>().map_err(|_| bad())?;
+    if t.len() != 2 {
+        return Err(bad().into());
+    }
+    let kind: i64 = t.get_item(0)?.extract().map_err(|_| bad())?;
+    let id: i64 = t.get_item(1)?.extract().map_err(|_| bad())?;
+    Ok(DlpackDevice::from_pair(kind, id).ok_or_else(bad)?)
+}
+
+impl<S: Space> ForeignArray<S> {
+    /// Imports any object with `__dlpack__` (`cai.from_dlpack`) with default options: for
+    /// device memory, the legacy default stream waits for the producer's work.
+    pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Self::from_dlpack_with(obj, &ImportOptions::default(), None)
+    }
+
+    /// Imports any object with `__dlpack__`: a versioned capsule is asked for (or a legacy one,
+    /// from producers that reject the keywords), CUDA producers are passed
+    /// `options.consumer` (or -1 with `sync=false`) and make it wait for their work, and the
+    /// producer's deleter is called exactly once, when the last view drops (or at once if the
+    /// tensor is refused). `copy` is passed on (`True`: the producer copies; `False`: it must
+    /// not). A read-only tensor (versioned flag) refuses `typed_mut`. The view keeps `obj`
+    /// alive besides the tensor.
+    ///
+    /// Errors name the field and value: a capsule with another name or consumed already
+    /// (`ValueError`), a tensor on a device of the other space or a device cai does not read,
+    /// a type code with no type string, a major version cai does not read (`BufferError`);
+    /// null data with items, negative shape, strides that overflow, extents outside the
+    /// device allocation (`ValueError`).
+    pub fn from_dlpack_with(
+        obj: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+        copy: Option<bool>,
+    ) -> PyResult<Self> {
+        let py = obj.py();
+        if S::DEVICE {
+            // Before asking the producer for work: a stream is passed only for CUDA memory.
+            // (A host import reads the device from the tensor instead: one call fewer.)
+            check_space::<S>(dlpack_device_of(obj)?)?;
+        }
+        let ordered = options.sync && !crate::sync::ignore_streams();
+        let kwargs = PyDict::new(py);
+        if S::DEVICE {
+            let stream = if ordered {
+                options.consumer.as_raw() as i128
+            } else {
+                -1
+            };
+            kwargs.set_item(intern!(py, "stream"), stream)?;
+        }
+        if let Some(c) = copy {
+            kwargs.set_item(intern!(py, "copy"), c)?;
+        }
+        let legacy = kwargs.copy()?;
+        kwargs.set_item(intern!(py, "max_version"), DLPACK_VERSION)?;
+        let method = intern!(py, "__dlpack__");
+        let capsule = match obj.call_method(method, (), Some(&kwargs)) {
+            Ok(c) => c,
+            // A producer that predates `max_version` (and `copy`) rejects the keyword.
+            Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => obj
+                .call_method(method, (), Some(&legacy))
+                .inspect_err(|e2| e2.set_cause(py, Some(e)))?,
+            Err(e) => return Err(e),
+        };
+        let tensor = ImportedTensor::consume(&capsule)?;
+        // From here the deleter runs exactly once: when `tensor` (or the Held it moves into)
+        // drops, on success or error.
+        let flags = tensor.flags()?;
+        let readonly = flags.contains(DlpackFlags::READ_ONLY);
+        let descriptor = describe::<S>(tensor.tensor(), readonly)?;
+        let layout = descriptor.layout().map_err(|e| {
+            field(
+                "dl_tensor.strides",
+                format!("{:?}", descriptor.strides),
+                e.to_string(),
+            )
+        })?;
+        let mut held = Held::default();
+        held.tensor(tensor);
+        ForeignArray::from_dlpack_parts(descriptor, layout, held, obj, options, ordered)
+    }
+}

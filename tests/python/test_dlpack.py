@@ -1,0 +1,608 @@
+"""DLPack on the host, against NumPy's own DLPack and against producers built here with ctypes.
+
+- Export: ``numpy.from_dlpack`` of every cai array kind (the derive's classes, storages, import
+  views) is zero-copy (a write through NumPy is seen by cai), read-only stays read-only, copies
+  are copies; every dtype maps to NumPy's; what DLPack cannot say is a BufferError naming it.
+- Import: ``cai.from_dlpack`` of NumPy arrays of every dtype and layout equals the import
+  through ``__array_interface__`` (hypothesis); NumPy -> cai -> NumPy round trips.
+- Deleters: cai's exported tensors (counted by ``_dlpack_live_exports``) and a producer's
+  (counted by its ctypes deleter) are deleted exactly once on every path: consumed, never
+  consumed, refused, and from another thread without the GIL.
+- Malformed tensors: each field a clear error naming it, the deleter still called once.
+"""
+
+import ctypes
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import cai
+import cai.examples as ex
+
+live = cai._native._dlpack_live_exports
+
+DTYPES = ["|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8", "<c8", "<c16"]
+
+
+# --- the C structures of dlpack.h, for reading capsules and building producers -------------
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class DLManagedTensor(ctypes.Structure):
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [
+        ("version", DLPackVersion),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", DELETER),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", DLTensor),
+    ]
+
+
+api = ctypes.pythonapi
+api.PyCapsule_New.restype = ctypes.py_object
+api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+api.PyCapsule_GetName.restype = ctypes.c_char_p
+api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+api.PyCapsule_SetName.restype = ctypes.c_int
+api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+# Capsule names must outlive the capsules: module constants.
+NAMES = {
+    name: ctypes.create_string_buffer(name)
+    for name in [b"dltensor", b"dltensor_versioned", b"used_dltensor", b"used_dltensor_versioned", b"foo"]
+}
+
+
+def capsule_name(capsule):
+    return api.PyCapsule_GetName(capsule).decode()
+
+
+def managed(capsule):
+    """The managed tensor a capsule holds (valid while the capsule or its consumer holds it)."""
+    name = capsule_name(capsule)
+    p = api.PyCapsule_GetPointer(capsule, name.encode())
+    kind = DLManagedTensorVersioned if name == "dltensor_versioned" else DLManagedTensor
+    return kind.from_address(p)
+
+
+class Producer:
+    """A DLPack producer made with ctypes: a tensor of any fields, over memory `keep` holds,
+    whose deleter counts its calls."""
+
+    def __init__(
+        self,
+        keep=None,
+        *,
+        data=None,
+        shape=(3,),
+        strides=None,
+        dtype=(2, 64, 1),
+        device=(1, 0),
+        version=(1, 3),
+        flags=0,
+        byte_offset=0,
+        ndim=None,
+        name=None,
+        legacy_only=False,
+    ):
+        self.keep = keep
+        self.deleted = 0
+        self.calls = []
+        self.data = data if data is not None else (keep.ctypes.data if keep is not None else None)
+        self.shape = shape
+        self.strides = strides
+        self.dtype = dtype
+        self.device = device
+        self.version = version
+        self.flags = flags
+        self.byte_offset = byte_offset
+        self.ndim = len(shape) if ndim is None else ndim
+        self.name = name
+        self.legacy_only = legacy_only
+
+        def delete(_):
+            self.deleted += 1
+
+        self._deleter = DELETER(delete)
+
+    def __dlpack_device__(self):
+        return self.device
+
+    def _tensor(self):
+        self._shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
+        strides = None
+        if self.strides is not None:
+            self._strides = (ctypes.c_int64 * max(len(self.strides), 1))(*self.strides)
+            strides = self._strides
+        return DLTensor(
+            data=self.data,
+            device=DLDevice(*self.device),
+            ndim=self.ndim,
+            dtype=DLDataType(*self.dtype),
+            shape=self._shape,
+            strides=strides,
+            byte_offset=self.byte_offset,
+        )
+
+    def __dlpack__(self, **kwargs):
+        self.calls.append(kwargs)
+        if self.legacy_only and kwargs.keys() - {"stream"}:
+            raise TypeError("__dlpack__() got an unexpected keyword argument")
+        versioned = not self.legacy_only and kwargs.get("max_version") is not None
+        if versioned:
+            self._managed = DLManagedTensorVersioned(
+                version=DLPackVersion(*self.version),
+                deleter=self._deleter,
+                flags=self.flags,
+                dl_tensor=self._tensor(),
+            )
+        else:
+            self._managed = DLManagedTensor(dl_tensor=self._tensor(), deleter=self._deleter)
+        name = self.name or (b"dltensor_versioned" if versioned else b"dltensor")
+        return api.PyCapsule_New(ctypes.addressof(self._managed), NAMES[name], None)
+
+
+# --- export ----------------------------------------------------------------------------------
+
+
+def grid(rows=3, cols=4):
+    g = ex.Grid(rows, cols)
+    for i in range(rows):
+        for j in range(cols):
+            g.set(i, j, i * 10 + j)
+    return g
+
+
+def test_numpy_reads_the_derives_classes_zero_copy():
+    g = grid()
+    a = np.from_dlpack(g)
+    assert a.shape == (3, 4) and a.dtype == np.float64
+    assert a.ctypes.data == g.__array_interface__["data"][0]
+    a[1, 2] = -5.0
+    assert g.get(1, 2) == -5.0  # NumPy's write is seen in Rust
+    assert g.__dlpack_device__() == (1, 0)
+    f = np.from_dlpack(ex.Grid(2, 3, "F"))
+    assert f.flags.f_contiguous and f.strides == (8, 16)
+
+
+def test_read_only_stays_read_only():
+    c = ex.counts(5)
+    a = np.from_dlpack(c)
+    assert list(a) == [0, 1, 2, 3, 4] and not a.flags.writeable
+    capsule = c.__dlpack__(max_version=(1, 0))
+    assert managed(capsule).flags & 1  # READ_ONLY
+    # The legacy capsule cannot say "read-only": refused, as NumPy refuses it.
+    with pytest.raises(BufferError, match="read-only"):
+        c.__dlpack__()
+    # A copy is the consumer's own: writable, flagged IS_COPIED.
+    copy = c.__dlpack__(max_version=(1, 0), copy=True)
+    assert managed(copy).flags == 2
+    b = np.from_dlpack(c, copy=True)
+    assert b.flags.writeable
+    b[0] = 99
+    assert np.from_dlpack(c)[0] == 0
+
+
+def test_copies_are_copies():
+    g = grid()
+    a = np.from_dlpack(g, copy=True)
+    a[0, 0] = 123.0
+    assert g.get(0, 0) == 0.0
+    assert np.array_equal(a[1:], np.from_dlpack(g)[1:])
+    # A strided view is copied with its strides (the span it covers).
+    s = cai.zeros((4, 6), dtype="i4")
+    np.asarray(s)[:] = np.arange(24).reshape(4, 6)
+    view = s[::2, ::-3]
+    c = np.from_dlpack(view, copy=True)
+    assert np.array_equal(c, np.asarray(view))
+
+
+def test_storages_and_views_export():
+    for dtype in ["f4", "i8", "c16", "?"]:
+        s = cai.ones((2, 3), dtype=dtype)
+        a = np.from_dlpack(s)
+        assert a.dtype == np.dtype(dtype) and a.shape == (2, 3)
+        a[0, 0] = 0
+        assert np.asarray(s)[0, 0] == 0
+    x = np.arange(12.0).reshape(3, 4)[:, ::-2]
+    v = cai.as_host_array(x)
+    y = np.from_dlpack(v)
+    assert y.ctypes.data == x.ctypes.data and y.strides == x.strides
+    assert np.array_equal(y, x)
+
+
+@pytest.mark.parametrize("typestr", DTYPES)
+def test_every_dtype_maps_to_numpys(typestr):
+    itemsize = np.dtype(typestr).itemsize
+    b = ex.Buffer(4 * itemsize, typestr, [2, 2])
+    a = np.from_dlpack(b)
+    assert a.dtype == np.dtype(typestr) and a.shape == (2, 2)
+
+
+@pytest.mark.parametrize(
+    "typestr,why",
+    [
+        (">f4", "byte order"),
+        ("|V8", "structured"),
+        ("<M8[s]", "DLPack has bool"),
+        ("|S4", "DLPack has bool"),
+        ("<f16", "DLPack has bool"),
+    ],
+)
+def test_what_dlpack_cannot_say_is_a_buffer_error_naming_it(typestr, why):
+    v = cai.as_host_array(np.zeros(2, dtype=typestr))
+    with pytest.raises(BufferError, match=why) as e:
+        v.__dlpack__(max_version=(1, 0))
+    assert typestr in str(e.value)
+
+
+def test_structured_storages_and_odd_strides_are_refused():
+    s = cai.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")])
+    with pytest.raises(BufferError, match="structured"):
+        np.from_dlpack(s)
+    b = ex.Buffer(64, "<f8", [3], strides=[12])
+    with pytest.raises(BufferError, match="multiples of the item size 8"):
+        np.from_dlpack(b)
+
+
+def test_a_mask_is_refused():
+    x = np.arange(4.0)
+    m = np.ones(4, dtype="?")
+    d = dict(x.__array_interface__, mask=m)
+    v = cai.from_array_interface(d, owner=x)
+    with pytest.raises(BufferError, match="mask"):
+        v.__dlpack__(max_version=(1, 0))
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        (dict(stream=0), ValueError, "0 is ambiguous"),
+        (dict(stream=1), ValueError, "`stream` = 1: None"),
+        (dict(stream="1"), TypeError, "`stream` must be None or an int"),
+        (dict(stream=True), TypeError, "`stream`"),
+        (dict(max_version=(1,)), TypeError, "`max_version` must be"),
+        (dict(max_version=(-1, 0)), ValueError, "non-negative"),
+        (dict(dl_device=(2, 0)), BufferError, r"not to dl_device \(2, 0\)"),
+        (dict(dl_device=(4, 0)), BufferError, "cannot export to dl_device"),
+        (dict(dl_device=[1, 0]), TypeError, "`dl_device` must be"),
+        (dict(copy=1), TypeError, "`copy` must be None, True or False, not 1"),
+    ],
+)
+def test_bad_arguments_name_the_keyword(kwargs, exc, match):
+    before = live()
+    with pytest.raises(exc, match=match):
+        grid().__dlpack__(**kwargs)
+    assert live() == before
+
+
+def test_capsule_kinds():
+    g = grid()
+    assert capsule_name(g.__dlpack__()) == "dltensor"
+    assert capsule_name(g.__dlpack__(max_version=(0, 8))) == "dltensor"
+    v = g.__dlpack__(max_version=(1, 0))
+    assert capsule_name(v) == "dltensor_versioned"
+    t = managed(v)
+    assert (t.version.major, t.flags) == (1, 0)
+    assert t.dl_tensor.ndim == 2 and [t.dl_tensor.shape[i] for i in range(2)] == [3, 4]
+    assert [t.dl_tensor.strides[i] for i in range(2)] == [4, 1]  # in items
+    assert (t.dl_tensor.dtype.code, t.dl_tensor.dtype.bits, t.dl_tensor.dtype.lanes) == (2, 64, 1)
+    assert (t.dl_tensor.device.device_type, t.dl_tensor.device.device_id) == (1, 0)
+    # dl_device naming the data's own device, and copy=False, share.
+    assert np.from_dlpack(g, device="cpu", copy=False).ctypes.data == g.__array_interface__["data"][0]
+
+
+def test_zero_size_and_zero_dim():
+    s = cai.zeros((0, 3))
+    assert np.from_dlpack(s).shape == (0, 3)
+    b = ex.Buffer(8, "<f8", [])
+    a = np.from_dlpack(b)
+    assert a.shape == () and a.dtype == np.float64
+
+
+# --- import ----------------------------------------------------------------------------------
+
+
+def same_import(x):
+    """`cai.from_dlpack(x)` and `cai.as_host_array(x)` agree."""
+    d = cai.from_dlpack(x)
+    h = cai.as_host_array(x)
+    assert isinstance(d, cai.HostArrayView)
+    assert (d.shape, d.typestr, d.ptr, d.readonly) == (h.shape, h.typestr, h.ptr, h.readonly)
+    # (A dimension of one item has no stride that matters: NumPy's interface may say C order.)
+    if x.size:
+        assert [s for s, n in zip(d.strides, x.shape) if n > 1] == [s for s, n in zip(h.strides, x.shape) if n > 1]
+    assert d.tobytes() == h.tobytes() == x.tobytes()
+    return d
+
+
+@st.composite
+def numpy_arrays(draw):
+    """Arrays of every dtype with random shapes, steps (negative too), offsets into their base,
+    transposes and read-only flags."""
+    dtype = draw(st.sampled_from(DTYPES))
+    shape = draw(st.lists(st.integers(0, 4), max_size=4))
+    steps = [draw(st.sampled_from([1, 2, -1, -3])) for _ in shape]
+    offset = draw(st.integers(0, 3))
+    full = [n * abs(step) for n, step in zip(shape, steps)]
+    base = np.arange(offset + int(np.prod(full)), dtype=np.int64).astype(dtype)[offset:].reshape(full)
+    x = base[tuple(slice(None, None, step) for step in steps)] if shape else base
+    if x.ndim > 1 and draw(st.booleans()):
+        x = x.T
+    if draw(st.booleans()):
+        x.flags.writeable = False
+    return x
+
+
+@settings(max_examples=150, deadline=None)
+@given(numpy_arrays())
+def test_imports_equal_the_array_interface_import(x):
+    same_import(x)
+
+
+def test_round_trip_numpy_cai_numpy():
+    for dtype in DTYPES:
+        x = np.arange(24).astype(dtype).reshape(4, 6)[1:, ::-2]
+        y = np.from_dlpack(cai.from_dlpack(x))
+        assert y.dtype == x.dtype and np.array_equal(y, x) and np.shares_memory(x, y)
+    ro = np.arange(4.0)
+    ro.flags.writeable = False
+    assert not np.from_dlpack(cai.from_dlpack(ro)).flags.writeable
+
+
+def test_writes_through_an_import_reach_numpy_and_read_only_is_refused():
+    x = np.zeros((2, 3))
+    v = cai.from_dlpack(x)
+    v.set((1, 2), 7.5)
+    assert x[1, 2] == 7.5
+    x.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        cai.from_dlpack(x).set((0, 0), 1.0)
+
+
+def test_the_producer_deleter_runs_once_when_the_view_goes():
+    x = np.arange(6.0)
+    p = Producer(x, shape=(2, 3), strides=(3, 1))
+    v = cai.from_dlpack(p)
+    assert p.calls == [{"max_version": (1, 3)}]  # no stream for host memory
+    assert p.deleted == 0
+    assert v.owner is p and v.get((1, 0)) == 3.0
+    w = np.from_dlpack(v)  # and on to NumPy, which keeps the view
+    del v
+    gc.collect()
+    assert p.deleted == 0 and w[1, 2] == 5.0
+    del w
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_legacy_producers_are_asked_again_without_the_new_keywords():
+    x = np.arange(3.0)
+    p = Producer(x, legacy_only=True)
+    v = cai.from_dlpack(p)
+    assert len(p.calls) == 2 and p.calls[1] == {}
+    assert v.tobytes() == x.tobytes()
+    del v
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_fields_read_as_dlpack_says():
+    x = np.arange(8.0)
+    # Null strides: C order (before DLPack 1.2).
+    v = cai.from_dlpack(Producer(x, shape=(2, 4), strides=None))
+    assert v.strides == (32, 8)
+    # byte_offset moves the first item.
+    v = cai.from_dlpack(Producer(x, shape=(2,), strides=(1,), byte_offset=16))
+    assert v.ptr == x.ctypes.data + 16 and v.get((1,)) == 3.0
+    # bfloat16 is '<V2' (as cai and PyTorch export it).
+    b = np.zeros(4, dtype="<u2")
+    assert cai.from_dlpack(Producer(b, shape=(4,), strides=(1,), dtype=(4, 16, 1))).typestr == "<V2"
+    # Read-only flag.
+    assert cai.from_dlpack(Producer(x, shape=(8,), strides=(1,), flags=1)).readonly
+    # Zero-size with a null pointer, and zero dimensions.
+    assert cai.from_dlpack(Producer(None, data=0, shape=(0, 3), strides=(3, 1))).shape == (0, 3)
+    assert cai.from_dlpack(Producer(x, shape=(), strides=None)).shape == ()
+
+
+@pytest.mark.parametrize(
+    "fields,exc,match",
+    [
+        (dict(data=0, shape=(2,)), ValueError, r"dl_tensor.data` = NULL"),
+        (dict(shape=(2, -3)), ValueError, r"dl_tensor.shape\[1\]` = -3: negative"),
+        (dict(dtype=(10, 8, 1)), ValueError, r"dl_tensor.dtype.code` = 10: float8"),
+        (dict(dtype=(42, 8, 1)), ValueError, r"dl_tensor.dtype.code` = 42: unknown"),
+        (dict(dtype=(2, 32, 4)), ValueError, r"dl_tensor.dtype.lanes` = 4"),
+        (dict(dtype=(2, 8, 1)), ValueError, r"dl_tensor.dtype.bits` = 8"),
+        (dict(version=(2, 0)), ValueError, r"`version` = 2.0"),
+        (dict(ndim=65, shape=(1,)), ValueError, r"dl_tensor.ndim` = 65"),
+        (dict(ndim=-1, shape=(1,)), ValueError, r"dl_tensor.ndim` = -1"),
+        (dict(strides=(1 << 62,)), ValueError, r"dl_tensor.strides\[0\]"),
+        (dict(device=(1, 0), data=None), None, None),
+    ],
+)
+def test_malformed_tensors_name_the_field_and_are_deleted_once(fields, exc, match):
+    x = np.arange(8.0)
+    fields.setdefault("strides", (1,) * len(fields.get("shape", (3,))))
+    if fields.get("data", 1) is None:
+        fields.pop("data")
+    p = Producer(x, **fields)
+    if exc is None:
+        cai.from_dlpack(p)
+    else:
+        with pytest.raises(exc, match=match):
+            cai.from_dlpack(p)
+    gc.collect()
+    assert p.deleted == 1
+
+
+def test_a_tensor_elsewhere_than_its_device_said_is_refused():
+    # __dlpack_device__ says host memory, the tensor says device 0's: refused, deleted.
+    p = Producer(np.arange(3.0), device=(2, 0))
+    p.__dlpack_device__ = lambda: (1, 0)
+    with pytest.raises(BufferError, match="kDLCUDA"):
+        cai.from_dlpack(p)
+    gc.collect()
+    assert p.deleted == 1
+    # A device cai does not read at all (ROCm).
+    q = Producer(np.arange(3.0), device=(10, 0))
+    with pytest.raises(BufferError, match=r"returned \(10, 0\)"):
+        cai.from_dlpack(q)
+    assert q.calls == [] and q.deleted == 0
+
+
+@pytest.mark.parametrize(
+    "name,match", [(b"foo", "named 'foo'"), (b"used_dltensor", "consumed already"), (b"used_dltensor_versioned", "consumed already")]
+)
+def test_capsules_not_ours_to_take_are_refused_and_left_alone(name, match):
+    p = Producer(np.arange(3.0), name=name)
+    with pytest.raises(ValueError, match=match):
+        cai.from_dlpack(p)
+    gc.collect()
+    assert p.deleted == 0  # not consumed: the producer's (here: nobody's) to delete
+
+
+def test_what_dlpack_returns_must_be_a_capsule():
+    class Liar:
+        def __dlpack__(self, **kw):
+            return 42
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(ValueError, match="returned a int"):
+        cai.from_dlpack(Liar())
+
+
+def test_producer_errors_propagate():
+    class Broken:
+        def __dlpack__(self, **kw):
+            raise KeyError("mine")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    with pytest.raises(KeyError, match="mine"):
+        cai.from_dlpack(Broken())
+    with pytest.raises(AttributeError):
+        cai.from_dlpack(object())
+
+
+# --- deleters of cai's exports ---------------------------------------------------------------
+
+
+def test_every_export_is_deleted_exactly_once():
+    gc.collect()
+    before = live()
+    g = grid()
+    for _ in range(50):
+        np.from_dlpack(g)  # consumed, then freed with NumPy's array
+        g.__dlpack__(max_version=(1, 0))  # never consumed: the capsule deletes it
+        g.__dlpack__()
+        np.from_dlpack(g, copy=True)
+    gc.collect()
+    assert live() == before
+    held = [np.from_dlpack(g) for _ in range(5)]
+    assert live() == before + 5
+    del held
+    gc.collect()
+    assert live() == before
+
+
+def test_a_capsule_keeps_its_exporter_alive():
+    g = grid()
+    ref = weakref.ref(g)
+    capsule = g.__dlpack__(max_version=(1, 0))
+    a = np.from_dlpack(grid())
+    del g
+    gc.collect()
+    assert ref() is not None
+    del capsule
+    gc.collect()
+    assert ref() is None
+    s = cai.zeros(4)
+    sref = weakref.ref(s)
+    a = np.from_dlpack(s)
+    del s
+    gc.collect()
+    assert sref() is not None and a.sum() == 0
+    del a
+    gc.collect()
+    assert sref() is None
+
+
+def test_a_view_of_an_import_keeps_the_producer_alive():
+    x = np.arange(5.0)
+    ref = weakref.ref(x)
+    v = cai.from_dlpack(x)
+    del x
+    gc.collect()
+    assert ref() is not None and v.get((4,)) == 4.0
+    del v
+    gc.collect()
+    assert ref() is None
+
+
+def test_the_deleter_may_run_on_another_thread_without_the_gil():
+    gc.collect()
+    before = live()
+    g = grid()
+    ref = weakref.ref(g)
+    capsules = [g.__dlpack__(max_version=(1, 0)) for _ in range(8)]
+    del g
+    tensors = []
+    for c in capsules:
+        t = managed(c)
+        assert api.PyCapsule_SetName(c, NAMES[b"used_dltensor_versioned"]) == 0  # consumed
+        tensors.append((ctypes.addressof(t), t.deleter))
+    del capsules
+    gc.collect()
+    assert live() == before + 8 and ref() is not None
+
+    def consume(address, deleter):
+        deleter(address)  # a ctypes call: the GIL is released around it
+
+    threads = [threading.Thread(target=consume, args=t) for t in tensors]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert live() == before
+    gc.collect()
+    assert ref() is None
