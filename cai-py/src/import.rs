@@ -480,6 +480,19 @@ fn _import_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
     Ok(start.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
 }
 
+/// Benchmark support (feature `testing`): nanoseconds per
+/// `ForeignArray::<Host>::from_dlpack(obj)` over `n` runs in Rust (the producer's `__dlpack__`
+/// call, the capsule, the view, its drop and the producer's deleter).
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _import_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        std::hint::black_box(ForeignArray::<Host>::from_dlpack(obj)?);
+    }
+    Ok(start.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
+}
+
 /// Adds these to the module.
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrayView>()?;
@@ -494,6 +507,7 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         m.add_function(wrap_pyfunction!(_dlpack_live_exports, m)?)?;
         m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
+        m.add_function(wrap_pyfunction!(_import_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
     }
     Ok(())

@@ -175,26 +175,45 @@ fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult
     }
 }
 
-/// The descriptor a value exports (from its builder, or its trait method where it has none),
-/// and whether an `unsafe` memory trait vouches for its bytes
-/// ([`DescriptorBuilder::vouched`]); export errors raise `ValueError` naming `S::ATTRIBUTE`.
+/// What a value exports: its descriptor (from its builder, or its trait method where it has
+/// none), the layout, and whether an `unsafe` memory trait vouches for its bytes
+/// ([`DescriptorBuilder::vouched`]). Export errors raise `ValueError` naming `S::ATTRIBUTE`.
+pub(crate) struct Exported<S: Space> {
+    pub descriptor: ArrayDescriptor<S>,
+    pub layout: crate::Layout,
+    pub vouched: bool,
+}
+
+/// [`Exported`] of a value's builder or trait method.
 pub(crate) fn descriptor_of<S: Space>(
     builder: Option<Result<DescriptorBuilder<S>, crate::DescriptorError>>,
     direct: impl FnOnce() -> Result<ArrayDescriptor<S>, crate::DescriptorError>,
-) -> PyResult<(ArrayDescriptor<S>, bool)> {
+) -> PyResult<Exported<S>> {
     let err = |e| export_error(e, S::ATTRIBUTE);
     match builder {
         Some(b) => {
             let b = b.map_err(err)?;
             let vouched = b.vouched();
-            let d = b.build().map_err(err)?;
+            let (descriptor, layout) = b.build_with_layout().map_err(err)?;
             #[cfg(feature = "cuda")]
             if S::DEVICE {
-                refuse_stream_of_another_device(&d)?;
+                refuse_stream_of_another_device(&descriptor)?;
             }
-            Ok((d, vouched))
+            Ok(Exported {
+                descriptor,
+                layout,
+                vouched,
+            })
         }
-        None => Ok((direct().map_err(err)?, false)),
+        None => {
+            let descriptor = direct().map_err(err)?;
+            let layout = descriptor.layout().map_err(err)?;
+            Ok(Exported {
+                descriptor,
+                layout,
+                vouched: false,
+            })
+        }
     }
 }
 

@@ -72,8 +72,8 @@ pub use bytemuck::{AnyBitPattern, NoUninit};
 pub use check::{Violation, check, check_descriptor};
 pub use dlpack::{
     DLPACK_VERSION, DlpackDevice, DlpackError, DlpackRequest, cuda_dlpack, cuda_dlpack_device,
-    descriptor_dlpack, descriptor_dlpack_device, dlpack_device_of, export as dlpack_export,
-    host_dlpack, host_dlpack_device, live_exports,
+    descriptor_dlpack, descriptor_dlpack_device, dlpack_device_of, host_dlpack, host_dlpack_device,
+    live_exports,
 };
 pub use errors::export_error;
 pub use export::{add_classes, array_interface, cuda_array_interface, to_dict, to_dict_kept};

@@ -20,6 +20,7 @@ use pyo3::types::{PyBool, PyTuple};
 use super::{DLPACK_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackDevice, DlpackError, dl_dtype};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::interface::{ArrayInterface, CudaArrayInterface};
+use crate::layout::Layout;
 use crate::python::export::{descriptor_of, export_error};
 use crate::stream::Stream;
 
@@ -241,12 +242,16 @@ impl Managed for DLManagedTensorVersioned {
     }
 }
 
-/// The heap block a capsule owns; `managed` first, so the tensor's address is the block's.
+/// A tensor's shape or strides, inline in its block up to 8 dimensions.
+type Dims = smallvec::SmallVec<[i64; 8]>;
+
+/// The heap block a capsule owns (one allocation up to 8 dimensions); `managed` first, so the
+/// tensor's address is the block's.
 #[repr(C)]
 struct Exported<M> {
     managed: M,
-    shape: Box<[i64]>,
-    strides: Box<[i64]>,
+    shape: Dims,
+    strides: Dims,
     _keep: Keep,
 }
 
@@ -302,15 +307,16 @@ fn into_capsule<'py, M: Managed>(
     py: Python<'py>,
     tensor: DLTensor,
     flags: DlpackFlags,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
+    shape: Dims,
+    strides: Dims,
     keep: Keep,
 ) -> PyResult<Bound<'py, PyAny>> {
     LIVE.fetch_add(1, Ordering::SeqCst);
+    // Boxed before the pointers are taken: inline dimensions move with the block.
     let mut block = Box::new(Exported {
         managed: M::new(tensor, flags, delete::<M>),
-        shape: shape.into_boxed_slice(),
-        strides: strides.into_boxed_slice(),
+        shape,
+        strides,
         _keep: keep,
     });
     let ndim = block.shape.len();
@@ -395,23 +401,25 @@ enum Source {
 /// # Safety
 /// `d` describes memory that stays valid, for reads (and writes unless read-only), while
 /// `owner` lives: the consumer reads it, and a copy reads it here.
-pub unsafe fn export<'py, S: Space>(
+pub unsafe fn descriptor_dlpack<'py, S: Space>(
     owner: &Bound<'py, PyAny>,
     d: &ArrayDescriptor<S>,
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let layout = d.layout().map_err(|e| export_error(e, "__dlpack__"))?;
     // SAFETY: the caller's contract.
-    unsafe { export_with(owner, d, request, true) }
+    unsafe { export_with(owner, d, &layout, request, true) }
 }
 
-/// [`export`], refusing a copy unless `may_read`.
+/// [`descriptor_dlpack`], with its layout, refusing a copy unless `may_read`.
 ///
 /// # Safety
-/// Where `may_read`, as for [`export`]; otherwise `d` is only described to the consumer (as
+/// Where `may_read`, as for [`descriptor_dlpack`]; otherwise `d` is only described to the consumer (as
 /// its dict would be), never read here.
 unsafe fn export_with<'py, S: Space>(
     owner: &Bound<'py, PyAny>,
     d: &ArrayDescriptor<S>,
+    layout: &Layout,
     request: &DlpackRequest,
     may_read: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
@@ -420,10 +428,9 @@ unsafe fn export_with<'py, S: Space>(
         return Err(DlpackError::Mask.into());
     }
     let dtype = dl_dtype(&d.typestr, d.descr.as_ref())?;
-    let layout = d.layout().map_err(|e| export_error(e, "__dlpack__"))?;
     let itemsize = layout.itemsize();
     let empty = layout.size() == 0;
-    let mut strides = Vec::with_capacity(layout.ndim());
+    let mut strides = Dims::with_capacity(layout.ndim());
     for &s in layout.strides() {
         if s % itemsize as isize != 0 && !empty {
             return Err(DlpackError::ByteStrides {
@@ -442,7 +449,7 @@ unsafe fn export_with<'py, S: Space>(
             n = n.saturating_mul(dim.max(1) as i64);
         }
     }
-    let shape: Vec<i64> = layout.shape().iter().map(|&n| n as i64).collect();
+    let shape: Dims = layout.shape().iter().map(|&n| n as i64).collect();
     if !S::DEVICE
         && !matches!(
             request.stream,
@@ -505,10 +512,10 @@ unsafe fn export_with<'py, S: Space>(
             (d.data.ptr, Keep::Object(owner.clone().unbind()))
         }
         // SAFETY: the memory `d` describes is readable (this function's contract).
-        Source::HostCopy => unsafe { host_copy(d, &layout, here)? },
+        Source::HostCopy => unsafe { host_copy(d, layout, here)? },
         #[cfg(feature = "cuda")]
         // SAFETY: as above; `S` is `Device` (a copy on a device is of device data).
-        Source::DeviceCopy(n) => unsafe { device_copy(d, &layout, n, request)? },
+        Source::DeviceCopy(n) => unsafe { device_copy(d, layout, n, request)? },
         #[cfg(not(feature = "cuda"))]
         Source::DeviceCopy(n) => unreachable!("device data is refused without the driver ({n})"),
     };
@@ -598,7 +605,7 @@ fn order_streams<S: Space>(
 /// The span is readable: host memory by this thread, device memory by the driver.
 unsafe fn host_copy<S: Space>(
     d: &ArrayDescriptor<S>,
-    layout: &crate::layout::Layout,
+    layout: &Layout,
     here: DlpackDevice,
 ) -> PyResult<(u64, Keep)> {
     let Some(extent) = layout.extent() else {
@@ -647,7 +654,7 @@ unsafe fn host_copy<S: Space>(
 #[cfg(feature = "cuda")]
 unsafe fn device_copy<S: Space>(
     d: &ArrayDescriptor<S>,
-    layout: &crate::layout::Layout,
+    layout: &Layout,
     ordinal: u32,
     request: &DlpackRequest,
 ) -> PyResult<(u64, Keep)> {
@@ -690,12 +697,11 @@ pub fn cuda_dlpack<'py, T: CudaArrayInterface + ?Sized>(
     value: &T,
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (d, vouched) =
-        descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
+    let e = descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
     // SAFETY: where `vouched`, an `unsafe` memory trait (`DeviceMemory`) vouches for the
     // bytes, valid while the value lives, which lives while `exporter` does; otherwise the
     // descriptor is only described to the consumer, as its `__cuda_array_interface__` is.
-    unsafe { export_with(exporter, &d, request, vouched) }
+    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, e.vouched) }
 }
 
 /// `__dlpack__` of an `ArrayInterface` value; see [`cuda_dlpack`].
@@ -704,28 +710,15 @@ pub fn host_dlpack<'py, T: ArrayInterface + ?Sized>(
     value: &T,
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (d, vouched) = descriptor_of::<Host>(value.__cai_builder(), || value.array_interface())?;
+    let e = descriptor_of::<Host>(value.__cai_builder(), || value.array_interface())?;
     // SAFETY: as in `cuda_dlpack`, through `HostMemory`.
-    unsafe { export_with(exporter, &d, request, vouched) }
-}
-
-/// `__dlpack__` of a descriptor kept by `owner` (a storage, an import's view), shared or copied.
-///
-/// # Safety
-/// As for [`export`].
-pub unsafe fn descriptor_dlpack<'py, S: Space>(
-    owner: &Bound<'py, PyAny>,
-    d: &ArrayDescriptor<S>,
-    request: &DlpackRequest,
-) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: the caller's contract.
-    unsafe { export(owner, d, request) }
+    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, e.vouched) }
 }
 
 /// `__dlpack_device__` of a `CudaArrayInterface` value.
 pub fn cuda_dlpack_device<T: CudaArrayInterface + ?Sized>(value: &T) -> PyResult<(i32, i32)> {
-    let (d, _) = descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
-    descriptor_dlpack_device(&d)
+    let e = descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
+    descriptor_dlpack_device(&e.descriptor)
 }
 
 /// `__dlpack_device__` of an `ArrayInterface` value: `(1, 0)`, host memory.

@@ -15,6 +15,7 @@ use dlpark::DlpackFlags;
 use dlpark::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 use pyo3::{ffi, intern};
 
@@ -350,26 +351,36 @@ impl<S: Space> ForeignArray<S> {
             check_space::<S>(dlpack_device_of(obj)?)?;
         }
         let ordered = options.sync && !crate::sync::ignore_streams();
-        let kwargs = PyDict::new(py);
-        if S::DEVICE {
-            let stream = if ordered {
-                options.consumer.as_raw() as i128
-            } else {
-                -1
-            };
-            kwargs.set_item(intern!(py, "stream"), stream)?;
-        }
-        if let Some(c) = copy {
-            kwargs.set_item(intern!(py, "copy"), c)?;
-        }
-        let legacy = kwargs.copy()?;
-        kwargs.set_item(intern!(py, "max_version"), DLPACK_VERSION)?;
+        // The keywords of the legacy call (a stream for CUDA memory, `copy` if given), and the
+        // same with `max_version` for the first.
+        let kwargs = |versioned: bool| -> PyResult<Bound<'_, PyDict>> {
+            let kwargs = PyDict::new(py);
+            if S::DEVICE {
+                let stream = if ordered {
+                    options.consumer.as_raw() as i128
+                } else {
+                    -1
+                };
+                kwargs.set_item(intern!(py, "stream"), stream)?;
+            }
+            if let Some(c) = copy {
+                kwargs.set_item(intern!(py, "copy"), c)?;
+            }
+            if versioned {
+                static VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+                let version = VERSION.get_or_try_init(py, || {
+                    PyTuple::new(py, [DLPACK_VERSION.0, DLPACK_VERSION.1]).map(Bound::unbind)
+                })?;
+                kwargs.set_item(intern!(py, "max_version"), version.bind(py))?;
+            }
+            Ok(kwargs)
+        };
         let method = intern!(py, "__dlpack__");
-        let capsule = match obj.call_method(method, (), Some(&kwargs)) {
+        let capsule = match obj.call_method(method, (), Some(&kwargs(true)?)) {
             Ok(c) => c,
             // A producer that predates `max_version` (and `copy`) rejects the keyword.
             Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => obj
-                .call_method(method, (), Some(&legacy))
+                .call_method(method, (), Some(&kwargs(false)?))
                 .inspect_err(|e2| e2.set_cause(py, Some(e)))?,
             Err(e) => return Err(e),
         };

@@ -1,5 +1,5 @@
 //! DLPack, beside the array interfaces: `__dlpack__` / `__dlpack_device__` for every exporter
-//! (`export.rs`: [`export`], and the getters' bodies [`cuda_dlpack`], [`host_dlpack`]...), and
+//! (`export.rs`: [`descriptor_dlpack`], and the getters' bodies [`cuda_dlpack`], [`host_dlpack`]...), and
 //! imports of any DLPack producer into the same [`ForeignArray`](super::ForeignArray) views
 //! (`import.rs`: [`ForeignArray::from_dlpack`](super::ForeignArray::from_dlpack)).
 //!
@@ -28,7 +28,7 @@ use crate::typestr::{ByteOrder, Kind, TypeStr};
 
 pub use export::{
     DlpackRequest, cuda_dlpack, cuda_dlpack_device, descriptor_dlpack, descriptor_dlpack_device,
-    export, host_dlpack, host_dlpack_device, live_exports,
+    host_dlpack, host_dlpack_device, live_exports,
 };
 pub(crate) use import::ImportedTensor;
 pub use import::dlpack_device_of;

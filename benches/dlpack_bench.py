@@ -1,0 +1,66 @@
+"""DLPack benchmarks of the cai Python package, printed as ratios against NumPy's own DLPack
+measured in the same process (never asserted: timings vary by machine).
+
+  (a) export: `numpy.from_dlpack(x)` of cai arrays (a derived class, `Grid`; a storage) against
+      `numpy.from_dlpack` of a NumPy array of the same shape (target <= 1.0x);
+  (b) import into a Rust view (`ForeignArray::<Host>::from_dlpack`, timed in Rust: the
+      producer's `__dlpack__`, the capsule, the view, its drop and the producer's deleter) against
+      `numpy.from_dlpack(numpy_array)` (target <= 0.5x); and, for reference, the same import
+      called from Python (`cai.from_dlpack(x)`), which adds the call and a Python object around
+      the view, and the import through `__array_interface__` (`cai.as_host_array(x)`).
+
+Run: .venv/bin/python benches/dlpack_bench.py
+(with the wheel scripts/test.sh installs there: (b) times the import through `_import_dlpack_ns`,
+a hook of the cai-py feature `testing`, which that wheel has and a user's build has not).
+"""
+
+import sys
+import timeit
+
+import numpy as np
+
+import cai
+import cai.examples
+
+
+def best(stmt, number, repeat=7, **ns):
+    t = timeit.Timer(stmt, globals=ns)
+    return min(t.repeat(repeat=repeat, number=number)) / number
+
+
+def ns(seconds):
+    return f"{seconds * 1e9:8.1f} ns"
+
+
+def row(name, ours, ref, target=None):
+    goal = f"   (target <= {target:.2f}x)" if target is not None else ""
+    print(f"  {name:<58} {ns(ours)}  {ours / ref:5.2f}x{goal}")
+
+
+def main():
+    n = 100_000
+    rows, cols = 64, 32
+    a = np.zeros((rows, cols))
+    g = cai.examples.Grid(rows, cols)
+    s = cai.zeros((rows, cols))
+    from_dlpack = np.from_dlpack
+
+    numpy_ref = best("from_dlpack(a)", n, from_dlpack=from_dlpack, a=a)
+    print(f"(a) export: against numpy.from_dlpack(numpy array) = {ns(numpy_ref)}")
+    row("numpy.from_dlpack(Grid)  [derived class]", best("from_dlpack(g)", n, from_dlpack=from_dlpack, g=g), numpy_ref, 1.0)
+    row("numpy.from_dlpack(cai.zeros(...))  [storage]", best("from_dlpack(s)", n, from_dlpack=from_dlpack, s=s), numpy_ref, 1.0)
+
+    print(f"(b) import: against numpy.from_dlpack(numpy array) = {ns(numpy_ref)}")
+    hook = getattr(cai._native, "_import_dlpack_ns", None)
+    if hook is None:
+        print("  (no `testing` hooks in this build: the Rust-timed import is skipped)")
+    else:
+        rust = min(hook(a, n) for _ in range(7)) * 1e-9
+        row("ForeignArray::<Host>::from_dlpack(numpy array)  [in Rust]", rust, numpy_ref, 0.5)
+    row("cai.from_dlpack(numpy array)  [from Python]", best("f(a)", n, f=cai.from_dlpack, a=a), numpy_ref)
+    row("cai.as_host_array(numpy array)  [__array_interface__]", best("f(a)", n, f=cai.as_host_array, a=a), numpy_ref)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
