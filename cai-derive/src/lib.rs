@@ -44,7 +44,8 @@ pub fn derive_gt_data_interface(input: TokenStream) -> TokenStream {
 
 /// In place of PyO3's `#[pymethods]` on a `#[pyclass]`'s own impl block: adds the
 /// `__cuda_array_interface__` (`cuda`) and/or `__array_interface__` (`host`, with NumPy's
-/// `__array_struct__`) property to it,
+/// `__array_struct__`) property to it, with DLPack's `__dlpack__` and `__dlpack_device__`
+/// (the device memory's where both are given; `no_dlpack` leaves them out),
 /// so classes with their own methods need neither a second block nor `multiple-pymethods`.
 #[cfg(feature = "python")]
 #[proc_macro_attribute]

@@ -11,6 +11,9 @@
 //!   in Rust: a validated, typed view that keeps what it reads through alive (`buffer.rs`:
 //!   [`Held`]).
 //! - `check.rs`: the conformance checker ([`check()`]).
+//! - `dlpack/`: DLPack, both directions: capsules for `__dlpack__` ([`descriptor_dlpack`],
+//!   [`DlpackRequest`]) and imports of any producer ([`ForeignArray::from_dlpack_with`]), with
+//!   [`DlpackError`] naming the field and value.
 //! - `errors.rs`: cai's errors as Python exceptions, one `From<E> for PyErr` per error type
 //!   ([`impl_pyerr!`](crate::impl_pyerr)), and the context-naming [`export_error`].
 //! - `testing.rs` (feature `testing`): hooks for the `cai` package's tests; not an API.
@@ -26,6 +29,7 @@
 //! | [`DescriptorError`](crate::DescriptorError), [`LayoutError`](crate::LayoutError), [`StreamError`](crate::StreamError), [`DescrNameError`](crate::DescrNameError) | `ValueError` | values of the right types that break a rule (a shape too large, a stream of 0) |
 //! | [`TypeStrError`](crate::TypeStrError) | `TypeError` | not a type string, as NumPy's `dtype("x")` is a `TypeError` |
 //! | [`ViewError`] | `ValueError` for [`ViewError::ReadOnly`], else `TypeError` | writing read-only data is a bad value; an element type that is not the array's is a type mismatch |
+//! | [`DlpackError`] | `BufferError` for requests and tensors cai cannot serve, `ValueError` for malformed values, `TypeError` for arguments of the wrong type | as the Array API standard's `__dlpack__` says |
 //! | [`AllocError`](crate::AllocError) | `MemoryError` | as NumPy raises when an array cannot be allocated |
 //! | [`DriverError`](crate::DriverError) | `RuntimeError` | the CUDA driver failed, whatever the arguments |
 //! | [`CopyToHostError`](crate::CopyToHostError) | `RuntimeError` (the driver) or `MemoryError` (the host buffer) | as its two causes |
@@ -41,6 +45,11 @@
 //!   getter — for classes that have no `#[pymethods]` block of their own;
 //! - `#[cai_runtime::pymethods(cuda)]` (or `host`, or both) in place of `#[pymethods]` on the
 //!   class's own block adds the getter to it.
+//!
+//! Both also add DLPack's `__dlpack__` and `__dlpack_device__` (`dlpack/`: [`cuda_dlpack`],
+//! [`host_dlpack`]; the device memory's where a class exports both), unless told `no_dlpack`:
+//! `#[cai(python, no_dlpack)]`, `#[cai_runtime::pymethods(cuda, no_dlpack)]`. Any DLPack
+//! producer is imported with [`ForeignArray::from_dlpack`].
 
 // The buffer protocol (host descriptors whose `data` is a buffer, `buffer.rs`) entered the
 // stable ABI in Python 3.11.
