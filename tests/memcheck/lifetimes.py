@@ -2,7 +2,8 @@
 (scripts/memcheck.sh runs it under valgrind): any read of freed memory is reported there, and
 any wrong value here. Each case is one class of "what the data depends on": the descriptor
 dict (NumPy scalars' '__ref'), a mask object and its dict, an `__array_struct__` capsule's
-exporter, the `__gt_data_interface__` dict, the buffers of a storage's wrapped data."""
+exporter, the `__gt_data_interface__` dict, the buffers of a storage's wrapped data, a DLPack
+capsule's exporter, and a DLPack import's producer (freed by its deleter when the view goes)."""
 
 import gc
 
@@ -93,7 +94,41 @@ def main():
     for capsule, value in capsules:
         got = np.asarray(Capsule(capsule))
         assert value is None or (got == value).all(), got
-    del junk
+    # DLPack: capsules outliving their exporters, consumed after churn; a view outliving its
+    # producer; a view's capsule outliving the view; a copy outliving everything.
+    capsules = [
+        (cai.full((300, 300), 5.0).__dlpack__(max_version=(1, 0)), 5.0),
+        (cai.examples.Grid(40, 50).__dlpack__(), 0.0),
+        (cai.examples.counts(1000).__dlpack__(max_version=(1, 0), copy=True), None),
+        (cai.from_dlpack(np.full(700, 3.0)).__dlpack__(max_version=(1, 0)), 3.0),
+    ]
+    gc.collect()
+    junk = churn()
+
+    class Holder:
+        def __init__(self, capsule):
+            self.capsule = capsule
+
+        def __dlpack__(self, **kwargs):
+            return self.capsule
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    for capsule, value in capsules:
+        got = np.from_dlpack(Holder(capsule))
+        assert value is None or (got == value).all(), got
+    v = cai.from_dlpack(np.arange(900.0)[::-3])
+    gc.collect()
+    junk = churn()
+    assert v.get([0]) == 899.0
+    a = np.from_dlpack(v)
+    del v
+    gc.collect()
+    junk = churn()
+    assert a[-1] == 2.0
+    del a, junk
+    gc.collect()
     print("lifetimes: every read saw live memory")
 
 
