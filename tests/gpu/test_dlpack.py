@@ -13,6 +13,7 @@ import pytest
 import cai
 
 from conftest import second_device
+from dlpack_producer import Producer
 
 EMULATED = bool(os.environ.get("CAI_GPU_SUITE_EMULATED"))
 live = getattr(cai._native, "_dlpack_live_exports", None)
@@ -149,6 +150,27 @@ def test_an_array_on_another_device_imports_from_the_current_one():
     v = cai.from_dlpack(a)  # device 0 current: its legacy stream waits for device 1's
     assert (items(v, np.uint8) == 4).all()
     a.synchronize()
+
+
+def test_a_device_tensor_leaving_its_allocation_is_refused_and_deleted_once():
+    a = cai.DeviceArray(np.zeros(64, dtype=np.uint8))
+    good = Producer(data=a.ptr, shape=(8,), strides=(1,), dtype=(1, 8, 1), device=(2, 0))
+    v = cai.from_dlpack(good, stream=1)
+    assert good.calls[0]["stream"] == 1 and good.calls[0]["max_version"][0] == 1
+    assert v.ptr == a.ptr and good.deleted == 0
+    del v
+    gc.collect()
+    assert good.deleted == 1
+    for shape, strides, offset in [((65,), (1,), 0), ((8,), (1,), 60), ((2,), (-1,), 0)]:
+        bad = Producer(data=a.ptr, shape=shape, strides=strides, byte_offset=offset, dtype=(1, 8, 1), device=(2, 0))
+        with pytest.raises(ValueError, match="allocation"):
+            cai.from_dlpack(bad)
+        gc.collect()
+        assert bad.deleted == 1, (shape, strides, offset)
+    # sync=False passes -1: the consumer orders nothing.
+    quiet = Producer(data=a.ptr, shape=(8,), strides=(1,), dtype=(1, 8, 1), device=(2, 0))
+    cai.from_dlpack(quiet, sync=False)
+    assert quiet.calls[0]["stream"] == -1
 
 
 # --- peers (a GPU only) -----------------------------------------------------------------------
