@@ -71,8 +71,11 @@ echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that n
 CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     CAI_GPU_SUITE_EMULATED=1 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== the cust and cudarc backends' tests against the emulated driver (two devices)"
+# One test at a time: the emulator is one per process, and a test that synchronizes everything
+# (a context, the legacy stream) would run the work another test's stale-read control leaves
+# pending.
 CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
-    cargo test -p cai-runtime --features cust,cudarc,python --test cust --test cudarc
+    cargo test -p cai-runtime --features cust,cudarc,python --test cust --test cudarc -- --test-threads=1
 echo "== the cudarc example against the emulated driver (which runs no kernels: it says so)"
 cudarc_out=$(LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     cargo run --quiet -p cudarc-example 2>&1)

@@ -257,7 +257,10 @@ mod device_array {
             let stream = cuda::with_device(self.device, || {
                 cai_runtime::AsStream::prepare_export(&*self.streams)
             })?;
-            Ok(self.builder().stream(stream))
+            Ok(self
+                .builder()
+                .stream(stream)
+                .stream_vouched_by(cai_runtime::AsStream::live_stream(&*self.streams)))
         }
 
         /// The descriptor of this view, without its stream.

@@ -199,8 +199,10 @@ impl DeviceMatrix {
                 "ptr is 0 but shape ({rows}, {cols}) has items"
             )));
         }
-        // SAFETY: the address is only exported, never dereferenced by Rust; validity of the
-        // memory is the caller's promise, kept by holding `owner`.
+        // SAFETY: the Python caller handing over an address is its producer and answers for
+        // it (as for `from_cuda_array_interface`'s dict), the memory kept valid by holding
+        // `owner`. Rust never dereferences it; a DLPack copy reads it through the driver, only
+        // inside the allocation the driver finds the address in.
         let memory = unsafe { RawDeviceMemory::from_raw_parts(ptr, len) };
         Ok(DeviceMatrix {
             memory,

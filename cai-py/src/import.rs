@@ -431,11 +431,13 @@ fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
 fn from_dlpack<'py>(
     obj: &Bound<'py, PyAny>,
     stream: Option<&Bound<'py, PyAny>>,
-    copy: Option<bool>,
+    copy: Option<&Bound<'py, PyAny>>,
     #[pyo3(from_py_with = arg::sync)] sync: bool,
     #[pyo3(from_py_with = arg::check_pointer)] check_pointer: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
+    // (`copy` read as `__dlpack__` reads it: None, True or False, a TypeError naming it else.)
+    let copy = cpy::DlpackRequest::from_args(None, None, None, copy)?.copy();
     let options = cuda::import_options(sync, stream, "enqueue", check_pointer)?;
     if cpy::dlpack_device_of(obj)?.is_cuda() {
         let view = ForeignArray::<Device>::from_dlpack_with(obj, &options, copy)?;

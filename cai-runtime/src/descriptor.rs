@@ -12,7 +12,7 @@ use crate::element::{DType, Element};
 use crate::error::DescriptorError;
 use crate::layout::{Layout, Order};
 use crate::memory::{DeviceMemory, HostMemory};
-use crate::stream::Stream;
+use crate::stream::{LiveStream, Stream};
 use crate::structured::{Descr, write_py_str, write_py_tuple};
 use crate::typestr::{Kind, TypeStr};
 
@@ -344,6 +344,8 @@ pub struct DescriptorBuilder<S: Space> {
     mask: Option<ArrayDescriptor<S>>,
     /// Made from a memory trait (`device`, `host`...), which vouches for the bytes.
     vouched: bool,
+    /// The stream is a live stream, vouched for by a [`LiveStream`] (`stream_vouched_by`).
+    stream_live: bool,
 }
 
 impl DescriptorBuilder<Device> {
@@ -372,6 +374,15 @@ impl DescriptorBuilder<Device> {
     /// Exported as `None` whatever it is while [`crate::sync::export_stream_none`] is on.
     pub fn stream(mut self, stream: Option<Stream>) -> Self {
         self.stream = crate::sync::exported_stream(stream);
+        self.stream_live = false;
+        self
+    }
+
+    /// Says the stream given to [`Self::stream`] is `live`'s (a stream field that owns its
+    /// stream vouches for it, as the derive passes it), so that cai may hand it to the driver
+    /// itself (DLPack's stream handshake); a bare number, never vouched for, is only described.
+    pub fn stream_vouched_by(mut self, live: Option<LiveStream<'_>>) -> Self {
+        self.stream_live = live.is_some_and(|l| self.stream == Some(l.stream()));
         self
     }
 }
@@ -416,6 +427,7 @@ impl<S: Space> PartialEq for DescriptorBuilder<S> {
             stream,
             mask,
             vouched,
+            stream_live,
         } = self;
         *ptr == o.ptr
             && *byte_len == o.byte_len
@@ -430,6 +442,7 @@ impl<S: Space> PartialEq for DescriptorBuilder<S> {
             && *stream == o.stream
             && *mask == o.mask
             && *vouched == o.vouched
+            && *stream_live == o.stream_live
     }
 }
 
@@ -450,6 +463,7 @@ impl<S: Space> DescriptorBuilder<S> {
             stream: S::StreamEntry::default(),
             mask: None,
             vouched: false,
+            stream_live: false,
         }
     }
 
@@ -459,6 +473,12 @@ impl<S: Space> DescriptorBuilder<S> {
     /// [`DescriptorBuilder::new`] from a bare address is only described, never read.
     pub fn vouched(&self) -> bool {
         self.vouched
+    }
+
+    /// Whether the stream is vouched for as live (`DescriptorBuilder::<Device>::stream_vouched_by`;
+    /// never on the host, which has no stream).
+    pub fn stream_live(&self) -> bool {
+        self.stream_live
     }
 
     /// The items' dtype, chosen at run time (as `device_as` / `host_as` choose one at compile

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import cai
+import cai.examples
 
 from conftest import second_device
 from dlpack_producer import Producer
@@ -171,6 +172,67 @@ def test_a_device_tensor_leaving_its_allocation_is_refused_and_deleted_once():
     quiet = Producer(data=a.ptr, shape=(8,), strides=(1,), dtype=(1, 8, 1), device=(2, 0))
     cai.from_dlpack(quiet, sync=False)
     assert quiet.calls[0]["stream"] == -1
+
+
+def test_a_dlpack_view_passes_on_the_stream_its_data_is_ready_on():
+    """Found by an attack: a view imported through DLPack re-exported `stream: None`, though
+    its data was ready on the import's consumer stream only, so its own consumers on other
+    streams read stale bytes."""
+    s1 = cai.DeviceArray(np.zeros(1, dtype=np.uint8), non_blocking=True)
+    s2 = cai.DeviceArray(np.zeros(1, dtype=np.uint8), non_blocking=True)
+    for value, pass_on in [(4, "dlpack"), (5, "cai"), (6, "host")]:
+        a = pending(value)
+        v = cai.from_dlpack(a, stream=s1.stream)
+        assert v.__cuda_array_interface__["stream"] == s1.stream
+        if pass_on == "dlpack":
+            w = cai.from_dlpack(v, stream=s2.stream)
+        elif pass_on == "cai":
+            w = cai.as_cuda_array(v, stream=s2.stream)
+        if pass_on == "host":
+            got = np.from_dlpack(v, device="cpu")
+        else:
+            got = items(w, np.uint8)
+        assert (got[-8:] == value).all(), (pass_on, got[-8:])
+        a.synchronize()
+    # With a host wait (mode="synchronize" of a wrap), every stream may read: no stream.
+    d = cai.as_storage(pending(8))
+    assert d.__cuda_array_interface__["stream"] is None
+
+
+def test_copies_of_managed_memory_are_managed_and_finished_for_host_readers():
+    """Found by an attack: copy=True of managed memory made plain device memory (which NumPy
+    cannot read), and a host reader could read the copy before it was made."""
+    m = cai.ones(8, device="gpu", managed="cuda")
+    assert np.from_dlpack(m, copy=True).tolist() == [1.0] * 8
+    v = cai.from_dlpack(m, copy=True)
+    assert v.__dlpack_device__() == (13, 0) and v.ptr != m.__cuda_array_interface__["data"][0]
+
+
+def test_copies_stay_inside_the_allocation_and_bare_streams_are_not_used():
+    """Found by an attack: a derived class describing more than its allocation was copied
+    past its end, and a bare stream number was handed to the driver."""
+    a = cai.DeviceArray(np.zeros(64, dtype=np.uint8))
+    big = cai.examples.DeviceMatrix(a.ptr, 100, 100, owner=a)
+    for kwargs in [dict(copy=True), dict(dl_device=(1, 0))]:
+        with pytest.raises(ValueError, match="allocation"):
+            big.__dlpack__(max_version=(1, 0), **kwargs)
+    bare = cai.examples.DeviceMatrix(a.ptr, 4, 4, owner=a, stream=0x7777)
+    assert bare.__cuda_array_interface__["stream"] == 0x7777  # described, as before
+    for kwargs in [dict(), dict(stream=1), dict(dl_device=(1, 0)), dict(copy=True)]:
+        with pytest.raises(BufferError, match="bare number"):
+            bare.__dlpack__(max_version=(1, 0), **kwargs)
+    bare.__dlpack__(max_version=(1, 0), stream=-1)  # no ordering asked: nothing handed over
+    ok = cai.examples.DeviceMatrix(a.ptr, 4, 4, owner=a, stream=2)
+    assert cai.from_dlpack(ok).shape == (4, 4)
+
+
+def test_a_tensor_naming_another_device_than_its_memory_is_refused():
+    a = cai.DeviceArray(np.zeros(8, dtype=np.uint8))
+    p = Producer(data=a.ptr, shape=(8,), strides=(1,), dtype=(1, 8, 1), device=(2, 7))
+    with pytest.raises(ValueError, match="names device 7, but the driver says"):
+        cai.from_dlpack(p)
+    gc.collect()
+    assert p.deleted == 1
 
 
 # --- peers (a GPU only) -----------------------------------------------------------------------

@@ -150,11 +150,14 @@ def test_a_mask_is_refused():
         (dict(stream="1"), TypeError, "`stream` must be None or an int"),
         (dict(stream=True), TypeError, "`stream`"),
         (dict(max_version=(1,)), TypeError, "`max_version` must be"),
-        (dict(max_version=(-1, 0)), ValueError, "non-negative"),
+        (dict(max_version=(-1, 0)), ValueError, "from 0 to"),
         (dict(dl_device=(2, 0)), BufferError, r"not to dl_device \(2, 0\)"),
         (dict(dl_device=(4, 0)), BufferError, "cannot export to dl_device"),
         (dict(dl_device=[1, 0]), TypeError, "`dl_device` must be"),
         (dict(copy=1), TypeError, "`copy` must be None, True or False, not 1"),
+        (dict(stream=2**64), ValueError, "below 2\\*\\*64"),
+        (dict(max_version=(2**70, 0)), ValueError, "from 0 to 2\\*\\*32 - 1"),
+        (dict(dl_device=(1, 5)), BufferError, r"cannot export to dl_device \(1, 5\)"),
     ],
 )
 def test_bad_arguments_name_the_keyword(kwargs, exc, match):
@@ -162,6 +165,25 @@ def test_bad_arguments_name_the_keyword(kwargs, exc, match):
     with pytest.raises(exc, match=match):
         grid().__dlpack__(**kwargs)
     assert live() == before
+
+
+def test_an_index_that_changes_its_mind_is_read_once():
+    """Found by an attack: `stream` was read twice (as i64, then u64), and an `__index__`
+    answering 2**63 then 0 reached a Rust `expect` (a PanicException)."""
+
+    class Flaky:
+        answers = iter([2**63, 0, 0])
+
+        def __index__(self):
+            return next(self.answers)
+
+    with pytest.raises((TypeError, ValueError)):
+        grid().__dlpack__(stream=Flaky())
+
+
+def test_cai_from_dlpack_names_a_bad_copy():
+    with pytest.raises(TypeError, match="`copy` must be None, True or False, not 'yes'"):
+        cai.from_dlpack(np.zeros(2), copy="yes")
 
 
 def test_capsule_kinds():
@@ -348,6 +370,34 @@ def test_capsules_not_ours_to_take_are_refused_and_left_alone(name, match):
         cai.from_dlpack(p)
     gc.collect()
     assert p.deleted == 0  # not consumed: the producer's (here: nobody's) to delete
+
+
+def test_storages_read_dlpack_only_producers_everywhere():
+    """Found by an attack: `storage(p)` and `s[...] = p` went to NumPy, which reads no DLPack,
+    and `as_storage` said a producer whose `__dlpack__` failed exposed nothing."""
+
+    class OnlyDlpack:
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kw):
+            return self.a.__dlpack__(**kw)
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    x = np.arange(6.0)
+    assert np.asarray(cai.storage(OnlyDlpack(x))).tolist() == x.tolist()
+    s = cai.zeros(6)
+    s[...] = OnlyDlpack(x)
+    assert np.asarray(s).tolist() == x.tolist()
+
+    class Refusing(OnlyDlpack):
+        def __dlpack__(self, **kw):
+            raise TypeError("cannot export a tensor that requires grad")
+
+    with pytest.raises(TypeError, match="requires grad"):
+        cai.as_storage(Refusing(x))
 
 
 def test_what_dlpack_returns_must_be_a_capsule():

@@ -167,6 +167,10 @@ pub fn layout_calls(
             <#ty as #krate::DeviceMemory>::order_export(&self.#mem, stream, #live).map_err(#err)?;
             stream
         })));
+        // A stream field that owns its stream vouches for it (DLPack hands it to the driver).
+        if common.stream.is_some() {
+            calls.push(quote!(.stream_vouched_by(#live)));
+        }
     }
     calls
 }

@@ -274,12 +274,13 @@ fn template<'py>(
     Ok((shape, dtype, params))
 }
 
-/// `v`, or `numpy.asarray(v)` where it has no data interface (a plain list...). An xarray
+/// `v`, or `numpy.asarray(v)` where it has no data interface and no DLPack (a plain list...). An xarray
 /// `DataArray` is kept, to be read with its dims as GDP-3 says, and so is a GT4Py field (its
 /// `__gt_dims__`, its buffer in `ndarray`).
 fn readable<'py>(py: Python<'py>, v: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     if v.is_instance_of::<PyStorage>()
         || GtData::speaks_gt(v)?
+        || v.hasattr("__dlpack__")?
         || v.hasattr("__array_interface__")?
         || v.hasattr("__cuda_array_interface__")?
         || cai_gt::python::gt4py_field_buffer(v)?.is_some()

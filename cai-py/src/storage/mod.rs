@@ -43,7 +43,8 @@ fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 }
 
 /// Whether `v` is read through GDP-3's data interface, its `acquire` first: it speaks it
-/// ([`GtData::speaks_gt`]: `__gt_data_interface__`, or an xarray `DataArray`), and is neither
+/// ([`GtData::speaks_gt`]: `__gt_data_interface__`, or an xarray `DataArray`) or only DLPack
+/// (GDP-3's fallback reads that), and is neither
 /// a storage (read as the storage it is) nor what NumPy reads itself: Python numbers, NumPy
 /// arrays and scalars, told from their type, since asking one for an attribute it lacks costs
 /// an exception (as much as the rest of an item write).
@@ -58,7 +59,16 @@ fn read_through_gt(v: &Bound<'_, PyAny>) -> PyResult<bool> {
     if numpy_array_or_scalar(v)? {
         return Ok(false);
     }
-    GtData::speaks_gt(v)
+    Ok(GtData::speaks_gt(v)? || dlpack_only(v)?)
+}
+
+/// Whether `v` speaks DLPack and neither array interface (a CPU tensor of PyTorch, JAX's
+/// arrays): GDP-3's fallback reads it, where NumPy would not.
+fn dlpack_only(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = v.py();
+    Ok(v.hasattr(pyo3::intern!(py, "__dlpack__"))?
+        && !v.hasattr(pyo3::intern!(py, "__array_interface__"))?
+        && !v.hasattr(pyo3::intern!(py, "__cuda_array_interface__"))?)
 }
 
 /// Whether `v` is a NumPy array (its exact type) or scalar, told from its type alone.

@@ -79,6 +79,7 @@ fn not_wrappable(function: &str, data: &Bound<'_, PyAny>, e: PyErr) -> PyErr {
     if !e.is_instance_of::<PyTypeError>(py)
         || buffer
         || has("__gt_data_interface__")
+        || has("__dlpack__")
         || has("__array_interface__")
         || has("__cuda_array_interface__")
     {

@@ -182,6 +182,8 @@ pub(crate) struct Exported<S: Space> {
     pub descriptor: ArrayDescriptor<S>,
     pub layout: crate::Layout,
     pub vouched: bool,
+    /// The stream is vouched for too ([`DescriptorBuilder::stream_live`]).
+    pub stream_live: bool,
 }
 
 /// [`Exported`] of a value's builder or trait method.
@@ -193,7 +195,7 @@ pub(crate) fn descriptor_of<S: Space>(
     match builder {
         Some(b) => {
             let b = b.map_err(err)?;
-            let vouched = b.vouched();
+            let (vouched, stream_live) = (b.vouched(), b.stream_live());
             let (descriptor, layout) = b.build_with_layout().map_err(err)?;
             #[cfg(feature = "cuda")]
             if S::DEVICE {
@@ -203,6 +205,7 @@ pub(crate) fn descriptor_of<S: Space>(
                 descriptor,
                 layout,
                 vouched,
+                stream_live,
             })
         }
         None => {
@@ -212,6 +215,7 @@ pub(crate) fn descriptor_of<S: Space>(
                 descriptor,
                 layout,
                 vouched: false,
+                stream_live: false,
             })
         }
     }

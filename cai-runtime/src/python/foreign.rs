@@ -241,7 +241,10 @@ impl<S: Space> ForeignArray<S> {
     /// ([`NoSyncReason::ProducerOrdered`]) unless synchronization was off. Then, with
     /// [`SyncMode::Synchronize`](crate::sync::SyncMode::Synchronize), the host waits for that
     /// stream; otherwise, where the data is on another device than the consumer's, the
-    /// consumer's default stream waits for the data's device's, which the producer ordered.
+    /// consumer's default stream waits for the data's device's, which the producer ordered, and
+    /// the view's descriptor names the consumer's stream as its `stream` (where the data is
+    /// ready), so that the view's own consumers are ordered after it. `device_id`, the device
+    /// the tensor names, must be the one the driver finds the pointer on.
     pub(crate) fn from_dlpack_parts(
         descriptor: ArrayDescriptor<S>,
         layout: Layout,
@@ -249,6 +252,7 @@ impl<S: Space> ForeignArray<S> {
         owner: &Bound<'_, PyAny>,
         options: &ImportOptions,
         ordered: bool,
+        device_id: Option<u32>,
     ) -> PyResult<Self> {
         let mut a = ForeignArray {
             descriptor,
@@ -265,17 +269,33 @@ impl<S: Space> ForeignArray<S> {
             return Ok(a);
         }
         a.prepare_device()?;
+        #[cfg(feature = "cuda")]
+        if let (Some(claimed), Some(found)) = (device_id, a.data_device())
+            && claimed != found
+        {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "DLPack tensor field `dl_tensor.device` names device {claimed}, but the driver says `data` = {:#x} is memory of device {found}",
+                a.ptr()
+            )));
+        }
+        #[cfg(not(feature = "cuda"))]
+        let _ = device_id;
         a.sync_plan = SyncPlan::Nothing(match (options.sync, ordered) {
             (false, _) => NoSyncReason::Disabled,
             (true, false) => NoSyncReason::Ignored,
             (true, true) => NoSyncReason::ProducerOrdered,
         });
-        #[cfg(feature = "cuda")]
         if ordered {
+            #[cfg(feature = "cuda")]
             if options.mode == crate::sync::SyncMode::Synchronize {
                 a.wait_for_the_producer()?;
             } else {
                 a.order_default_stream_across_devices()?;
+            }
+            // The data is ready on the consumer's stream (after a host wait, on every stream):
+            // the view's own exports say so, so that their consumers order after it.
+            if options.mode == crate::sync::SyncMode::Enqueue {
+                a.descriptor.stream = S::stream_entry(Some(options.consumer));
             }
         }
         Ok(a)

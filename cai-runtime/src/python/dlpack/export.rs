@@ -62,7 +62,7 @@ fn repr(v: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "<unprintable>".to_owned())
 }
 
-fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> Result<(i64, i64), DlpackError> {
+fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> Result<(i128, i128), DlpackError> {
     let wrong = || DlpackError::ArgumentType {
         key,
         value: repr(v),
@@ -77,7 +77,7 @@ fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> Result<(i64, i64), Dlpac
         if x.is_instance_of::<PyBool>() {
             return Err(wrong());
         }
-        x.extract::<i64>().map_err(|_| wrong())
+        x.extract::<i128>().map_err(|_| wrong())
     };
     Ok((int(0)?, int(1)?))
 }
@@ -111,16 +111,17 @@ impl DlpackRequest {
                     return Err(DlpackError::Argument {
                         key: "max_version",
                         value: repr(v),
-                        expected: "a (major, minor) version of non-negative ints",
+                        expected: "a (major, minor) version of ints from 0 to 2**32 - 1",
                     });
                 }
             }
         }
         if let Some(v) = dl_device.filter(|v| !v.is_none()) {
             let (kind, id) = int_pair(v, "dl_device")?;
-            out.dl_device = Some(DlpackDevice::from_pair(kind, id).ok_or_else(|| {
+            let pair = i64::try_from(kind).ok().zip(i64::try_from(id).ok());
+            out.dl_device = Some(pair.and_then(|(k, i)| DlpackDevice::from_pair(k, i)).ok_or_else(|| {
                 DlpackError::Unmet(format!(
-                    "cannot export to dl_device {}: cai exports to kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) with a device id >= 0",
+                    "cannot export to dl_device {}: cai exports to kDLCPU (1, 0), kDLCUDA (2, n), kDLCUDAHost (3, 0) and kDLCUDAManaged (13, n) with a device id n >= 0",
                     repr(v)
                 ))
             })?);
@@ -136,6 +137,11 @@ impl DlpackRequest {
         Ok(out)
     }
 
+    /// What the consumer said of copies (`copy`): `None` (copy if needed), `True`, `False`.
+    pub fn copy(&self) -> Option<bool> {
+        self.copy
+    }
+
     /// The device the consumer asked for (`dl_device`), if any.
     pub fn dl_device(&self) -> Option<DlpackDevice> {
         self.dl_device
@@ -148,38 +154,36 @@ impl DlpackRequest {
 }
 
 fn consumer_stream(s: &Bound<'_, PyAny>) -> Result<ConsumerStream, DlpackError> {
-    let wrong_type = || DlpackError::ArgumentType {
+    if s.is_instance_of::<PyBool>() {
+        return Err(DlpackError::ArgumentType {
+            key: "stream",
+            value: repr(s),
+            expected: "None or an int",
+        });
+    }
+    // Read once: an `__index__` may answer differently each time.
+    let n: i128 = s.extract().map_err(|_| DlpackError::ArgumentType {
         key: "stream",
         value: repr(s),
         expected: "None or an int",
-    };
-    if s.is_instance_of::<PyBool>() {
-        return Err(wrong_type());
+    })?;
+    match n {
+        -1 => Ok(ConsumerStream::NoSync),
+        0 => Err(DlpackError::Argument {
+            key: "stream",
+            value: "0".into(),
+            expected: "0 is ambiguous and disallowed by the standard: pass 1 (legacy default stream), 2 (per-thread default stream), a stream handle, -1 (no synchronization) or None",
+        }),
+        _ => u64::try_from(n)
+            .ok()
+            .and_then(|raw| Stream::from_raw(raw).ok())
+            .map(ConsumerStream::On)
+            .ok_or_else(|| DlpackError::Argument {
+                key: "stream",
+                value: n.to_string(),
+                expected: "None, -1, or a CUDA stream (1, 2, or a handle below 2**64)",
+            }),
     }
-    if let Ok(n) = s.extract::<i64>() {
-        match n {
-            -1 => return Ok(ConsumerStream::NoSync),
-            0 => {
-                return Err(DlpackError::Argument {
-                    key: "stream",
-                    value: "0".into(),
-                    expected: "0 is ambiguous and disallowed by the standard: pass 1 (legacy default stream), 2 (per-thread default stream), a stream handle, -1 (no synchronization) or None",
-                });
-            }
-            n if n < -1 => {
-                return Err(DlpackError::Argument {
-                    key: "stream",
-                    value: n.to_string(),
-                    expected: "None, -1, or a CUDA stream (1, 2, or a handle)",
-                });
-            }
-            _ => {}
-        }
-    }
-    let raw = s.extract::<u64>().map_err(|_| wrong_type())?;
-    Ok(ConsumerStream::On(
-        Stream::from_raw(raw).expect("0 was refused above"),
-    ))
 }
 
 /// Exported tensors not yet deleted, for leak tests: every capsule cai made adds one until its
@@ -342,31 +346,61 @@ fn into_capsule<'py, M: Managed>(
     Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
 }
 
-/// Where a descriptor's memory is. Device memory is asked about with the driver (its device,
+/// Where a descriptor's memory is: DLPack's device for it, the device whose context the
+/// driver's work on it runs in (`None` for host memory), and what the driver said about the
+/// pointer (its allocation's range, where it knows one). (Without the driver, host memory
+/// only: the last two are never read.)
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+struct Place {
+    device: DlpackDevice,
+    ordinal: Option<u32>,
+    attributes: Option<crate::pointer::PointerAttributes>,
+}
+
+/// The [`Place`] of `d`'s memory. Device memory is asked about with the driver (its device,
 /// and whether it is managed or registered host memory); an array with no items is on the
 /// current device.
-fn device_of<S: Space>(d: &ArrayDescriptor<S>) -> Result<DlpackDevice, PyErr> {
+fn place_of<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<Place> {
     if !S::DEVICE {
-        return Ok(DlpackDevice::Cpu);
+        return Ok(Place {
+            device: DlpackDevice::Cpu,
+            ordinal: None,
+            attributes: None,
+        });
     }
     #[cfg(feature = "cuda")]
     {
         use crate::pointer::MemoryType;
         if d.data.ptr == 0 {
-            return Ok(DlpackDevice::Cuda(crate::cuda::current_device_or(0)?));
+            let n = crate::cuda::current_device_or(0)?;
+            return Ok(Place {
+                device: DlpackDevice::Cuda(n),
+                ordinal: Some(n),
+                attributes: None,
+            });
         }
         let a = crate::cuda::pointer_attributes(d.data.ptr)?;
-        let ordinal = a.device_ordinal.unwrap_or(0);
-        match a.memory_type {
-            MemoryType::Device => Ok(DlpackDevice::Cuda(ordinal)),
-            MemoryType::Managed => Ok(DlpackDevice::CudaManaged(ordinal)),
-            MemoryType::Host => Ok(DlpackDevice::CudaHost),
-            MemoryType::Unregistered => Err(DlpackError::Unmet(format!(
-                "`data` = {:#x} is memory the CUDA driver does not know: not device memory",
-                d.data.ptr
-            ))
-            .into()),
-        }
+        let ordinal = match a.device_ordinal {
+            Some(n) => n,
+            None => crate::cuda::current_device_or(0)?,
+        };
+        let device = match a.memory_type {
+            MemoryType::Device => DlpackDevice::Cuda(ordinal),
+            MemoryType::Managed => DlpackDevice::CudaManaged(ordinal),
+            MemoryType::Host => DlpackDevice::CudaHost,
+            MemoryType::Unregistered => {
+                return Err(DlpackError::Unmet(format!(
+                    "`data` = {:#x} is memory the CUDA driver does not know: not device memory",
+                    d.data.ptr
+                ))
+                .into());
+            }
+        };
+        Ok(Place {
+            device,
+            ordinal: Some(ordinal),
+            attributes: Some(a),
+        })
     }
     #[cfg(not(feature = "cuda"))]
     {
@@ -380,7 +414,7 @@ fn device_of<S: Space>(d: &ArrayDescriptor<S>) -> Result<DlpackDevice, PyErr> {
 
 /// `__dlpack_device__` of a descriptor.
 pub fn descriptor_dlpack_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<(i32, i32)> {
-    Ok(device_of(d)?.to_pair())
+    Ok(place_of(d)?.device.to_pair())
 }
 
 /// How the exported tensor gets its bytes.
@@ -389,8 +423,8 @@ enum Source {
     Share,
     /// A copy in host memory.
     HostCopy,
-    /// A copy in memory of the same device.
-    DeviceCopy(u32),
+    /// A copy in new memory of the data's device (managed memory, like the data, or not).
+    DeviceCopy { managed: bool },
 }
 
 /// The capsule `__dlpack__` returns for descriptor `d` of `owner`'s memory, as `request` asks:
@@ -400,28 +434,43 @@ enum Source {
 ///
 /// # Safety
 /// `d` describes memory that stays valid, for reads (and writes unless read-only), while
-/// `owner` lives: the consumer reads it, and a copy reads it here.
+/// `owner` lives: the consumer reads it, and a copy reads it here. Its stream, if a handle, is
+/// a live stream of this process while `owner` lives: cai orders the consumer's after it.
 pub unsafe fn descriptor_dlpack<'py, S: Space>(
     owner: &Bound<'py, PyAny>,
     d: &ArrayDescriptor<S>,
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
     let layout = d.layout().map_err(|e| export_error(e, "__dlpack__"))?;
+    let trust = Trust {
+        bytes: true,
+        stream: true,
+    };
     // SAFETY: the caller's contract.
-    unsafe { export_with(owner, d, &layout, request, true) }
+    unsafe { export_with(owner, d, &layout, request, trust) }
 }
 
-/// [`descriptor_dlpack`], with its layout, refusing a copy unless `may_read`.
+/// What cai itself may do with an export's memory and stream: read the bytes (a copy), and hand
+/// the stream to the driver. A hand-written interface's bare address and bare stream number
+/// are only described to the consumer, as its dict describes them.
+#[derive(Clone, Copy)]
+struct Trust {
+    bytes: bool,
+    stream: bool,
+}
+
+/// [`descriptor_dlpack`], with its layout, within what `trust` allows.
 ///
 /// # Safety
-/// Where `may_read`, as for [`descriptor_dlpack`]; otherwise `d` is only described to the consumer (as
-/// its dict would be), never read here.
+/// As for [`descriptor_dlpack`], for what `trust` says: the bytes are not read here unless
+/// `trust.bytes`, the stream not handed to the driver unless `trust.stream` (or a default
+/// stream).
 unsafe fn export_with<'py, S: Space>(
     owner: &Bound<'py, PyAny>,
     d: &ArrayDescriptor<S>,
     layout: &Layout,
     request: &DlpackRequest,
-    may_read: bool,
+    trust: Trust,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = owner.py();
     if d.mask.is_some() {
@@ -463,17 +512,22 @@ unsafe fn export_with<'py, S: Space>(
         }
         .into());
     }
-    let here = device_of(d)?;
+    let place = place_of(d)?;
+    let here = place.device;
     let target = request.dl_device.unwrap_or(here);
     let (source, device) = match (here, target, request.copy) {
-        (h, t, Some(true)) if h == t || t == DlpackDevice::Cpu => match t {
-            DlpackDevice::Cpu | DlpackDevice::CudaHost if h == t => (Source::HostCopy, t),
-            DlpackDevice::Cpu => (Source::HostCopy, t),
-            DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => {
-                (Source::DeviceCopy(n), DlpackDevice::Cuda(n))
+        (h, t, Some(true)) if h == t => match h {
+            DlpackDevice::Cpu => (Source::HostCopy, h),
+            DlpackDevice::Cuda(_) => (Source::DeviceCopy { managed: false }, h),
+            DlpackDevice::CudaManaged(_) => (Source::DeviceCopy { managed: true }, h),
+            DlpackDevice::CudaHost => {
+                return Err(DlpackError::Unmet(
+                    "copy=True of registered host memory (kDLCUDAHost): cai allocates none; ask for a host copy with dl_device=(1, 0)".into(),
+                )
+                .into());
             }
-            DlpackDevice::CudaHost => unreachable!("handled above"),
         },
+        (_, DlpackDevice::Cpu, Some(true)) => (Source::HostCopy, target),
         (h, t, _) if h == t => (Source::Share, t),
         // Host-accessible CUDA memory is the CPU's too.
         (DlpackDevice::CudaHost | DlpackDevice::CudaManaged(_), DlpackDevice::Cpu, _) => {
@@ -493,7 +547,7 @@ unsafe fn export_with<'py, S: Space>(
             .into());
         }
     };
-    if !may_read && !matches!(source, Source::Share) {
+    if !trust.bytes && !matches!(source, Source::Share) {
         return Err(DlpackError::Unmet(
             "a copy (copy=True, or another dl_device) is made only of exporters whose memory is vouched for by cai's `unsafe` memory traits (the derives' fields); this one describes a bare address".into(),
         )
@@ -508,16 +562,20 @@ unsafe fn export_with<'py, S: Space>(
     }
     let (ptr, keep) = match source {
         Source::Share => {
-            order_streams(d, here, target, request)?;
+            order_streams(d, &place, target, request, trust)?;
             (d.data.ptr, Keep::Object(owner.clone().unbind()))
         }
-        // SAFETY: the memory `d` describes is readable (this function's contract).
-        Source::HostCopy => unsafe { host_copy(d, layout, here)? },
+        // SAFETY: the memory `d` describes is readable (`trust.bytes`, checked above).
+        Source::HostCopy => unsafe { host_copy(d, layout, &place, trust)? },
         #[cfg(feature = "cuda")]
-        // SAFETY: as above; `S` is `Device` (a copy on a device is of device data).
-        Source::DeviceCopy(n) => unsafe { device_copy(d, layout, n, request)? },
+        // SAFETY: as above; device data (a copy on a device is of device data).
+        Source::DeviceCopy { managed } => unsafe {
+            device_copy(d, layout, &place, managed, request, trust)?
+        },
         #[cfg(not(feature = "cuda"))]
-        Source::DeviceCopy(n) => unreachable!("device data is refused without the driver ({n})"),
+        Source::DeviceCopy { managed } => {
+            unreachable!("device data is refused without the driver ({managed})")
+        }
     };
     let copied = !matches!(source, Source::Share);
     let (kind, id) = device.to_pair();
@@ -543,28 +601,40 @@ unsafe fn export_with<'py, S: Space>(
     }
 }
 
+/// The producer's stream for cai's own driver calls: a default stream, or a handle `trust`
+/// vouches for; a bare handle number is refused rather than handed to the driver (which
+/// behaves undefinedly for a handle that is no live stream).
+#[cfg(feature = "cuda")]
+fn producer_stream<S: Space>(d: &ArrayDescriptor<S>, trust: Trust) -> PyResult<Option<Stream>> {
+    match d.stream() {
+        Some(s @ Stream::Handle(_)) if !trust.stream => Err(DlpackError::Unmet(format!(
+            "the exported stream {s} is a bare number cai cannot vouch for, so it cannot order the consumer's stream after it: give the struct a stream field that owns its stream (cai's DriverStream, cust's or cudarc's), or export no stream"
+        ))
+        .into()),
+        s => Ok(s),
+    }
+}
+
 /// The consumer's stream waits for the producer's (an event, never a host block) when the
 /// consumer reads on a CUDA device; a host consumer of host-accessible CUDA memory (one that
 /// asked for `kDLCPU`, or named no stream for managed or registered host memory) waits for the
 /// producer's stream to finish.
 fn order_streams<S: Space>(
     d: &ArrayDescriptor<S>,
-    here: DlpackDevice,
+    place: &Place,
     target: DlpackDevice,
     request: &DlpackRequest,
+    trust: Trust,
 ) -> PyResult<()> {
-    let Some(producer) = d.stream() else {
-        return Ok(());
-    };
-    if request.stream == ConsumerStream::NoSync {
+    if d.stream().is_none() || request.stream == ConsumerStream::NoSync {
         return Ok(());
     }
     #[cfg(feature = "cuda")]
     {
-        let device = match here {
-            DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => Some(n),
-            _ => None,
+        let Some(producer) = producer_stream(d, trust)? else {
+            return Ok(());
         };
+        let device = place.ordinal;
         let consumer = match request.stream {
             ConsumerStream::On(s) => s,
             _ => Stream::LegacyDefault,
@@ -593,50 +663,69 @@ fn order_streams<S: Space>(
     }
     #[cfg(not(feature = "cuda"))]
     {
-        let _ = (producer, here, target);
+        let _ = (place, target, trust);
         unreachable!("device data is refused without the driver")
     }
 }
 
+/// The span of device memory a copy reads, checked against its allocation where the driver
+/// knows the allocation's range: a descriptor larger than its memory is refused, not copied.
+#[cfg(feature = "cuda")]
+fn checked_span(place: &Place, extent: crate::layout::Extent) -> PyResult<()> {
+    if let Some(a) = &place.attributes {
+        crate::pointer::check_pointer(a, Some(extent))?;
+    }
+    Ok(())
+}
+
 /// Copies the bytes `layout` spans around `d`'s data into new host memory, strides kept; from
-/// device memory through the driver, after the producer's stream's work.
+/// device memory through the driver (in the data's device's context), after the producer's
+/// stream's work.
 ///
 /// # Safety
 /// The span is readable: host memory by this thread, device memory by the driver.
 unsafe fn host_copy<S: Space>(
     d: &ArrayDescriptor<S>,
     layout: &Layout,
-    here: DlpackDevice,
+    place: &Place,
+    trust: Trust,
 ) -> PyResult<(u64, Keep)> {
     let Some(extent) = layout.extent() else {
         return Ok((0, Keep::Host(Vec::new())));
     };
     let len = extent.len();
+    let src = d.data.ptr.wrapping_add_signed(extent.lo as i64);
+    #[cfg(feature = "cuda")]
+    let stream = if S::DEVICE {
+        checked_span(place, extent)?;
+        producer_stream(d, trust)?.unwrap_or(Stream::LegacyDefault)
+    } else {
+        Stream::LegacyDefault
+    };
     let mut buf: Vec<u128> = Vec::new();
     buf.try_reserve_exact(len.div_ceil(16))
         .map_err(|_| crate::error::AllocError(len))?;
     buf.resize(len.div_ceil(16), 0);
     let dst = buf.as_mut_ptr().cast::<u8>();
-    let src = d.data.ptr.wrapping_add_signed(extent.lo as i64);
     if S::DEVICE {
         #[cfg(feature = "cuda")]
         {
-            let device = match here {
-                DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => Some(n),
-                _ => None,
+            let copy = || {
+                // SAFETY: `dst` has room for `len` bytes and is ours; the source span is
+                // readable by the driver (this function's contract) and inside its allocation
+                // where the driver knows it; the copy runs on the producer's stream, after its
+                // work, and is complete when this returns.
+                unsafe { crate::cuda::copy_to_host_into(dst, src, len, stream) }
             };
-            let stream = d.stream().unwrap_or(Stream::LegacyDefault);
-            let in_device = |f: &mut dyn FnMut() -> Result<(), crate::DriverError>| match device {
-                Some(n) => crate::cuda::with_device(n, f),
-                None => f(),
-            };
-            // SAFETY: `dst` has room for `len` bytes and is ours; the source span is readable
-            // by the driver (this function's contract); the copy runs on the producer's stream,
-            // after its work, and is complete when this returns.
-            in_device(&mut || unsafe { crate::cuda::copy_to_host_into(dst, src, len, stream) })?;
+            match place.ordinal {
+                Some(n) => crate::cuda::with_device(n, copy)?,
+                None => copy()?,
+            }
         }
+        #[cfg(not(feature = "cuda"))]
+        let _ = (place, trust);
     } else {
-        let _ = here;
+        let _ = (place, trust);
         // SAFETY: the span is readable host memory (this function's contract) and `dst` a new
         // buffer of at least `len` bytes: the two do not overlap.
         unsafe { std::ptr::copy_nonoverlapping(src as usize as *const u8, dst, len) };
@@ -645,9 +734,10 @@ unsafe fn host_copy<S: Space>(
     Ok((ptr, Keep::Host(buf)))
 }
 
-/// Copies the bytes `layout` spans around `d`'s data into new memory of device `ordinal`,
-/// strides kept, enqueued on the consumer's stream after the producer's work (on the producer's
-/// stream, waited for, where the consumer passed -1).
+/// Copies the bytes `layout` spans around `d`'s data into new memory of the data's device
+/// (managed where `managed`), strides kept, enqueued on the consumer's stream after the
+/// producer's work (on the producer's stream, waited for, where the consumer passed -1; and
+/// waited for where a managed copy's consumer named no stream, as a host reader does).
 ///
 /// # Safety
 /// The span is device memory the driver can read.
@@ -655,22 +745,27 @@ unsafe fn host_copy<S: Space>(
 unsafe fn device_copy<S: Space>(
     d: &ArrayDescriptor<S>,
     layout: &Layout,
-    ordinal: u32,
+    place: &Place,
+    managed: bool,
     request: &DlpackRequest,
+    trust: Trust,
 ) -> PyResult<(u64, Keep)> {
     use crate::cuda;
+    let ordinal = place.ordinal.unwrap_or(0);
     let Some(extent) = layout.extent() else {
-        let none = cuda::DeviceAllocation::on_device(ordinal, 0, false)?;
+        let none = cuda::DeviceAllocation::on_device(ordinal, 0, managed)?;
         return Ok((0, Keep::Device(none)));
     };
+    checked_span(place, extent)?;
+    let producer = producer_stream(d, trust)?.unwrap_or(Stream::LegacyDefault);
     let len = extent.len();
-    let copy = cuda::DeviceAllocation::on_device(ordinal, len, false)?;
+    let copy = cuda::DeviceAllocation::on_device(ordinal, len, managed)?;
     let src = d.data.ptr.wrapping_add_signed(extent.lo as i64);
-    let producer = d.stream().unwrap_or(Stream::LegacyDefault);
     let device = Some(ordinal);
     match request.stream {
         ConsumerStream::NoSync => cuda::with_device(ordinal, || {
-            // SAFETY: `copy` is ours, `len` bytes; the source span is readable (contract).
+            // SAFETY: `copy` is ours, `len` bytes; the source span is readable (contract) and
+            // inside its allocation where the driver knows it.
             unsafe { cuda::copy_async(copy.device_ptr(), src, len, producer) }?;
             cuda::synchronize_stream_on(producer, device)
         })?,
@@ -682,7 +777,13 @@ unsafe fn device_copy<S: Space>(
             cuda::order_after_on(consumer, device, producer, device)?;
             cuda::with_device(ordinal, || {
                 // SAFETY: as above; the consumer's stream now runs after the producer's work.
-                unsafe { cuda::copy_async(copy.device_ptr(), src, len, consumer) }
+                unsafe { cuda::copy_async(copy.device_ptr(), src, len, consumer) }?;
+                // A managed copy is host memory too, and a consumer that named no stream
+                // (NumPy) reads it on the host as soon as this returns.
+                if managed && s == ConsumerStream::Unspecified {
+                    cuda::synchronize_stream_on(consumer, device)?;
+                }
+                Ok::<(), crate::DriverError>(())
             })?;
         }
     }
@@ -698,10 +799,15 @@ pub fn cuda_dlpack<'py, T: CudaArrayInterface + ?Sized>(
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
     let e = descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
+    let trust = Trust {
+        bytes: e.vouched,
+        stream: e.stream_live,
+    };
     // SAFETY: where `vouched`, an `unsafe` memory trait (`DeviceMemory`) vouches for the
-    // bytes, valid while the value lives, which lives while `exporter` does; otherwise the
+    // bytes, valid while the value lives, which lives while `exporter` does; where
+    // `stream_live`, the stream field's `LiveStream` vouches for its stream; otherwise the
     // descriptor is only described to the consumer, as its `__cuda_array_interface__` is.
-    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, e.vouched) }
+    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, trust) }
 }
 
 /// `__dlpack__` of an `ArrayInterface` value; see [`cuda_dlpack`].
@@ -711,8 +817,12 @@ pub fn host_dlpack<'py, T: ArrayInterface + ?Sized>(
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
     let e = descriptor_of::<Host>(value.__cai_builder(), || value.array_interface())?;
-    // SAFETY: as in `cuda_dlpack`, through `HostMemory`.
-    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, e.vouched) }
+    let trust = Trust {
+        bytes: e.vouched,
+        stream: false,
+    };
+    // SAFETY: as in `cuda_dlpack`, through `HostMemory` (host memory has no stream).
+    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, trust) }
 }
 
 /// `__dlpack_device__` of a `CudaArrayInterface` value.

@@ -334,11 +334,12 @@ impl<S: Space> ForeignArray<S> {
     /// not). A read-only tensor (versioned flag) refuses `typed_mut`. The view keeps `obj`
     /// alive besides the tensor.
     ///
-    /// Errors name the field and value: a capsule with another name or consumed already
-    /// (`ValueError`), a tensor on a device of the other space or a device cai does not read,
-    /// a type code with no type string, a major version cai does not read (`BufferError`);
-    /// null data with items, negative shape, strides that overflow, extents outside the
-    /// device allocation (`ValueError`).
+    /// Errors name the field and value: a tensor on a device of the other space (`BufferError`);
+    /// a capsule with another name or consumed already, a device cai does not read, a type
+    /// code with no type string, `lanes` other than 1, a major version cai does not read, null
+    /// data with items, a negative shape, strides or `byte_offset` that overflow, more than 64
+    /// dimensions, extents outside the device allocation, a device id the pointer is not on
+    /// (`ValueError`).
     pub fn from_dlpack_with(
         obj: &Bound<'_, PyAny>,
         options: &ImportOptions,
@@ -390,6 +391,12 @@ impl<S: Space> ForeignArray<S> {
         let flags = tensor.flags()?;
         let readonly = flags.contains(DlpackFlags::READ_ONLY);
         let descriptor = describe::<S>(tensor.tensor(), readonly)?;
+        let device = &tensor.tensor().device;
+        let device_id =
+            match DlpackDevice::from_pair(device.device_type.0 as i64, device.device_id as i64) {
+                Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
+                _ => None,
+            };
         let layout = descriptor.layout().map_err(|e| {
             field(
                 "dl_tensor.strides",
@@ -399,6 +406,6 @@ impl<S: Space> ForeignArray<S> {
         })?;
         let mut held = Held::default();
         held.tensor(tensor);
-        ForeignArray::from_dlpack_parts(descriptor, layout, held, obj, options, ordered)
+        ForeignArray::from_dlpack_parts(descriptor, layout, held, obj, options, ordered, device_id)
     }
 }

@@ -71,13 +71,13 @@ impl DlpackDevice {
     }
 
     /// The device DLPack's `(device_type, device_id)` names, among those cai reads; `None` for
-    /// others (OpenCL, ROCm...) and negative ids.
+    /// others (OpenCL, ROCm...), negative ids, and host memory with an id other than 0.
     pub fn from_pair(kind: i64, id: i64) -> Option<DlpackDevice> {
         let id = u32::try_from(id).ok();
         match u32::try_from(kind).ok().map(DLDeviceType)? {
-            DLDeviceType::CPU => Some(DlpackDevice::Cpu),
+            DLDeviceType::CPU if id == Some(0) => Some(DlpackDevice::Cpu),
             DLDeviceType::CUDA => Some(DlpackDevice::Cuda(id?)),
-            DLDeviceType::CUDAHOST => Some(DlpackDevice::CudaHost),
+            DLDeviceType::CUDAHOST if id == Some(0) => Some(DlpackDevice::CudaHost),
             DLDeviceType::CUDAMANAGED => Some(DlpackDevice::CudaManaged(id?)),
             _ => None,
         }
