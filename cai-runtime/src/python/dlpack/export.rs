@@ -454,6 +454,7 @@ pub unsafe fn descriptor_dlpack<'py, S: Space>(
 /// the stream to the driver. A hand-written interface's bare address and bare stream number
 /// are only described to the consumer, as its dict describes them.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 struct Trust {
     bytes: bool,
     stream: bool,
