@@ -4,7 +4,8 @@
 # the Rust unit/integration/property/UI tests, those needing neither Python nor CUDA again under
 # Miri, a build without default features, the abi3 wheel of the `cai` Python package, stubtest
 # of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker, safety; in
-# .venv), GT4Py's own stencils on cai storages (tests/gt4py, in .venv-gt4py), the lifetime
+# .venv), NVIDIA's cuda.core and numba-cuda against cai on the emulated driver (tests/peers, in
+# .venv-peers), GT4Py's own stencils on cai storages (tests/gt4py, in .venv-gt4py), the lifetime
 # tests under memory checkers (scripts/memcheck.sh), and the demo.
 # Needs no GPU and no CUDA toolkit: the `cuda` feature loads the driver at run time and builds
 # as it is; only the `cust` feature (cust's buffers and streams) is compiled against a stub
@@ -70,6 +71,8 @@ LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMUL
 echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that need two run)"
 CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     CAI_GPU_SUITE_EMULATED=1 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
+echo "== NVIDIA's cuda.core and numba-cuda against cai on the emulated driver (tests/peers, .venv-peers)"
+CAI_CUDA_WHEEL_DIR="$PWD/gpu-bundle/wheels" scripts/peers.sh
 echo "== the cust and cudarc backends' tests against the emulated driver (two devices)"
 # One test at a time: the emulator is one per process, and a test that synchronizes everything
 # (a context, the legacy stream) would run the work another test's stale-read control leaves

@@ -29,6 +29,7 @@
  * Set CUDA_EMU_VERBOSE=1 to print every error it returns, with the reason.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -455,6 +456,112 @@ CUresult cuDriverGetVersion(int *version) {
     return SUCCESS;
 }
 
+/* ---- entry points by name (cuda-bindings 12.x/13.x resolve every function this way) ------ */
+
+/* cuGetProcAddress's symbolStatus values. */
+enum { PROC_FOUND = 0, PROC_SYMBOL_NOT_FOUND = 1 };
+
+/* This library's own handle, for looking its entry points up by name. */
+static void *self_handle(void) {
+    static void *self;
+    if (!self) {
+        Dl_info info;
+        if (dladdr((void *)cuInit, &info) && info.dli_fname)
+            self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    }
+    return self;
+}
+
+/* The versioned entry points and the CUDA version that introduced each (cuda.h's
+ * `#define cuX cuX_vN` history): a caller asking for `cuX` at version V gets the newest `cuX_vN`
+ * introduced at V or before, else `cuX` itself, as from the real driver; a `_vN` this table does
+ * not list is never returned (its arguments may not be the bare name's). */
+static const struct {
+    const char *name;
+    int since;
+} versioned[] = {
+    {"cuDeviceTotalMem_v2", 3020},     {"cuMemAlloc_v2", 3020},
+    {"cuMemAllocHost_v2", 3020},       {"cuMemFree_v2", 3020},
+    {"cuMemGetAddressRange_v2", 3020}, {"cuMemGetInfo_v2", 3020},
+    {"cuMemcpyDtoD_v2", 3020},         {"cuMemcpyDtoDAsync_v2", 3020},
+    {"cuMemcpyDtoH_v2", 3020},         {"cuMemcpyDtoHAsync_v2", 3020},
+    {"cuMemcpyHtoD_v2", 3020},         {"cuMemcpyHtoDAsync_v2", 3020},
+    {"cuMemsetD8_v2", 3020},           {"cuMemsetD16_v2", 3020},
+    {"cuMemsetD32_v2", 3020},          {"cuCtxPopCurrent_v2", 4000},
+    {"cuCtxPushCurrent_v2", 4000},     {"cuEventDestroy_v2", 4000},
+    {"cuStreamDestroy_v2", 4000},      {"cuDevicePrimaryCtxRelease_v2", 11000},
+    {"cuDeviceGetUuid_v2", 11040},     {"cuGetProcAddress_v2", 12000},
+    {"cuStreamGetCtx_v2", 12050},      {"cuCtxGetDevice_v2", 13000},
+};
+
+static int introduced(const char *name) {
+    for (size_t i = 0; i < sizeof versioned / sizeof *versioned; i++)
+        if (!strcmp(versioned[i].name, name))
+            return versioned[i].since;
+    return -1;
+}
+
+/* The entry point a caller asking for `symbol` (a base name, "cuMemAlloc") at `cuda_version`
+ * gets (see `versioned`). Per-thread-stream variants (`_ptds`, `_ptsz`) are not emulated: the
+ * default ones are returned whatever the flags. A name this library has only as a stub is
+ * found, and fails with CUDA_ERROR_NOT_SUPPORTED when called, naming itself. */
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                             unsigned long long flags, int *status) {
+    (void)flags;
+    if (!symbol || !pfn)
+        return FAIL(INVALID_VALUE, "null symbol or out-pointer");
+    static const char *const suffixes[] = {"_v4", "_v3", "_v2", ""};
+    void *self = self_handle();
+    for (size_t i = 0; self && i < sizeof suffixes / sizeof *suffixes; i++) {
+        char name[256];
+        if (snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]) >= (int)sizeof name)
+            continue;
+        if (*suffixes[i]) {
+            int since = introduced(name);
+            if (since < 0 || since > cuda_version)
+                continue;
+        }
+        void *f = dlsym(self, name);
+        if (f) {
+            *pfn = f;
+            if (status)
+                *status = PROC_FOUND;
+            return SUCCESS;
+        }
+    }
+    *pfn = NULL;
+    if (status)
+        *status = PROC_SYMBOL_NOT_FOUND;
+    /* Callers probe for functions newer drivers have: not worth a line on stderr each. */
+    return NOT_FOUND;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version,
+                          unsigned long long flags) {
+    return cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, NULL);
+}
+
+/* A device's UUID: 16 bytes, the same in every run, different per device. */
+typedef struct {
+    char bytes[16];
+} CUuuid;
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
+    NEED_INIT;
+    if (dev < 0 || dev >= device_count)
+        return FAIL(INVALID_DEVICE, "device %d", dev);
+    if (!uuid)
+        return FAIL(INVALID_VALUE, "null out-pointer");
+    static const char prefix[15] = "cai-cuda-emu-01";
+    memcpy(uuid->bytes, prefix, sizeof prefix);
+    uuid->bytes[15] = (char)dev;
+    return SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) {
+    return cuDeviceGetUuid_v2(uuid, dev);
+}
+
 CUresult cuDeviceGetCount(int *count) {
     NEED_INIT;
     if (!count)
@@ -493,27 +600,87 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     return SUCCESS;
 }
 
+/* Device attributes: an NVIDIA H100 SXM5 80GB's (compute capability 9.0, 132 SMs), as
+ * deviceQuery reports them, except that the emulator has no memory pools (115) and no HMM
+ * (88). Others (texture and surface limits, newer features) are not emulated: an error. */
+static const struct {
+    int attribute, value;
+} h100[] = {
+    {1, 1024}, /* MAX_THREADS_PER_BLOCK */
+    {2, 1024}, /* MAX_BLOCK_DIM_X */
+    {3, 1024}, /* MAX_BLOCK_DIM_Y */
+    {4, 64}, /* MAX_BLOCK_DIM_Z */
+    {5, 2147483647}, /* MAX_GRID_DIM_X */
+    {6, 65535}, /* MAX_GRID_DIM_Y */
+    {7, 65535}, /* MAX_GRID_DIM_Z */
+    {8, 49152}, /* MAX_SHARED_MEMORY_PER_BLOCK */
+    {9, 65536}, /* TOTAL_CONSTANT_MEMORY */
+    {10, 32}, /* WARP_SIZE */
+    {11, 2147483647}, /* MAX_PITCH */
+    {12, 65536}, /* MAX_REGISTERS_PER_BLOCK */
+    {13, 1980000}, /* CLOCK_RATE (kHz) */
+    {14, 512}, /* TEXTURE_ALIGNMENT */
+    {15, 1}, /* GPU_OVERLAP */
+    {16, 132}, /* MULTIPROCESSOR_COUNT */
+    {17, 0}, /* KERNEL_EXEC_TIMEOUT */
+    {18, 0}, /* INTEGRATED */
+    {19, 1}, /* CAN_MAP_HOST_MEMORY */
+    {20, 0}, /* COMPUTE_MODE: default */
+    {30, 512}, /* SURFACE_ALIGNMENT */
+    {31, 1}, /* CONCURRENT_KERNELS */
+    {32, 1}, /* ECC_ENABLED */
+    {33, -1}, /* PCI_BUS_ID: the device's ordinal, below */
+    {34, 0}, /* PCI_DEVICE_ID */
+    {35, 0}, /* TCC_DRIVER */
+    {36, 2619000}, /* MEMORY_CLOCK_RATE (kHz) */
+    {37, 5120}, /* GLOBAL_MEMORY_BUS_WIDTH (bits) */
+    {38, 52428800}, /* L2_CACHE_SIZE (50 MiB) */
+    {39, 2048}, /* MAX_THREADS_PER_MULTIPROCESSOR */
+    {40, 3}, /* ASYNC_ENGINE_COUNT */
+    {41, 1}, /* UNIFIED_ADDRESSING */
+    {50, 0}, /* PCI_DOMAIN_ID */
+    {75, 9}, /* COMPUTE_CAPABILITY_MAJOR */
+    {76, 0}, /* COMPUTE_CAPABILITY_MINOR */
+    {78, 1}, /* STREAM_PRIORITIES_SUPPORTED */
+    {79, 1}, /* GLOBAL_L1_CACHE_SUPPORTED */
+    {80, 1}, /* LOCAL_L1_CACHE_SUPPORTED */
+    {81, 233472}, /* MAX_SHARED_MEMORY_PER_MULTIPROCESSOR */
+    {82, 65536}, /* MAX_REGISTERS_PER_MULTIPROCESSOR */
+    {83, 1}, /* MANAGED_MEMORY */
+    {84, 0}, /* MULTI_GPU_BOARD */
+    {85, 0}, /* MULTI_GPU_BOARD_GROUP_ID */
+    {86, 0}, /* HOST_NATIVE_ATOMIC_SUPPORTED */
+    {87, 2}, /* SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO */
+    {88, 0}, /* PAGEABLE_MEMORY_ACCESS: no HMM here */
+    {89, 1}, /* CONCURRENT_MANAGED_ACCESS */
+    {90, 1}, /* COMPUTE_PREEMPTION_SUPPORTED */
+    {91, 1}, /* CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM */
+    {95, 1}, /* COOPERATIVE_LAUNCH */
+    {97, 232448}, /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    {98, 0}, /* CAN_FLUSH_REMOTE_WRITES */
+    {99, 1}, /* HOST_REGISTER_SUPPORTED */
+    {100, 0}, /* PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES */
+    {101, 0}, /* DIRECT_MANAGED_MEM_ACCESS_FROM_HOST */
+    {102, 1}, /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    {106, 32}, /* MAX_BLOCKS_PER_MULTIPROCESSOR */
+    {111, 1024}, /* RESERVED_SHARED_MEMORY_PER_BLOCK */
+    {115, 0}, /* MEMORY_POOLS_SUPPORTED: no cuMemAllocAsync here */
+    {120, 1}, /* CLUSTER_LAUNCH */
+};
+
 CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev) {
     NEED_INIT;
     if (dev < 0 || dev >= device_count)
         return FAIL(INVALID_DEVICE, "device %d", dev);
     if (!value)
         return FAIL(INVALID_VALUE, "null out-pointer");
-    switch (attribute) {
-    case 1: *value = 1024; break;  /* MAX_THREADS_PER_BLOCK */
-    case 10: *value = 32; break;   /* WARP_SIZE */
-    case 16: *value = 132; break;  /* MULTIPROCESSOR_COUNT */
-    case 41: *value = 1; break;    /* UNIFIED_ADDRESSING */
-    case 75: *value = 9; break;    /* COMPUTE_CAPABILITY_MAJOR */
-    case 76: *value = 0; break;    /* COMPUTE_CAPABILITY_MINOR */
-    case 83: *value = 1; break;    /* MANAGED_MEMORY */
-    case 88: *value = 0; break;    /* PAGEABLE_MEMORY_ACCESS */
-    case 89: *value = 1; break;    /* CONCURRENT_MANAGED_ACCESS */
-    case 115: *value = 0; break;   /* MEMORY_POOLS_SUPPORTED: no cuMemAllocAsync here */
-    default:
-        return FAIL(INVALID_VALUE, "device attribute %d is not emulated", attribute);
+    for (size_t i = 0; i < sizeof h100 / sizeof *h100; i++) {
+        if (h100[i].attribute == attribute) {
+            *value = attribute == 33 ? dev : h100[i].value;
+            return SUCCESS;
+        }
     }
-    return SUCCESS;
+    return FAIL(INVALID_VALUE, "device attribute %d is not emulated", attribute);
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
@@ -648,6 +815,16 @@ CUresult cuStreamCreateWithPriority(CUstream *out, unsigned flags, int priority)
     if (!s)
         return FAIL(OUT_OF_MEMORY, "no host memory");
     *out = s;
+    return SUCCESS;
+}
+
+/* Priorities are accepted and ignored; the range is an H100's. */
+CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+    NEED_INIT;
+    if (least)
+        *least = 0;
+    if (greatest)
+        *greatest = -5;
     return SUCCESS;
 }
 
@@ -1055,6 +1232,33 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     LOCKED;
     RESOLVE(s, h);
     return copy_on_device(__func__, s, dst, src, n);
+}
+
+/* The unified-addressing copy (cuda.core's `Buffer.copy_to`): the kind of each side is the
+ * driver's to find, as with cudaMemcpyDefault. Between two pageable host buffers it is a host
+ * copy, done once the stream's earlier work is. */
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+    LOCKED;
+    RESOLVE(s, h);
+    int to_cuda = find(dst) != NULL, from_cuda = find(src) != NULL;
+    if (to_cuda && from_cuda)
+        return copy_on_device(__func__, s, dst, src, n);
+    if (to_cuda)
+        return copy_from_host(__func__, s, dst, (const void *)(uintptr_t)src, n);
+    if (from_cuda)
+        return copy_to_host(__func__, s, (void *)(uintptr_t)dst, src, n);
+    if (n && (!dst || !src))
+        return FAIL(INVALID_VALUE, "null pointer");
+    run(s, s->enqueued);
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+    return SUCCESS;
+}
+
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    CUresult r = cuMemcpyAsync(dst, src, n, NULL);
+    if (r == SUCCESS)
+        r = cuStreamSynchronize(NULL);
+    return r;
 }
 
 /* Synchronous memsets are asynchronous with respect to the host, except on pinned or managed
