@@ -65,11 +65,6 @@ def layouts():
     yield "storage", lambda: cai.full((3, 5), 2.5, device="gpu", managed=None)
 
 
-def expected_items(make):
-    a = make()
-    return np.frombuffer(cai.as_cuda_array(a).copy_to_host(), dtype=np.float32 if "Device" in type(a).__name__ else np.float64)
-
-
 # --- cuda.core as consumer ---------------------------------------------------------------------
 
 
@@ -116,12 +111,15 @@ def test_a_read_only_storage_is_read_only_to_cuda_core(device):
     assert w.readonly
 
 
+@pytest.mark.parametrize("side", [False, True])
 @pytest.mark.parametrize("how", ["from_cuda_array_interface", "from_dlpack"])
-def test_cuda_core_waits_for_cais_pending_work(device, how):
+def test_cuda_core_waits_for_cais_pending_work(device, how, side):
     consumer = device.create_stream()
     for value in (5, 6):
         a = cai.DeviceArray(np.zeros(1 << 16, dtype=np.uint8), non_blocking=True)
-        a.fill(value, rounds=20)  # pending on a's stream
+        # Pending on a's exported stream, or on its side stream (which the export orders
+        # before the exported one).
+        a.fill(value, rounds=20, on_side_stream=side)
         v = getattr(StridedMemoryView, how)(a, stream_ptr=int(consumer.handle))
         got = host_bytes(device, v.ptr + (1 << 16) - 64, 64, consumer)
         assert got == bytes([value]) * 64
@@ -163,7 +161,7 @@ def test_cai_imports_cuda_core_buffers(device):
 def test_cai_imports_a_strided_memory_view(device):
     a = cai.DeviceArray(np.arange(12, dtype=np.int16).reshape(3, 4))
     v = StridedMemoryView.from_cuda_array_interface(a, stream_ptr=-1)
-    w = cai.from_dlpack(v) if hasattr(v, "__dlpack__") else cai.as_cuda_array(v)
+    w = cai.from_dlpack(v)  # a StridedMemoryView speaks DLPack (not the CUDA Array Interface)
     assert w.ptr == a.ptr and w.shape == (3, 4)
     assert np.frombuffer(w.copy_to_host(), dtype=np.int16).tolist() == list(range(12))
 
