@@ -174,3 +174,27 @@ def test_cli_reports_conformance_and_fails_on_errors():
     assert broken.returncode == 2 and "could not evaluate" in broken.stderr
     strict = run_cli("check", "--strict", "cai.examples.DeviceMatrix(4096, 2, 2, readonly=True)")
     assert strict.returncode == 1 and "interop-readonly" in strict.stdout
+
+
+def test_cli_checks_every_expression_and_always_prints_json():
+    """`cai-check EXPR...` needs no subcommand; an expression that cannot be checked is an error
+    for it alone, and --json stays one valid list (it printed nothing, and stopped at the first
+    failure)."""
+    mixed = ["no_such_module_xyz.thing", "numpy.zeros((3, 4))", "type('R', (), {'__array_interface__': property(lambda s: 1 / 0)})()"]
+    plain = run_cli(*mixed)
+    assert plain.returncode == 2
+    assert "numpy.zeros((3, 4)): conforms" in plain.stdout
+    assert "could not evaluate" in plain.stderr and "raised ZeroDivisionError" in plain.stderr
+    as_json = run_cli("check", "--json", *mixed)
+    assert as_json.returncode == 2
+    report = json.loads(as_json.stdout)
+    assert [r["expression"] for r in report] == mixed
+    assert "could not evaluate" in report[0]["error"] and report[1]["violations"] == []
+    assert "ZeroDivisionError" in report[2]["error"]
+    script = subprocess.run(
+        [sys.executable, "-c", "import sys; from cai.__main__ import main; sys.exit(main())", "numpy.zeros(3)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert script.returncode == 0 and "conforms" in script.stdout, script.stderr

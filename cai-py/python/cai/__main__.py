@@ -2,11 +2,16 @@
 
     python -m cai check "cupy.arange(10)[::2]"
     python -m cai check --json "numpy.zeros((3, 4))" "torch.ones(3, device='cuda')"
-    cai-check "mypkg.make_array()"
+    cai-check "mypkg.make_array()" "numpy.zeros(3)"
 
-Each EXPRESSION is evaluated with the modules it names imported (``numpy.zeros(3)`` imports
-numpy, ``cai.examples.Grid(2, 3)`` cai and cai.examples; add others with ``-i``). Exit status: 0 when no errors were found (warnings do not
-count unless --strict), 1 when some were, 2 when an expression could not be evaluated.
+(``cai-check EXPRESSION...`` is ``python -m cai check EXPRESSION...``.) Each EXPRESSION is
+evaluated with the modules it names imported (``numpy.zeros(3)`` imports numpy,
+``cai.examples.Grid(2, 3)`` cai and cai.examples; add others with ``-i``) and reported on its
+own: one that cannot be evaluated, or whose interface raises, is an error for that expression,
+and the others are still checked. ``--json`` always prints one JSON list, an entry per
+expression (``"violations"``, or ``"error"`` for one that could not be checked). Exit status: 2
+when some expression could not be checked, else 1 when errors were found (warnings count only
+with --strict), else 0.
 """
 
 import argparse
@@ -73,7 +78,19 @@ def _report(expression, violations, as_json):
     return None
 
 
+def _failure(expression, what, e, as_json):
+    message = f"{what}{type(e).__name__}: {e}"
+    if as_json:
+        return {"expression": expression, "error": message}
+    print(f"{expression}: {message}", file=sys.stderr)
+    return None
+
+
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `cai-check EXPR...`: the subcommand is implied (`-h` still shows the top-level help).
+    if argv and argv[0] not in ("check", "-h", "--help"):
+        argv.insert(0, "check")
     parser = argparse.ArgumentParser(prog="cai", description="Check __cuda_array_interface__ / __array_interface__ against the spec.")
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="check the objects the expressions evaluate to")
@@ -83,26 +100,29 @@ def main(argv=None):
     c.add_argument("--strict", action="store_true", help="fail on warnings too")
     args = parser.parse_args(argv)
 
-    failed = False
+    failed = unchecked = False
     reports = []
     for expression in args.expressions:
+        report = None
         try:
             obj = eval(expression, _namespace(expression, args.imports))  # noqa: S307 - a CLI evaluating the user's own expression
         except Exception as e:  # noqa: BLE001 - report any failure of the user's expression
-            print(f"{expression}: could not evaluate: {type(e).__name__}: {e}", file=sys.stderr)
-            return 2
-        try:
-            violations = check(obj)
-        except Exception as e:  # noqa: BLE001 - the object's own getter raised
-            print(f"{expression}: reading its interface raised {type(e).__name__}: {e}", file=sys.stderr)
-            return 2
-        failed |= any(v.severity == "error" or args.strict for v in violations)
-        report = _report(expression, violations, args.json)
+            unchecked = True
+            report = _failure(expression, "could not evaluate: ", e, args.json)
+        else:
+            try:
+                violations = check(obj)
+            except Exception as e:  # noqa: BLE001 - the object's own getter raised
+                unchecked = True
+                report = _failure(expression, "reading its interface raised ", e, args.json)
+            else:
+                failed |= any(v.severity == "error" or args.strict for v in violations)
+                report = _report(expression, violations, args.json)
         if report is not None:
             reports.append(report)
     if args.json:
         print(json.dumps(reports, indent=2))
-    return 1 if failed else 0
+    return 2 if unchecked else 1 if failed else 0
 
 
 if __name__ == "__main__":
