@@ -198,3 +198,19 @@ def test_cli_checks_every_expression_and_always_prints_json():
         timeout=60,
     )
     assert script.returncode == 0 and "conforms" in script.stdout, script.stderr
+
+
+def test_a_report_is_true_when_the_object_conforms():
+    """`if cai.check(x):` means "x conforms": a valid read-only array has a warning, which made
+    the plain list of findings true (it was `[Violation(warning)]`)."""
+    ro = cai.examples.DeviceMatrix(4096, 2, 2, readonly=True)
+    report = cai.check(ro)
+    assert isinstance(report, cai.CheckReport) and isinstance(report, list)
+    assert report and report.conforms and report.errors == []
+    assert [v.rule for v in report.warnings] == ["interop-readonly"]
+    bad = cai.check_descriptor({"shape": (2,), "typestr": "<f4", "data": (0, False), "version": 3, "stream": 0})
+    assert not bad and not bad.conforms and {v.rule for v in bad.errors} == {"stream", "data-null"}
+    assert bad == bad.errors + bad.warnings
+    assert "does not conform" in repr(bad)
+    nothing = cai.check(object())
+    assert not nothing and nothing.errors

@@ -3,7 +3,8 @@
 Import foreign arrays into validated views that keep their owner alive
 (``from_cuda_array_interface``, ``as_cuda_array``, ``from_array_interface``,
 ``as_host_array``, and ``from_dlpack`` for any DLPack producer), and check any object's
-interface against the spec (``check``). Every cai array, storage and view also speaks DLPack
+interface against the spec (``check``, whose ``CheckReport`` is true when the object
+conforms, with its ``errors`` and ``warnings``). Every cai array, storage and view also speaks DLPack
 (``__dlpack__``, ``__dlpack_device__``): ``numpy.from_dlpack``, ``torch.from_dlpack`` and the
 like read them. CUDA builds add ``DeviceArray``, device memory owned by Rust that exports its
 stream.
@@ -40,8 +41,6 @@ from ._native import (
     Violation,
     as_cuda_array,
     as_host_array,
-    check,
-    check_descriptor,
     from_array_interface,
     from_cuda_array_interface,
     from_dlpack,
@@ -79,6 +78,8 @@ from ._native import (
 GT4PySyncedGPUStorage = SoftwareManagedGPUStorage
 CUDASyncedGPUStorage = CudaManagedGPUStorage = CUDAManagedGPUStorage
 
+from ._report import CheckReport, check, check_descriptor
+
 if HAS_CUDA:
     from ._native import DeviceArray
 
@@ -92,6 +93,7 @@ __all__ = [
     "Violation",
     "as_cuda_array",
     "as_host_array",
+    "CheckReport",
     "check",
     "check_descriptor",
     "from_array_interface",

@@ -7,8 +7,6 @@ from ._native import (
     Violation as Violation,
     as_cuda_array as as_cuda_array,
     as_host_array as as_host_array,
-    check as check,
-    check_descriptor as check_descriptor,
     from_array_interface as from_array_interface,
     from_cuda_array_interface as from_cuda_array_interface,
     from_dlpack as from_dlpack,
@@ -41,6 +39,11 @@ from ._native import (
     ignore_streams as ignore_streams,
 )
 from ._native import DeviceArray as DeviceArray
+from ._report import (
+    CheckReport as CheckReport,
+    check as check,
+    check_descriptor as check_descriptor,
+)
 
 GT4PySyncedGPUStorage = SoftwareManagedGPUStorage
 CUDASyncedGPUStorage = CUDAManagedGPUStorage

@@ -71,7 +71,7 @@ def _report(expression, violations, as_json):
                 for v in violations
             ],
         }
-    if not violations:
+    if len(violations) == 0:  # (a report's truth value says "conforms", even with warnings)
         print(f"{expression}: conforms")
     for v in violations:
         print(f"{expression}: {v}")
