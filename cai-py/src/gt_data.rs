@@ -92,8 +92,10 @@ impl GtDataView {
     }
 }
 
-/// Reads any object as GDP-3 says: `__gt_data_interface__` first, else the array interfaces.
-/// The `"gpu"` entry is imported as `as_cuda_array` imports, with the same keywords.
+/// Reads any object `obj` as GDP-3 says: `__gt_data_interface__` first, else DLPack, else the
+/// array interfaces: a `GtDataView`. The `"gpu"` entry is imported as `as_cuda_array` imports,
+/// with the same keywords.
+#[doc = crate::import::import_keywords!()]
 #[pyfunction]
 #[pyo3(signature = (obj, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
 fn gt_data(

@@ -369,8 +369,10 @@ impl HostArrayView {
     }
 }
 
-/// Imports a `__cuda_array_interface__` dict (the spec's `from_cuda_array_interface`); see
-/// `cuda::import_options` for the keyword arguments.
+/// Imports a `__cuda_array_interface__` dict `desc` (the spec's `from_cuda_array_interface`):
+/// a `CudaArrayView` that keeps `owner` (the object the memory belongs to, if given) and what
+/// `desc` holds alive. The caller answers for the address, as a producer does.
+#[doc = import_keywords!()]
 #[pyfunction]
 #[pyo3(signature = (desc, owner = None, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
 fn from_cuda_array_interface(
@@ -389,8 +391,9 @@ fn from_cuda_array_interface(
     new_cuda_view(desc.py(), view)
 }
 
-/// Imports an object exposing `__cuda_array_interface__`, keeping it alive (the spec's
-/// `as_cuda_array`).
+/// Imports an object exposing `__cuda_array_interface__` (the spec's `as_cuda_array`): a
+/// `CudaArrayView` that keeps `obj` alive.
+#[doc = import_keywords!()]
 #[pyfunction]
 #[pyo3(signature = (obj, sync = true, *, stream = None, mode = "enqueue", check_pointer = true))]
 fn as_cuda_array(
@@ -404,7 +407,9 @@ fn as_cuda_array(
     new_cuda_view(obj.py(), ForeignArray::from_object_with(obj, &options)?)
 }
 
-/// Imports an `__array_interface__` dict.
+/// Imports an `__array_interface__` dict `desc`: a `HostArrayView` that keeps `owner` (the
+/// object the memory belongs to, if given; a `desc` without `data` reads its buffer) and what
+/// `desc` holds alive. The caller answers for the address, as a producer does.
 #[pyfunction]
 #[pyo3(signature = (desc, owner = None))]
 fn from_array_interface(
@@ -416,7 +421,8 @@ fn from_array_interface(
     new_host_view(desc.py(), view)
 }
 
-/// Imports an object exposing `__array_interface__`, keeping it alive.
+/// Imports an object exposing `__array_interface__` (`obj`): a `HostArrayView` that keeps it
+/// alive.
 #[pyfunction]
 fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
     new_host_view(obj.py(), ForeignArray::from_object(obj, false)?)
@@ -425,7 +431,9 @@ fn as_host_array(obj: &Bound<'_, PyAny>) -> PyResult<Py<HostArrayView>> {
 /// Imports any object with `__dlpack__` (NumPy, PyTorch, CuPy, JAX, a cai array...): a
 /// `CudaArrayView` for CUDA memory (kDLCUDA, managed, registered host memory; the producer
 /// makes `stream` wait for its work, or nothing is ordered with `sync=False`), a
-/// `HostArrayView` for host memory. `copy` is passed to the producer.
+/// `HostArrayView` for host memory. `copy` is passed to the producer (True: it copies; False:
+/// it must not). `check_pointer` (default True): ask the driver whether the tensor's memory is
+/// where it says and stays inside its allocation.
 #[pyfunction]
 #[pyo3(signature = (obj, *, stream = None, copy = None, sync = true, check_pointer = true))]
 fn from_dlpack<'py>(
@@ -494,6 +502,20 @@ fn _import_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
     }
     Ok(start.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
 }
+
+/// The import functions' keyword arguments, for their docstrings.
+macro_rules! import_keywords {
+    () => {
+        "\n\n`sync` (default True): order the consumer's stream after the producer's `stream`; \
+         False leaves that to the caller. `stream` (default None: 1, the legacy default stream): \
+         the stream the consumer will use, 1, 2 (per-thread default) or a stream handle. `mode`: \
+         \"enqueue\" (the default) makes the consumer's stream wait on an event, \
+         \"synchronize\" blocks the host until the producer's work is done. `check_pointer` \
+         (default True): ask the driver whether `data` is device memory and the array stays \
+         inside its allocation (builds without CUDA support check nothing)."
+    };
+}
+pub(crate) use import_keywords;
 
 /// Adds these to the module.
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -834,3 +834,27 @@ def test_int_arguments_take_numpy_integers_and_defaults():
     assert list(np.asarray(cai.examples.counts(np.int16(3)))) == [0, 1, 2]
     f = cai.examples.Field(3, 3, 3, [1, (0, 1), 0])  # a halo entry may be one int, as for storages
     assert f.__gt_data_interface__[None]["halo"] == ((1, 1), (0, 1), (0, 0))
+
+
+STORAGE_KEYWORDS = ["aligned_index", "alignment_size", "defaults", "device", "dims", "halo", "layout", "managed"]
+
+
+def test_every_public_callable_has_a_docstring_naming_its_parameters():
+    """`help(cai.zeros)` listed none of its keywords: every public function's docstring names
+    each of its parameters, and the storage functions' every GDP-3 keyword."""
+    import inspect
+
+    for name in cai.__all__:
+        obj = getattr(cai, name)
+        if not callable(obj):
+            continue
+        doc = inspect.getdoc(obj) or ""
+        assert doc.strip(), f"{name} has no docstring"
+        if isinstance(obj, type):
+            continue
+        params = inspect.signature(obj).parameters
+        missing = [p for p in params if p not in ("args", "kwargs") and p not in doc]
+        assert not missing, f"{name}'s docstring does not name {missing}"
+        if "kwargs" in params:
+            unnamed = [k for k in STORAGE_KEYWORDS if f"`{k}`" not in doc]
+            assert not unnamed, f"{name}'s docstring does not name {unnamed}"

@@ -129,6 +129,27 @@ fn creator(
     }
 }
 
+/// A creator's docstring: the text signature Python's `inspect` reads, its summary, and the
+/// keyword arguments every storage function takes (one text, in every creator's docstring).
+macro_rules! doc {
+    ($signature:literal, $summary:literal) => {
+        match CStr::from_bytes_with_nul(
+            concat!($signature, "\n--\n\n", $summary, storage_keywords!(), "\0").as_bytes(),
+        ) {
+            Ok(doc) => doc,
+            Err(_) => panic!("a docstring holds no NUL"),
+        }
+    };
+}
+
+/// The storage functions' keyword arguments, for their docstrings.
+macro_rules! storage_keywords {
+    () => {
+        "\n\nKeyword arguments (GDP-3; each optional, resolved in GDP-3's lookup order: given, then the `defaults` preset, then `data` for the `_like` forms): `dims` (dimension names, a str such as \"IJK\" or a sequence of str), `halo` (per dimension an int or a (start, end) pair of items outside the compute domain), `layout` (the stride order, a permutation of range(ndim): the dimension with the largest entry is contiguous), `alignment_size` (bytes), `aligned_index` (the item, per dimension, that lies on an aligned address: the first interior point), `defaults` (a preset: GT4Py's backend names, e.g. \"numpy\", \"gt:cpu_ifirst\", \"gt:gpu\"), `device` (\"cpu\", the default, \"gpu\" or \"gpu:N\"), `managed` (on the GPU: \"gt4py\", host and device mirrors kept in step, the default; \"cuda\", unified memory; None, device memory only)."
+    };
+}
+pub(super) use storage_keywords;
+
 /// The creators: name (for messages, and for the function object), from a template or a
 /// shape, fill, docstring (with the text signature Python's `inspect` reads).
 #[allow(clippy::type_complexity)]
@@ -138,56 +159,80 @@ const CREATORS: [(&str, &CStr, bool, Fill, &CStr); 8] = [
         c"empty",
         false,
         Fill::Empty,
-        c"empty(shape, dtype=None, **kwargs)\n--\n\nAllocate a storage with undefined values (GDP-3 `empty`).",
+        doc!(
+            "empty(shape, dtype=None, **kwargs)",
+            "Allocate a storage with undefined values (GDP-3 `empty`): `shape` an int or a sequence of int, `dtype` anything numpy.dtype takes (default float64)."
+        ),
     ),
     (
         "zeros",
         c"zeros",
         false,
         Fill::Zeros,
-        c"zeros(shape, dtype=None, **kwargs)\n--\n\nAllocate a storage of zeros (GDP-3 `zeros`).",
+        doc!(
+            "zeros(shape, dtype=None, **kwargs)",
+            "Allocate a storage of zeros (GDP-3 `zeros`): `shape` an int or a sequence of int, `dtype` anything numpy.dtype takes (default float64)."
+        ),
     ),
     (
         "ones",
         c"ones",
         false,
         Fill::Ones,
-        c"ones(shape, dtype=None, **kwargs)\n--\n\nAllocate a storage of ones (GDP-3 `ones`).",
+        doc!(
+            "ones(shape, dtype=None, **kwargs)",
+            "Allocate a storage of ones (GDP-3 `ones`): `shape` an int or a sequence of int, `dtype` anything numpy.dtype takes (default float64)."
+        ),
     ),
     (
         "full",
         c"full",
         false,
         Fill::Full,
-        c"full(shape, fill_value, dtype=None, **kwargs)\n--\n\nAllocate a storage with every item `fill_value` (GDP-3 `full`).",
+        doc!(
+            "full(shape, fill_value, dtype=None, **kwargs)",
+            "Allocate a storage with every item `fill_value` (GDP-3 `full`): `shape` an int or a sequence of int, `fill_value` a scalar `dtype` can hold, `dtype` anything numpy.dtype takes (default: NumPy's for `fill_value`)."
+        ),
     ),
     (
         "empty_like",
         c"empty_like",
         true,
         Fill::Empty,
-        c"empty_like(data, dtype=None, **kwargs)\n--\n\n`empty` with the shape, dtype and parameters of `data`.",
+        doc!(
+            "empty_like(data, dtype=None, **kwargs)",
+            "`empty` with the shape, dtype and parameters of `data` (a storage, an array, any object with a data interface); `dtype` overrides its dtype."
+        ),
     ),
     (
         "zeros_like",
         c"zeros_like",
         true,
         Fill::Zeros,
-        c"zeros_like(data, dtype=None, **kwargs)\n--\n\n`zeros` with the shape, dtype and parameters of `data`.",
+        doc!(
+            "zeros_like(data, dtype=None, **kwargs)",
+            "`zeros` with the shape, dtype and parameters of `data` (a storage, an array, any object with a data interface); `dtype` overrides its dtype."
+        ),
     ),
     (
         "ones_like",
         c"ones_like",
         true,
         Fill::Ones,
-        c"ones_like(data, dtype=None, **kwargs)\n--\n\n`ones` with the shape, dtype and parameters of `data`.",
+        doc!(
+            "ones_like(data, dtype=None, **kwargs)",
+            "`ones` with the shape, dtype and parameters of `data` (a storage, an array, any object with a data interface); `dtype` overrides its dtype."
+        ),
     ),
     (
         "full_like",
         c"full_like",
         true,
         Fill::Full,
-        c"full_like(data, fill_value, dtype=None, **kwargs)\n--\n\n`full` with the shape, dtype and parameters of `data`.",
+        doc!(
+            "full_like(data, fill_value, dtype=None, **kwargs)",
+            "`full` with the shape, dtype and parameters of `data` (a storage, an array, any object with a data interface), every item `fill_value`; `dtype` overrides its dtype."
+        ),
     ),
 ];
 
@@ -309,8 +354,11 @@ fn check_pair(data: &Template<'_>, device_data: &Template<'_>) -> PyResult<()> {
     Ok(())
 }
 
-/// A storage initialized with a copy of `data` (or `device_data`) (GDP-3 `storage`);
-/// `copy=False` wraps them as `as_storage` does.
+/// A storage initialized with a copy of `data` (or `device_data`) (GDP-3 `storage`): any
+/// object with a data interface, DLPack, an array interface, or anything `numpy.asarray` reads;
+/// `dtype` the storage's dtype (default: the data's); `copy=False` wraps them as `as_storage`
+/// does; `sync_state` (a `SyncState`) the state a host and device pair starts in.
+#[doc = storage_keywords!()]
 #[pyfunction]
 #[pyo3(signature = (data = None, device_data = None, *, dtype = None, copy = true, sync_state = None, **kwargs))]
 pub fn storage(

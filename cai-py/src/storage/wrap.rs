@@ -21,7 +21,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// Wraps existing buffers in a storage without copying (GDP-3 `as_storage`): `data` (host, or
-/// any object with a data interface) and/or `device_data`; the storage keeps them alive.
+/// any object with a data interface, DLPack or an array interface) and/or `device_data`
+/// (device memory); the storage keeps them alive. `sync_state` (a `SyncState`) is the state a
+/// host and device pair starts in.
+#[doc = super::create::storage_keywords!()]
 #[pyfunction]
 #[pyo3(signature = (data = None, device_data = None, *, sync_state = None, **kwargs))]
 pub fn as_storage(
