@@ -3,9 +3,12 @@
 //! Host part (any machine): a struct holding a `Vec<f32>` derives `ArrayInterface`; the demo
 //! prints its `__array_interface__` and then reads every item back through nothing but the
 //! descriptor's pointer and strides, as NumPy would, to show the descriptor is right.
-//! Device part: needs real device memory, which arrives with the `cuda` feature; until then the
-//! demo says so and shows the descriptor a struct over a raw device address would export.
+//! Device part: with a CUDA driver (loaded at run time; feature `cuda`), a struct holding a
+//! driver allocation and its stream derives `CudaArrayInterface`: the demo copies a matrix to
+//! the device, prints the descriptor and reads the items back through it. Without a driver it
+//! says why, and shows the descriptor a struct over a raw device address would export.
 
+use cai_runtime::cuda::{self, DeviceAllocation, DriverStream};
 use cai_runtime::{
     ArrayInterface, CudaArrayInterface, Element, HostArrayDescriptor, RawDeviceMemory, Stream,
 };
@@ -74,6 +77,16 @@ struct DeviceMatrix {
     stream: Option<Stream>,
 }
 
+/// Device memory the driver allocated, exported with the stream its work runs on.
+#[derive(CudaArrayInterface)]
+#[cai(shape = [2, 3])]
+struct OnDevice {
+    #[cai(data, element = f32)]
+    buf: DeviceAllocation,
+    #[cai(stream)]
+    stream: DriverStream,
+}
+
 /// Reads item `(i, j)` using only the descriptor, as a zero-copy consumer does.
 fn read_through(d: &HostArrayDescriptor, i: usize, j: usize) -> f32 {
     let layout = d.layout().expect("valid descriptor");
@@ -120,19 +133,53 @@ fn host_part() -> Result<(), Box<dyn std::error::Error>> {
 
 fn device_part() -> Result<(), Box<dyn std::error::Error>> {
     println!("== device: #[derive(CudaArrayInterface)]");
-    println!(
-        "device part skipped: this build has no CUDA backend (the `cuda` feature does not exist \
-         yet), so no device memory is allocated and nothing runs on a GPU."
-    );
-    println!("   the descriptor a struct over a device address would export (never dereferenced):");
-    // SAFETY: the address is only printed, never dereferenced.
-    let buf = unsafe { RawDeviceMemory::from_raw_parts(0x7f3a_0000_0000, 6) };
-    let m = DeviceMatrix {
-        buf,
-        dims: [2, 3],
-        stream: Some(Stream::PerThreadDefault),
-    };
-    println!("__cuda_array_interface__ = {}", m.cuda_array_interface()?);
+    match cuda::device_count().and_then(|n| {
+        if n > 0 {
+            cuda::device_name(0)
+        } else {
+            Ok(String::new())
+        }
+    }) {
+        Ok(name) if !name.is_empty() => {
+            cuda::ensure_context(0)?;
+            let items: Vec<f32> = (0..6).map(|k| k as f32).collect();
+            let bytes: Vec<u8> = items.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let m = OnDevice {
+                buf: DeviceAllocation::new(bytes.len(), false)?,
+                stream: DriverStream::new(true)?,
+            };
+            // SAFETY: the allocation is ours and `bytes.len()` long; the copy is waited for.
+            unsafe { cuda::copy_from_host(m.buf.device_ptr(), &bytes, m.stream.stream())? };
+            let d = m.cuda_array_interface()?;
+            println!("on {name}: __cuda_array_interface__ = {d}");
+            // SAFETY: the descriptor's extent is inside the allocation, read on its stream.
+            let back = unsafe { cuda::copy_to_host(d.data.ptr, bytes.len(), m.stream.stream())? };
+            println!(
+                "   read back through the descriptor: {:?}",
+                back.chunks(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect::<Vec<_>>()
+            );
+        }
+        outcome => {
+            let why = match outcome {
+                Err(e) => e.to_string(),
+                Ok(_) => "the driver sees no device".to_owned(),
+            };
+            println!("device part skipped: no CUDA device here ({why}).");
+            println!(
+                "   the descriptor a struct over a device address would export (never dereferenced):"
+            );
+            // SAFETY: the address is only printed, never dereferenced.
+            let buf = unsafe { RawDeviceMemory::from_raw_parts(0x7f3a_0000_0000, 6) };
+            let m = DeviceMatrix {
+                buf,
+                dims: [2, 3],
+                stream: Some(Stream::PerThreadDefault),
+            };
+            println!("__cuda_array_interface__ = {}", m.cuda_array_interface()?);
+        }
+    }
     Ok(())
 }
 

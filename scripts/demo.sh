@@ -1,12 +1,35 @@
 #!/usr/bin/env bash
-# The demo: the Rust half (derived structs and their descriptors) always; the Python half
-# (NumPy and Rust sharing memory zero-copy, import, checker) once scripts/test.sh has built
-# .venv with the cai package.
+# The demo, on a fresh clone: the Rust half (derived structs and their descriptors, and the
+# device part where there is a CUDA driver), then the Python half (NumPy and Rust sharing memory
+# zero-copy, DLPack, import, the checker). It sets up what the Python half needs itself: the
+# `cai` package from .venv where scripts/test.sh built it, else in .venv-demo (NumPy and
+# maturin from PyPI, the package built in the dev profile: fast to build, slow to run).
+# Whatever it skips, it says why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$SECONDS
+echo "== Rust (cargo run --example demo)"
 cargo run --quiet --example demo
+echo
+echo "== Python (examples/demo.py)"
+PYTHON=${PYTHON:-python3}
 if .venv/bin/python -c "import cai, numpy" 2>/dev/null; then
-    .venv/bin/python examples/demo.py
+    py=.venv/bin/python
+elif ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "Python part skipped: it needs Python 3.11 or newer as \$PYTHON (now: $("$PYTHON" --version 2>&1))."
+    exit 0
 else
-    echo "Python part skipped: run scripts/test.sh first (it builds .venv with numpy and the cai wheel)."
+    py=.venv-demo/bin/python
+    [ -x "$py" ] || "$PYTHON" -m venv .venv-demo
+    if ! "$py" -m pip install --quiet --disable-pip-version-check numpy==2.4.6 maturin==1.16.0; then
+        echo "Python part skipped: pip could not install numpy and maturin (no network?)."
+        exit 0
+    fi
+    echo "(building the cai package into .venv-demo, dev profile)"
+    rm -rf target/demo-wheel
+    .venv-demo/bin/maturin build --quiet --profile dev -m cai-py/Cargo.toml -o target/demo-wheel
+    "$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/demo-wheel/cai-*.whl
 fi
+"$py" examples/demo.py
+echo
+echo "demo done in $((SECONDS - start)) s"
