@@ -472,26 +472,63 @@ static void *self_handle(void) {
     return self;
 }
 
-/* The versioned entry points and the CUDA version that introduced each (cuda.h's
- * `#define cuX cuX_vN` history): a caller asking for `cuX` at version V gets the newest `cuX_vN`
- * introduced at V or before, else `cuX` itself, as from the real driver; a `_vN` this table does
- * not list is never returned (its arguments may not be the bare name's). */
+/* Every versioned entry point this library has (emulated or stubbed) and the CUDA version that
+ * introduced it (cuda.h's `#define cuX cuX_vN` history, as cuda-bindings 13.5 asks for each): a
+ * caller asking for `cuX` at version V gets the newest `cuX_vN` introduced at V or before, else
+ * `cuX` itself, as from the real driver. A `_vN` missing here is never returned (its arguments
+ * may not be the bare name's); a caller asking at a version where the real driver would give
+ * it gets the bare name, so every `_vN` this library has must be listed. */
 static const struct {
     const char *name;
     int since;
 } versioned[] = {
-    {"cuDeviceTotalMem_v2", 3020},     {"cuMemAlloc_v2", 3020},
-    {"cuMemAllocHost_v2", 3020},       {"cuMemFree_v2", 3020},
-    {"cuMemGetAddressRange_v2", 3020}, {"cuMemGetInfo_v2", 3020},
-    {"cuMemcpyDtoD_v2", 3020},         {"cuMemcpyDtoDAsync_v2", 3020},
-    {"cuMemcpyDtoH_v2", 3020},         {"cuMemcpyDtoHAsync_v2", 3020},
-    {"cuMemcpyHtoD_v2", 3020},         {"cuMemcpyHtoDAsync_v2", 3020},
-    {"cuMemsetD8_v2", 3020},           {"cuMemsetD16_v2", 3020},
-    {"cuMemsetD32_v2", 3020},          {"cuCtxPopCurrent_v2", 4000},
-    {"cuCtxPushCurrent_v2", 4000},     {"cuEventDestroy_v2", 4000},
-    {"cuStreamDestroy_v2", 4000},      {"cuDevicePrimaryCtxRelease_v2", 11000},
-    {"cuDeviceGetUuid_v2", 11040},     {"cuGetProcAddress_v2", 12000},
-    {"cuStreamGetCtx_v2", 12050},      {"cuCtxGetDevice_v2", 13000},
+    {"cuArray3DCreate_v2", 3020}, {"cuArray3DGetDescriptor_v2", 3020},
+    {"cuArrayCreate_v2", 3020}, {"cuArrayGetDescriptor_v2", 3020},
+    {"cuCtxCreate_v2", 3020}, {"cuDeviceTotalMem_v2", 3020},
+    {"cuGraphicsResourceGetMappedPointer_v2", 3020}, {"cuMemAllocHost_v2", 3020},
+    {"cuMemAllocPitch_v2", 3020}, {"cuMemAlloc_v2", 3020},
+    {"cuMemFree_v2", 3020}, {"cuMemGetAddressRange_v2", 3020},
+    {"cuMemGetInfo_v2", 3020}, {"cuMemHostGetDevicePointer_v2", 3020},
+    {"cuMemcpy2DAsync_v2", 3020}, {"cuMemcpy2DUnaligned_v2", 3020},
+    {"cuMemcpy2D_v2", 3020}, {"cuMemcpy3DAsync_v2", 3020},
+    {"cuMemcpy3D_v2", 3020}, {"cuMemcpyAtoA_v2", 3020},
+    {"cuMemcpyAtoD_v2", 3020}, {"cuMemcpyAtoHAsync_v2", 3020},
+    {"cuMemcpyAtoH_v2", 3020}, {"cuMemcpyDtoA_v2", 3020},
+    {"cuMemcpyDtoDAsync_v2", 3020}, {"cuMemcpyDtoD_v2", 3020},
+    {"cuMemcpyDtoHAsync_v2", 3020}, {"cuMemcpyDtoH_v2", 3020},
+    {"cuMemcpyHtoAAsync_v2", 3020}, {"cuMemcpyHtoA_v2", 3020},
+    {"cuMemcpyHtoDAsync_v2", 3020}, {"cuMemcpyHtoD_v2", 3020},
+    {"cuMemsetD16_v2", 3020}, {"cuMemsetD2D16_v2", 3020},
+    {"cuMemsetD2D32_v2", 3020}, {"cuMemsetD2D8_v2", 3020},
+    {"cuMemsetD32_v2", 3020}, {"cuMemsetD8_v2", 3020},
+    {"cuModuleGetGlobal_v2", 3020}, {"cuTexRefGetAddress_v2", 3020},
+    {"cuTexRefSetAddress_v2", 3020}, {"cuCtxDestroy_v2", 4000},
+    {"cuCtxPopCurrent_v2", 4000}, {"cuCtxPushCurrent_v2", 4000},
+    {"cuEventDestroy_v2", 4000}, {"cuStreamDestroy_v2", 4000},
+    {"cuTexRefSetAddress2D_v3", 4010}, {"cuGraphicsResourceSetMapFlags_v2", 6050},
+    {"cuLinkAddData_v2", 6050}, {"cuLinkAddFile_v2", 6050},
+    {"cuLinkCreate_v2", 6050}, {"cuMemHostRegister_v2", 6050},
+    {"cuStreamBeginCapture_v2", 10010}, {"cuDevicePrimaryCtxRelease_v2", 11000},
+    {"cuDevicePrimaryCtxReset_v2", 11000}, {"cuDevicePrimaryCtxSetFlags_v2", 11000},
+    {"cuIpcOpenMemHandle_v2", 11000}, {"cuStreamGetCaptureInfo_v2", 11030},
+    {"cuCtxCreate_v3", 11040}, {"cuDeviceGetUuid_v2", 11040},
+    {"cuStreamBatchMemOp_v2", 11070}, {"cuStreamWaitValue32_v2", 11070},
+    {"cuStreamWaitValue64_v2", 11070}, {"cuStreamWriteValue32_v2", 11070},
+    {"cuStreamWriteValue64_v2", 11070}, {"cuGetProcAddress_v2", 12000},
+    {"cuGraphAddKernelNode_v2", 12000}, {"cuGraphExecKernelNodeSetParams_v2", 12000},
+    {"cuGraphExecUpdate_v2", 12000}, {"cuGraphKernelNodeGetParams_v2", 12000},
+    {"cuGraphKernelNodeSetParams_v2", 12000}, {"cuMemAdvise_v2", 12020},
+    {"cuMemPrefetchAsync_v2", 12020}, {"cuGraphAddDependencies_v2", 12030},
+    {"cuGraphAddNode_v2", 12030}, {"cuGraphGetEdges_v2", 12030},
+    {"cuGraphNodeGetDependencies_v2", 12030}, {"cuGraphNodeGetDependentNodes_v2", 12030},
+    {"cuGraphRemoveDependencies_v2", 12030}, {"cuStreamGetCaptureInfo_v3", 12030},
+    {"cuStreamUpdateCaptureDependencies_v2", 12030}, {"cuCtxCreate_v4", 12050},
+    {"cuStreamGetCtx_v2", 12050}, {"cuEventElapsedTime_v2", 12080},
+    {"cuCtxGetDevice_v2", 13000}, {"cuCtxSynchronize_v2", 13000},
+    {"cuMemcpy3DBatchAsync_v2", 13000}, {"cuMemcpyBatchAsync_v2", 13000},
+    {"cuMulticastBindAddr_v2", 13010}, {"cuMulticastBindMem_v2", 13010},
+    {"cuLaunchHostFunc_v2", 13020}, {"cuGraphAddNode_v3", 13041},
+    {"cuGraphNodeSetParams_v2", 13041},
 };
 
 static int introduced(const char *name) {
@@ -507,11 +544,27 @@ static int introduced(const char *name) {
  * found, and fails with CUDA_ERROR_NOT_SUPPORTED when called, naming itself. */
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
                              unsigned long long flags, int *status) {
-    (void)flags;
     if (!symbol || !pfn)
         return FAIL(INVALID_VALUE, "null symbol or out-pointer");
+    *pfn = NULL;
+    if (status)
+        *status = PROC_SYMBOL_NOT_FOUND;
+    /* CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM asks for the `_ptds`/`_ptsz` variants,
+     * where stream 0 is the per-thread stream: not emulated (stream 2 is). */
+    if (flags & 2)
+        return FAIL(NOT_SUPPORTED, "%s: per-thread default stream lookups (flags 0x%llx) are not "
+                    "emulated; stream 0 is the legacy stream here, stream 2 the per-thread one",
+                    symbol, flags);
+    /* Base names of driver entry points only ("cuMemAlloc", not "cuMemAlloc_v2", "malloc"). */
+    size_t len = strnlen(symbol, 256);
+    if (strncmp(symbol, "cu", 2) || !strncmp(symbol, "cuda_", 5) || len >= 200 ||
+        strstr(symbol, "_v") || strstr(symbol, "_pt"))
+        return NOT_FOUND;
     static const char *const suffixes[] = {"_v4", "_v3", "_v2", ""};
     void *self = self_handle();
+    Dl_info own, found;
+    if (!dladdr((void *)cuInit, &own))
+        return FAIL(NOT_FOUND, "cannot find this library's own symbols");
     for (size_t i = 0; self && i < sizeof suffixes / sizeof *suffixes; i++) {
         char name[256];
         if (snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]) >= (int)sizeof name)
@@ -522,16 +575,14 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
                 continue;
         }
         void *f = dlsym(self, name);
-        if (f) {
+        /* dlsym on a library handle also searches its dependencies (libc): own symbols only. */
+        if (f && dladdr(f, &found) && found.dli_fbase == own.dli_fbase) {
             *pfn = f;
             if (status)
                 *status = PROC_FOUND;
             return SUCCESS;
         }
     }
-    *pfn = NULL;
-    if (status)
-        *status = PROC_SYMBOL_NOT_FOUND;
     /* Callers probe for functions newer drivers have: not worth a line on stderr each. */
     return NOT_FOUND;
 }
@@ -601,8 +652,10 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 }
 
 /* Device attributes: an NVIDIA H100 SXM5 80GB's (compute capability 9.0, 132 SMs), as
- * deviceQuery reports them, except that the emulator has no memory pools (115) and no HMM
- * (88). Others (texture and surface limits, newer features) are not emulated: an error. */
+ * deviceQuery reports them, except for what the emulator lacks, which it says it lacks: memory
+ * pools (115), HMM (88), host memory registration and mapping (99, 19), virtual memory
+ * management (102). Others (texture and surface limits, newer features) are not emulated: an
+ * error. */
 static const struct {
     int attribute, value;
 } h100[] = {
@@ -624,12 +677,12 @@ static const struct {
     {16, 132}, /* MULTIPROCESSOR_COUNT */
     {17, 0}, /* KERNEL_EXEC_TIMEOUT */
     {18, 0}, /* INTEGRATED */
-    {19, 1}, /* CAN_MAP_HOST_MEMORY */
+    {19, 0}, /* CAN_MAP_HOST_MEMORY: no cuMemHostGetDevicePointer here */
     {20, 0}, /* COMPUTE_MODE: default */
     {30, 512}, /* SURFACE_ALIGNMENT */
     {31, 1}, /* CONCURRENT_KERNELS */
     {32, 1}, /* ECC_ENABLED */
-    {33, -1}, /* PCI_BUS_ID: the device's ordinal, below */
+    {33, 0x18}, /* PCI_BUS_ID: 0x18 for device 0, then one bus per device */
     {34, 0}, /* PCI_DEVICE_ID */
     {35, 0}, /* TCC_DRIVER */
     {36, 2619000}, /* MEMORY_CLOCK_RATE (kHz) */
@@ -658,10 +711,10 @@ static const struct {
     {95, 1}, /* COOPERATIVE_LAUNCH */
     {97, 232448}, /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
     {98, 0}, /* CAN_FLUSH_REMOTE_WRITES */
-    {99, 1}, /* HOST_REGISTER_SUPPORTED */
+    {99, 0}, /* HOST_REGISTER_SUPPORTED: no cuMemHostRegister here */
     {100, 0}, /* PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES */
     {101, 0}, /* DIRECT_MANAGED_MEM_ACCESS_FROM_HOST */
-    {102, 1}, /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    {102, 0}, /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: no cuMemCreate here */
     {106, 32}, /* MAX_BLOCKS_PER_MULTIPROCESSOR */
     {111, 1024}, /* RESERVED_SHARED_MEMORY_PER_BLOCK */
     {115, 0}, /* MEMORY_POOLS_SUPPORTED: no cuMemAllocAsync here */
@@ -676,7 +729,8 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev) {
         return FAIL(INVALID_VALUE, "null out-pointer");
     for (size_t i = 0; i < sizeof h100 / sizeof *h100; i++) {
         if (h100[i].attribute == attribute) {
-            *value = attribute == 33 ? dev : h100[i].value;
+            /* Per device: its bus, and its own multi-GPU board group. */
+            *value = h100[i].value + (attribute == 33 || attribute == 85 ? dev : 0);
             return SUCCESS;
         }
     }
@@ -797,6 +851,24 @@ CUresult cuCtxGetDevice(CUdevice *dev) {
 CUresult cuCtxSynchronize(void) {
     LOCKED;
     NEED_CTX(c);
+    run_all(c);
+    return SUCCESS;
+}
+
+/* CUDA 13's form: synchronizes context `ctx` (NULL: the current one), whichever is current. */
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    LOCKED;
+    NEED_INIT;
+    struct emu_ctx *c = ctx;
+    if (!c) {
+        CUresult r = need_ctx(__func__, &c);
+        if (r)
+            return r;
+    } else if (c < primaries || c >= primaries + device_count) {
+        return FAIL(INVALID_CONTEXT, "%p is not a context", (void *)c);
+    } else if (!c->active) {
+        return FAIL(CONTEXT_IS_DESTROYED, "the context was destroyed");
+    }
     run_all(c);
     return SUCCESS;
 }
@@ -1234,30 +1306,63 @@ CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     return copy_on_device(__func__, s, dst, src, n);
 }
 
+/* What a unified-addressing copy finds at `p`: device-side memory (device or managed), host
+ * memory (pinned or pageable), or an address in the device range no allocation holds (never
+ * allocated, or freed): an error, as for every other copy. */
+enum side { SIDE_DEVICE, SIDE_HOST, SIDE_BAD };
+
+static enum side side_of(CUdeviceptr p) {
+    struct alloc *a = find(p);
+    if (a)
+        return a->type == MEM_HOST ? SIDE_HOST : SIDE_DEVICE;
+    if (device_va && p >= (CUdeviceptr)(uintptr_t)device_va &&
+        p - (CUdeviceptr)(uintptr_t)device_va < device_va_size)
+        return SIDE_BAD;
+    return SIDE_HOST;
+}
+
 /* The unified-addressing copy (cuda.core's `Buffer.copy_to`): the kind of each side is the
- * driver's to find, as with cudaMemcpyDefault. Between two pageable host buffers it is a host
- * copy, done once the stream's earlier work is. */
-CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
-    LOCKED;
-    RESOLVE(s, h);
-    int to_cuda = find(dst) != NULL, from_cuda = find(src) != NULL;
-    if (to_cuda && from_cuda)
-        return copy_on_device(__func__, s, dst, src, n);
-    if (to_cuda)
-        return copy_from_host(__func__, s, dst, (const void *)(uintptr_t)src, n);
-    if (from_cuda)
-        return copy_to_host(__func__, s, (void *)(uintptr_t)dst, src, n);
+ * driver's to find, as with cudaMemcpyDefault, and each kind behaves as its explicit copy
+ * does (host to device stages pageable bytes; device to pageable host memory completes on
+ * return). A copy between two host buffers is fully synchronous, as the driver documents:
+ * done, after the stream's earlier work, when the call returns. */
+static CUresult copy_any(const char *fn, struct emu_stream *s, CUdeviceptr dst, CUdeviceptr src,
+                         size_t n) {
+    enum side to = side_of(dst), from = side_of(src);
+    if (to == SIDE_BAD || from == SIDE_BAD)
+        return fail(fn, INVALID_VALUE, "0x%llx is not CUDA memory (never allocated, or freed)",
+                    to == SIDE_BAD ? dst : src);
+    if (to == SIDE_DEVICE && from == SIDE_DEVICE)
+        return copy_on_device(fn, s, dst, src, n);
+    if (to == SIDE_DEVICE)
+        return copy_from_host(fn, s, dst, (const void *)(uintptr_t)src, n);
+    if (from == SIDE_DEVICE)
+        return copy_to_host(fn, s, (void *)(uintptr_t)dst, src, n);
     if (n && (!dst || !src))
-        return FAIL(INVALID_VALUE, "null pointer");
+        return fail(fn, INVALID_VALUE, "null pointer");
     run(s, s->enqueued);
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
     return SUCCESS;
 }
 
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+    LOCKED;
+    RESOLVE(s, h);
+    return copy_any(__func__, s, dst, src, n);
+}
+
+/* The synchronous form behaves as the explicit synchronous copy of its kind: it waits for the
+ * legacy stream only where that one does (a copy from the host), and returns before a device
+ * to device copy has run. */
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-    CUresult r = cuMemcpyAsync(dst, src, n, NULL);
-    if (r == SUCCESS)
-        r = cuStreamSynchronize(NULL);
+    LOCKED;
+    LEGACY(s);
+    enum side to = side_of(dst), from = side_of(src);
+    if (to == SIDE_DEVICE && from == SIDE_HOST)
+        run(s, s->enqueued);
+    CUresult r = copy_any(__func__, s, dst, src, n);
+    if (r == SUCCESS && to == SIDE_HOST && from == SIDE_DEVICE)
+        run(s, s->enqueued);
     return r;
 }
 

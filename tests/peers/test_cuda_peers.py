@@ -68,6 +68,17 @@ def layouts():
 # --- cuda.core as consumer ---------------------------------------------------------------------
 
 
+def item_strides(shape, strides):
+    """Strides in items, C order where the view says None."""
+    if strides is not None:
+        return tuple(strides)
+    out, n = [], 1
+    for dim in reversed(shape):
+        out.insert(0, n)
+        n *= max(dim, 1)
+    return tuple(out)
+
+
 @pytest.mark.parametrize("how", ["from_cuda_array_interface", "from_dlpack", "from_any_interface"])
 @pytest.mark.parametrize("name,make", list(layouts()))
 def test_strided_memory_view_reads_what_cai_describes(device, how, name, make):
@@ -79,16 +90,19 @@ def test_strided_memory_view_reads_what_cai_describes(device, how, name, make):
     assert v.shape == tuple(d["shape"])
     assert v.dtype == np.dtype(d["typestr"])
     itemsize = v.dtype.itemsize
-    strides = d["strides"] or np.empty(d["shape"], dtype=v.dtype).strides
-    assert v.strides is None or v.strides == tuple(s_ // itemsize for s_ in strides), (v.strides, strides)
+    # cuda.core's strides (in items; None only for C order) against cai's (bytes; None for C).
+    ours = item_strides(v.shape, None if d["strides"] is None else [b // itemsize for b in d["strides"]])
+    theirs = item_strides(v.shape, v.strides)
+    assert theirs == ours, (v.strides, d["strides"])
     assert v.device_id == 0 and v.is_device_accessible and not v.readonly
-    # The bytes cuda.core copies equal cai's, over the span the array covers.
-    ours = cai.as_cuda_array(a)
-    lo = min(0, *[(n - 1) * st for n, st in zip(d["shape"], strides) if st < 0] or [0])
-    hi = sum((n - 1) * st for n, st in zip(d["shape"], strides) if st > 0) + itemsize
-    theirs = host_bytes(device, v.ptr + lo, hi - lo, s)
-    mine = np.frombuffer(ours.copy_to_host(), dtype=v.dtype)
-    got = np.ndarray(v.shape, dtype=v.dtype, buffer=theirs, offset=-lo, strides=strides)
+    # The items as cuda.core lays them out (its pointer, shape and strides), read through its
+    # own copy, equal the items cai reads through its descriptor.
+    byte_strides = [st * itemsize for st in theirs]
+    lo = sum((n - 1) * st for n, st in zip(v.shape, byte_strides) if st < 0)
+    hi = sum((n - 1) * st for n, st in zip(v.shape, byte_strides) if st > 0) + itemsize
+    span = host_bytes(device, v.ptr + lo, hi - lo, s)
+    got = np.ndarray(v.shape, dtype=v.dtype, buffer=span, offset=-lo, strides=byte_strides)
+    mine = np.frombuffer(cai.as_cuda_array(a).copy_to_host(), dtype=v.dtype)
     assert (got.ravel() == mine).all(), name
 
 
@@ -187,12 +201,38 @@ def test_numba_reads_cai_arrays(name, make):
     assert d.__cuda_array_interface__["data"][0] == a.__cuda_array_interface__["data"][0]
 
 
-def test_numba_waits_for_cais_exported_stream():
+@pytest.mark.parametrize("sync", [True, False])
+def test_numba_waits_for_cais_exported_stream(sync):
+    if not sync and not os.environ.get("CUDA_EMU_DEVICES"):
+        pytest.skip("the control needs the emulator, whose unordered reads are always stale")
     a = cai.DeviceArray(np.zeros(1 << 16, dtype=np.uint8), non_blocking=True)
     a.fill(3, on_side_stream=True, rounds=20)  # ordered before the exported stream on export
-    d = nc.as_cuda_array(a)  # Numba synchronizes on the exported stream
-    assert (d.copy_to_host()[-64:] == 3).all()
+    d = nc.as_cuda_array(a, sync=sync)  # Numba synchronizes on the exported stream
+    # Read on the legacy stream, which only Numba's wait orders (the array's own stream is the
+    # exported one, which cai's export already ordered).
+    fresh = (d.copy_to_host(stream=nc.default_stream())[-64:] == 3).all()
+    assert fresh == sync
     a.synchronize()
+
+
+def test_a_second_device_array_is_read_there():
+    """With two devices: a cai array on device 1, read by cuda.core and Numba."""
+    if int(os.environ.get("CUDA_EMU_DEVICES", "1")) < 2:
+        pytest.skip("one device")
+    host = np.arange(16, dtype=np.int32)
+    a = cai.DeviceArray(host, device_id=1)
+    assert a.__dlpack_device__() == (2, 1)
+    d1 = Device(1)
+    d1.set_current()
+    try:
+        s = d1.create_stream()
+        v = StridedMemoryView.from_dlpack(a, stream_ptr=int(s.handle))
+        assert v.device_id == 1
+        assert host_bytes(d1, v.ptr, host.nbytes, s) == host.tobytes()
+    finally:
+        Device(0).set_current()
+    with nc.gpus[1]:
+        assert (nc.as_cuda_array(a).copy_to_host() == host).all()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
