@@ -482,6 +482,8 @@ static const struct {
     const char *name;
     int since;
 } versioned[] = {
+    /* Not asked for by cuda-bindings 13.5 (CUDA 12 maps cuGraphInstantiate elsewhere). */
+    {"cuGraphInstantiate_v2", 11000},
     {"cuArray3DCreate_v2", 3020}, {"cuArray3DGetDescriptor_v2", 3020},
     {"cuArrayCreate_v2", 3020}, {"cuArrayGetDescriptor_v2", 3020},
     {"cuCtxCreate_v2", 3020}, {"cuDeviceTotalMem_v2", 3020},
