@@ -1,5 +1,5 @@
 """GPU benchmarks of cai, printed as ratios against references measured in the same process
-(never asserted). Run on the GPU machine from the bundle (README, "GPU suite"):
+(never asserted). Run on the GPU machine from the bundle (docs/testing.md, "GPU suite"):
 
   1. exchange overhead: importing an array whose producer stream is busy, with our event wait
      (the host is not blocked), alone and with the release that orders the producer's stream

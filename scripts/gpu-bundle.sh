@@ -7,7 +7,7 @@
 #   wheels/   the abi3 wheel of the `cai` package with the `cuda` feature
 #   tests/    the pytest GPU suite (tests/gpu)
 #   gpu_bench.py, run.sh
-# Then, on the GPU machine: bash gpu-bundle/run.sh   (README, "GPU suite").
+# Then, on the GPU machine: bash gpu-bundle/run.sh   (docs/testing.md, "GPU suite").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-bundle}

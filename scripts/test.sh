@@ -54,6 +54,8 @@ if cargo tree -p cai-py --features cuda -e normal | grep -q " cust "; then
 fi
 echo "== cargo test"
 cargo test --workspace --all-features
+echo "== the README's own code, built as a newcomer copies it (tests/newcomer)"
+.venv/bin/python tests/newcomer/check.py
 echo "== miri (the unsafe code the pure-logic and derive tests reach)"
 scripts/miri.sh
 echo "== abi3 wheel of the cai package (with the test suite's hooks: feature \`testing\`)"

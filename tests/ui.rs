@@ -3,7 +3,7 @@
 //! and review every changed message as a user would read it.
 //!
 //! The `.stderr` files are those of the test command (`cargo test --workspace --all-features`,
-//! README): rustc's lists of implementing types and its path disambiguation depend on which
+//! docs/testing.md): rustc's lists of implementing types and its path disambiguation depend on which
 //! features of cai-runtime are on (with `cuda`, `Device` is spelled `cai_runtime::Device`, and
 //! the driver layer's `DeviceAllocation` and `DriverStream` are among the implementors listed;
 //! the root package enables `cuda` for the demo's device part).

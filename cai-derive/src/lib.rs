@@ -18,7 +18,9 @@ use syn::{DeriveInput, parse_macro_input};
 use internals::check::Protocol;
 
 /// Implements `CudaArrayInterface` (the `__cuda_array_interface__` descriptor) for a struct
-/// holding device memory. See the cai-runtime documentation for the `#[cai(...)]` keys.
+/// holding device memory.
+///
+#[doc = include_str!("../ATTRIBUTES.md")]
 #[proc_macro_derive(CudaArrayInterface, attributes(cai))]
 pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -27,6 +29,8 @@ pub fn derive_cuda_array_interface(input: TokenStream) -> TokenStream {
 
 /// Implements `ArrayInterface` (NumPy's `__array_interface__` descriptor) for a struct holding
 /// host memory, with the same `#[cai(...)]` keys except `stream` and `version`.
+///
+#[doc = include_str!("../ATTRIBUTES.md")]
 #[proc_macro_derive(ArrayInterface, attributes(cai))]
 pub fn derive_array_interface(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

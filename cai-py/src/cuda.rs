@@ -78,7 +78,7 @@ pub fn attributes_dict<'py>(
 #[cfg(not(feature = "cuda"))]
 fn no_cuda() -> PyErr {
     PyRuntimeError::new_err(
-        "this build of cai has no CUDA support: build the package with the `cuda` feature (README, \"CUDA\")",
+        "this build of cai has no CUDA support: build the package with its `cuda` feature (`maturin build -m cai-py/Cargo.toml --features cuda`)",
     )
 }
 

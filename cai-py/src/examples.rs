@@ -430,7 +430,7 @@ impl Field {
 }
 
 /// Sum of a 1-D float64 array from any object exposing `__array_interface__`, read in Rust
-/// through a typed view (the README's import example).
+/// through a typed view (the import example of docs/python.md).
 #[pyfunction]
 fn total(a: ForeignHostArray) -> PyResult<f64> {
     let t = a.typed::<f64>()?;

@@ -1,4 +1,4 @@
-"""GPU suite: run from the bundle made by scripts/gpu-bundle.sh (see README, "GPU suite").
+"""GPU suite: run from the bundle made by scripts/gpu-bundle.sh (see docs/testing.md, "GPU suite").
 
 Every test here needs a CUDA build of cai and a device; without them the whole suite is
 skipped with the reason.

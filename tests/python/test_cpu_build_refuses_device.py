@@ -98,8 +98,8 @@ def test_device_only_data_is_refused(wrap):
 
 @pytest.mark.parametrize("wrap", [*MIRRORS, *DEVICE_ONLY])
 def test_the_refusal_gives_a_device_requests_reason(wrap):
-    # One reason for both: "this build of cai has no CUDA support; install the CUDA build ..."
-    # (README, "CUDA"), after what was asked for.
+    # One reason for both: "this build of cai has no CUDA support; install the CUDA build of
+    # the package ...", after what was asked for.
     reason = device_request_message().split(": ", 1)[1]
     with pytest.raises(RuntimeError) as e:
         (MIRRORS.get(wrap) or DEVICE_ONLY[wrap])()
