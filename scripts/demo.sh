@@ -28,7 +28,7 @@ else
     echo "(building the cai package into .venv-demo, dev profile)"
     rm -rf target/demo-wheel
     .venv-demo/bin/maturin build --quiet --profile dev -m cai-py/Cargo.toml -o target/demo-wheel
-    "$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/demo-wheel/cai-*.whl
+    "$py" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps target/demo-wheel/cai_arrays-*.whl
 fi
 "$py" examples/demo.py
 echo

@@ -108,7 +108,7 @@ for p in "${pythons[@]}"; do
         $venv/bin/pip install -q '$numpy' 2>/dev/null || $venv/bin/pip install -q numpy
         $venv/bin/pip install -q $tools
         $venv/bin/pip install -q '$xarray' 2>/dev/null || echo '   (no $xarray here: its tests are skipped)'
-        $venv/bin/pip install -q --no-deps --force-reinstall $at/dist/cai-*-abi3-*.whl
+        $venv/bin/pip install -q --no-deps --force-reinstall $at/dist/cai_arrays-*-abi3-*.whl
         $venv/bin/python -c 'import sys, numpy; print(\"   Python\", sys.version.split()[0], \"NumPy\", numpy.__version__)'" \
         || { status=1; continue; }
     echo "-- tests/python"

@@ -26,8 +26,9 @@ if [ -z "$wheels" ]; then
     env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH "$maturin" build --release --quiet \
         -m cai-py/Cargo.toml --features cuda -o "$wheels"
 fi
+.venv-peers/bin/python -m pip uninstall --quiet --yes cai 2>/dev/null || true
 .venv-peers/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
-    "$wheels"/cai-*.whl
+    "$wheels"/cai_arrays-*.whl
 scripts/cuda-stub.sh --emulator target/cuda-emu >/dev/null
 for devices in 1 2; do
     echo "== tests/peers with $devices emulated device(s)"

@@ -61,7 +61,9 @@ scripts/miri.sh
 echo "== abi3 wheel of the cai package (with the test suite's hooks: feature \`testing\`)"
 rm -rf dist
 .venv/bin/maturin build --release -m cai-py/Cargo.toml --features testing -o dist
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai-*-abi3-*.whl
+# (The distribution was named `cai` before: a venv of then holds it, and its files are ours.)
+.venv/bin/python -m pip uninstall --quiet --yes cai 2>/dev/null || true
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai_arrays-*-abi3-*.whl
 echo "== GPU bundle: built, and dry-run here (device tests say they were skipped)"
 # (Built with no stub and no CUDA on any path: the bundle needs neither.)
 env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH scripts/gpu-bundle.sh gpu-bundle
@@ -97,7 +99,7 @@ echo "== stubtest: the type stubs (cai-py/python/cai/*.pyi) match the host and t
 stubtest() { MYPYPATH=cai-py/python .venv/bin/python -m mypy.stubtest cai --allowlist cai-py/stubtest/allowlist.txt "$@"; }
 stubtest --allowlist cai-py/stubtest/host-build.txt
 cuda_site=$(mktemp -d)
-.venv/bin/python -m zipfile -e gpu-bundle/wheels/cai-*.whl "$cuda_site"
+.venv/bin/python -m zipfile -e gpu-bundle/wheels/cai_arrays-*.whl "$cuda_site"
 PYTHONPATH="$cuda_site" stubtest
 rm -rf "$cuda_site"
 export CAI_CUDA_WHEEL_DIR="$PWD/gpu-bundle/wheels"
@@ -109,7 +111,8 @@ if [ ! -x .venv-gt4py/bin/python ]; then
     "$PYTHON" -m venv .venv-gt4py
 fi
 .venv-gt4py/bin/python -m pip install --quiet --disable-pip-version-check -r tests/gt4py/requirements.txt
-.venv-gt4py/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai-*-abi3-*.whl
+.venv-gt4py/bin/python -m pip uninstall --quiet --yes cai 2>/dev/null || true
+.venv-gt4py/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai_arrays-*-abi3-*.whl
 GT_CACHE_ROOT="$PWD/target/gt_cache" .venv-gt4py/bin/python -m pytest tests/gt4py -q -p no:cacheprovider \
     -W "ignore::DeprecationWarning" -W "ignore:The layout of the field:UserWarning"
 echo "== memory checkers over the lifetime tests (PYTHONMALLOC=debug, valgrind)"

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not WHEELS, reason="CAI_CUDA_WHEEL_DIR not set")
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    (wheel,) = Path(WHEELS).glob("cai-*.whl")
+    (wheel,) = Path(WHEELS).glob("cai_arrays-*.whl")
     target = tmp_path_factory.mktemp("cuda-site")
     zipfile.ZipFile(wheel).extractall(target)
     return target
