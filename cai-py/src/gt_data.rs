@@ -5,9 +5,11 @@ use crate::import::{CudaArrayView, HostArrayView, cuda_of, new_cuda_view, new_ho
 use cai_gt::GtDevice;
 use cai_gt::python::{GtData, HookKind};
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 /// An object read as GDP-3 says (`cai.gt_data(obj)`): its `__gt_data_interface__`, or else its
-/// `__array_interface__` (device None) and `__cuda_array_interface__` ("gpu").
+/// DLPack, or else its `__array_interface__` (device None) and `__cuda_array_interface__`
+/// ("gpu"): `host` and `gpu` views, `dims`, `halo`, and the entries' hooks.
 #[pyclass(module = "cai", frozen)]
 pub struct GtDataView {
     inner: GtData,
@@ -34,6 +36,33 @@ impl GtDataView {
     #[getter]
     fn gpu(&self, py: Python<'_>) -> Option<Py<CudaArrayView>> {
         self.gpu.as_ref().map(|g| g.clone_ref(py))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let show = |v: Option<Bound<'_, PyAny>>| -> PyResult<String> {
+            Ok(match v {
+                Some(v) => v.repr()?.to_string(),
+                None => "None".to_owned(),
+            })
+        };
+        let host = show(self.host.as_ref().map(|h| h.bind(py).clone().into_any()))?;
+        let gpu = show(self.gpu.as_ref().map(|g| g.bind(py).clone().into_any()))?;
+        let dims = show(
+            self.dims()
+                .map(|d| PyTuple::new(py, d))
+                .transpose()?
+                .map(Bound::into_any),
+        )?;
+        let halo = show(
+            self.halo()
+                .map(|h| PyTuple::new(py, h))
+                .transpose()?
+                .map(Bound::into_any),
+        )?;
+        let from_gt = if self.inner.from_gt { "True" } else { "False" };
+        Ok(format!(
+            "GtDataView(host={host}, gpu={gpu}, dims={dims}, halo={halo}, from_gt={from_gt})"
+        ))
     }
 
     /// `dims`, when given.

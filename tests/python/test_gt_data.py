@@ -444,3 +444,13 @@ def test_an_object_with_a_data_interface_is_read_through_it_not_its_ndarray():
     b = Both()
     assert (cai.as_storage(b).to_numpy() == b.a).all()
     assert (cai.storage(b).to_numpy() == b.a).all()
+
+
+def test_a_view_says_what_it_read():
+    """`GtDataView` had no repr (`<cai.GtDataView object at 0x...>`)."""
+    g = cai.gt_data(np.zeros((2, 3)))
+    text = repr(g)
+    assert text.startswith("GtDataView(host=HostArrayView(shape=(2, 3)")
+    assert "gpu=None, dims=None, halo=None, from_gt=False)" in text
+    s = cai.zeros((2, 3), halo=(1, 0))
+    assert "dims=('I', 'J'), halo=((1, 1), (0, 0)), from_gt=True" in repr(cai.gt_data(s))

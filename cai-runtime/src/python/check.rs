@@ -9,7 +9,9 @@ use super::rules::{self, Rule};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
 use crate::typestr::{ByteOrder, Kind};
 
-/// One finding of [`check`].
+/// One finding of `check`: the interface and key it is about, its message, the spec rule it
+/// breaks (`rule`, `rule_text`), its `severity` (`"error"` or `"warning"`) and the exception a
+/// strict consumer raises.
 #[pyclass(frozen, get_all, module = "cai")]
 #[derive(Clone, Debug)]
 pub struct Violation {
