@@ -696,13 +696,6 @@ unsafe fn host_copy<S: Space>(
     };
     let len = extent.len();
     let src = d.data.ptr.wrapping_add_signed(extent.lo as i64);
-    #[cfg(feature = "cuda")]
-    let stream = if S::DEVICE {
-        checked_span(place, extent)?;
-        producer_stream(d, trust)?.unwrap_or(Stream::LegacyDefault)
-    } else {
-        Stream::LegacyDefault
-    };
     let mut buf: Vec<u128> = Vec::new();
     buf.try_reserve_exact(len.div_ceil(16))
         .map_err(|_| crate::error::AllocError(len))?;
@@ -711,6 +704,8 @@ unsafe fn host_copy<S: Space>(
     if S::DEVICE {
         #[cfg(feature = "cuda")]
         {
+            checked_span(place, extent)?;
+            let stream = producer_stream(d, trust)?.unwrap_or(Stream::LegacyDefault);
             let copy = || {
                 // SAFETY: `dst` has room for `len` bytes and is ours; the source span is
                 // readable by the driver (this function's contract) and inside its allocation
@@ -724,9 +719,11 @@ unsafe fn host_copy<S: Space>(
             }
         }
         #[cfg(not(feature = "cuda"))]
-        let _ = (place, trust);
+        unreachable!(
+            "device data is refused without the driver ({:?}, {})",
+            place.ordinal, trust.bytes
+        );
     } else {
-        let _ = (place, trust);
         // SAFETY: the span is readable host memory (this function's contract) and `dst` a new
         // buffer of at least `len` bytes: the two do not overlap.
         unsafe { std::ptr::copy_nonoverlapping(src as usize as *const u8, dst, len) };
