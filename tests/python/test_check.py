@@ -2,6 +2,7 @@
 producers (NumPy, our derived classes) get no errors; the command line works."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -214,3 +215,32 @@ def test_a_report_is_true_when_the_object_conforms():
     assert "does not conform" in repr(bad)
     nothing = cai.check(object())
     assert not nothing and nothing.errors
+
+
+def test_cli_json_survives_what_expressions_do(tmp_path):
+    """Found by an attack: a getter calling sys.exit() made the CLI exit 0 with no output, and
+    what an import or getter printed (`this` named inside a string literal imported the Zen of
+    Python) broke the JSON; a module that fails to import was reported as a NameError."""
+    (tmp_path / "hostile.py").write_text(
+        "import sys\n"
+        "class Exits:\n"
+        "    @property\n"
+        "    def __array_interface__(self):\n"
+        "        sys.exit(0)\n"
+        "class Prints:\n"
+        "    @property\n"
+        "    def __array_interface__(self):\n"
+        "        print('chatter')\n"
+        "        raise AttributeError\n"
+    )
+    (tmp_path / "broken_dep.py").write_text("import no_such_dependency_xyz\nthing = 1\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "cai", *a], capture_output=True, text=True, timeout=60, env=env)
+    out = run("check", "--json", "hostile.Exits()", "hostile.Prints()", 'numpy.zeros(3) if "this" else 0', "object()")
+    report = json.loads(out.stdout)
+    assert out.returncode == 2
+    assert "SystemExit" in report[0]["error"]
+    assert report[2]["violations"] == [] and report[3]["violations"]
+    assert "chatter" in out.stderr and "Zen of Python" not in out.stdout + out.stderr
+    dep = run("check", "broken_dep.thing")
+    assert dep.returncode == 2 and "no_such_dependency_xyz" in dep.stderr and "NameError" not in dep.stderr

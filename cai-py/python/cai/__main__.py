@@ -15,24 +15,50 @@ with --strict), else 0.
 """
 
 import argparse
+import contextlib
 import importlib
+import io
 import json
 import re
 import sys
+import tokenize
 
 from . import check
 
 _NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)*")
 
 
+def _names(expression):
+    """The dotted names an expression's code mentions (not its string literals)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(expression).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return [m.group(0) for m in _NAME.finditer(expression)]
+    # Blank out string literals and comments in place, so dotted names stay whole.
+    lines = [list(line) for line in expression.splitlines(keepends=True)] or [[]]
+    for t in tokens:
+        if t.type in (tokenize.STRING, tokenize.COMMENT):
+            (r0, c0), (r1, c1) = t.start, t.end
+            for r in range(r0 - 1, r1):
+                start = c0 if r == r0 - 1 else 0
+                end = c1 if r == r1 - 1 else len(lines[r])
+                lines[r][start:end] = " " * (end - start)
+    code = "".join("".join(line) for line in lines)
+    return [m.group(0) for m in _NAME.finditer(code)]
+
+
 def _namespace(expression, extra_modules):
     ns = {}
-    for name in list(extra_modules) + [m.group(0) for m in _NAME.finditer(expression)]:
+    for name in list(extra_modules) + _names(expression):
         root = name.split(".")[0]
         if root not in ns:
             try:
                 ns[root] = importlib.import_module(root)
-            except ImportError:
+            except ModuleNotFoundError as e:
+                # A name that is no module (a builtin, a variable); a module that is there but
+                # fails to import is that module's error, reported as such.
+                if e.name != root:
+                    raise
                 continue
         # A submodule named in the expression (`cai.examples.Grid`) is imported too: each
         # dotted prefix that is a module, up to the first that is not.
@@ -102,22 +128,30 @@ def main(argv=None):
 
     failed = unchecked = False
     reports = []
+    # With --json, whatever the expressions, imports and getters print goes to stderr: stdout
+    # carries the JSON alone.
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     for expression in args.expressions:
         report = None
-        try:
-            obj = eval(expression, _namespace(expression, args.imports))  # noqa: S307 - a CLI evaluating the user's own expression
-        except Exception as e:  # noqa: BLE001 - report any failure of the user's expression
-            unchecked = True
-            report = _failure(expression, "could not evaluate: ", e, args.json)
-        else:
+        with quiet:
             try:
-                violations = check(obj)
-            except Exception as e:  # noqa: BLE001 - the object's own getter raised
+                obj = eval(expression, _namespace(expression, args.imports))  # noqa: S307 - a CLI evaluating the user's own expression
+            except KeyboardInterrupt:
+                raise
+            except BaseException as e:  # noqa: BLE001 - any failure of the user's expression (SystemExit too) is its own
                 unchecked = True
-                report = _failure(expression, "reading its interface raised ", e, args.json)
+                report = _failure(expression, "could not evaluate: ", e, args.json)
             else:
-                failed |= any(v.severity == "error" or args.strict for v in violations)
-                report = _report(expression, violations, args.json)
+                try:
+                    violations = check(obj)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as e:  # noqa: BLE001 - the object's own getter raised
+                    unchecked = True
+                    report = _failure(expression, "reading its interface raised ", e, args.json)
+                else:
+                    failed |= any(v.severity == "error" or args.strict for v in violations)
+                    report = _report(expression, violations, args.json)
         if report is not None:
             reports.append(report)
     if args.json:
