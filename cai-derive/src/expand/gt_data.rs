@@ -79,9 +79,9 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
         });
     let (impl_generics, ty_generics, _) = cont.generics.split_for_impl();
     let where_clause = bounds.where_clause(cont.generics);
-    let python = plan.common.python.then(|| {
+    let python = plan.common.python.map(|at| {
         let getter = super::python::getter(super::python::Property::Gt, &rt);
-        super::python::pymethods_block(quote!(impl #ident { #getter }), &rt)
+        super::python::pymethods_block(quote!(impl #ident { #getter }), &rt, Some(at))
     });
     quote! {
         #[automatically_derived]

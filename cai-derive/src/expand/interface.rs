@@ -234,14 +234,14 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
 
     let (impl_generics, ty_generics, _) = cont.generics.split_for_impl();
     let where_clause = bounds.where_clause(cont.generics);
-    let python = plan.common.python.then(|| {
+    let python = plan.common.python.map(|at| {
         let property = super::python::Property::from(protocol);
         let getter = super::python::getter(property, krate);
         let dlpack = plan
             .common
             .dlpack
             .then(|| super::python::dlpack_methods(property, krate));
-        super::python::pymethods_block(quote!(impl #ident { #getter #dlpack }), krate)
+        super::python::pymethods_block(quote!(impl #ident { #getter #dlpack }), krate, Some(at))
     });
     quote! {
         #[automatically_derived]

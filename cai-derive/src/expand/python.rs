@@ -2,7 +2,7 @@
 //! `#[cai_runtime::pymethods(...)]` attribute that adds it to a class's own `#[pymethods]`
 //! block (so users never need PyO3's `multiple-pymethods` feature).
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::quote;
 
 use crate::internals::check::Protocol;
@@ -104,14 +104,40 @@ pub fn dlpack_methods(property: Property, krate: &TokenStream) -> TokenStream {
 }
 
 /// Wraps an impl block in PyO3's `#[pymethods]`, pointing PyO3 at the re-exported crate.
-pub fn pymethods_block(block: TokenStream, krate: &TokenStream) -> TokenStream {
+///
+/// `at` is the span of the derive's `python` key: PyO3 spans the `PyMethods` impl it writes at
+/// its attribute, so when the class also has a `#[pymethods]` block of its own, PyO3's E0119
+/// ("conflicting implementations") says "first implementation here" under `python` rather than
+/// under the derive's name (`None`: the attribute macro, spanned at the user's block).
+pub fn pymethods_block(block: TokenStream, krate: &TokenStream, at: Option<Span>) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
     let path = pyo3.to_string().replace(' ', "");
+    let attribute = quote!(#[#pyo3::pymethods]);
+    let attribute = match at {
+        Some(span) => respan(attribute, span),
+        None => attribute,
+    };
     quote! {
-        #[#pyo3::pymethods]
+        #attribute
         #[pyo3(crate = #path)]
         #block
     }
+}
+
+/// The same tokens, every one (groups' contents included) spanned at `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tree| {
+            if let TokenTree::Group(g) = &tree {
+                let mut group = Group::new(g.delimiter(), respan(g.stream(), span));
+                group.set_span(span);
+                tree = TokenTree::Group(group);
+            }
+            tree.set_span(span);
+            tree
+        })
+        .collect()
 }
 
 /// `#[cai_runtime::pymethods(cuda, host, crate = "...")]` on an impl block.
@@ -195,5 +221,5 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
         let methods: syn::ItemImpl = syn::parse2(quote!(impl __Getters { #g }))?;
         block.items.extend(methods.items);
     }
-    Ok(pymethods_block(quote!(#block), &krate))
+    Ok(pymethods_block(quote!(#block), &krate, None))
 }

@@ -1,6 +1,7 @@
 //! Cross-checks between attributes, in one place; each produces a spanned error, and all of
 //! them run even after the first failure.
 
+use proc_macro2::Span;
 use quote::ToTokens;
 
 use super::ast::{Container, Field};
@@ -135,7 +136,9 @@ pub struct Common<'a> {
     pub order: Order,
     pub readonly: Readonly<'a>,
     pub stream: Option<&'a Field<'a>>,
-    pub python: bool,
+    /// `python`, with the key's span: the `#[pymethods]` block it adds is spanned there, so
+    /// PyO3's E0119 (a class with a `#[pymethods]` block of its own) points at `python`.
+    pub python: Option<Span>,
     /// `python` without `__dlpack__` / `__dlpack_device__` (`no_dlpack`).
     pub dlpack: bool,
 }
@@ -334,7 +337,12 @@ fn common<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Common<'a> {
         (None, Some(f)) => Readonly::Field(f),
         (None, None) => Readonly::No,
     };
-    let python = cont.attrs.python.is_set();
+    let python = cont.attrs.python.key_tokens().map(|t| {
+        t.clone()
+            .into_iter()
+            .next()
+            .map_or_else(Span::call_site, |t| t.span())
+    });
     if let Some(tokens) = cont.attrs.python.key_tokens() {
         if !cfg!(feature = "python") {
             cx.error_spanned_by(
@@ -350,7 +358,7 @@ fn common<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Common<'a> {
         }
     }
     if let Some(tokens) = cont.attrs.no_dlpack.key_tokens()
-        && !python
+        && python.is_none()
     {
         cx.error_spanned_by(
             tokens,
