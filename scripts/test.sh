@@ -54,8 +54,6 @@ if cargo tree -p cai-py --features cuda -e normal | grep -q " cust "; then
 fi
 echo "== cargo test"
 cargo test --workspace --all-features
-echo "== the README's own code, built as a newcomer copies it (tests/newcomer)"
-.venv/bin/python tests/newcomer/check.py
 echo "== miri (the unsafe code the pure-logic and derive tests reach)"
 scripts/miri.sh
 echo "== abi3 wheel of the cai package (with the test suite's hooks: feature \`testing\`)"
@@ -70,6 +68,8 @@ env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH scripts/gpu-bundle.sh gpu-bundle
 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, no CuPy & co.)"
 scripts/cuda-stub.sh --emulator target/cuda-emu
+echo "== the README's own code, built as a newcomer copies it and run (tests/newcomer), the GPU example on the emulated driver too"
+.venv/bin/python tests/newcomer/check.py --driver target/cuda-emu/lib64
 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMULATED=1 \
     PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that need two run)"

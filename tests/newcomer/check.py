@@ -3,8 +3,15 @@
 link to this repository (the README's crates depend on `../cai/...`), then each DIR that got a
 Cargo.toml is built (`cargo run` where it has src/main.rs). The README cannot drift from the code.
 
-Run: python3 tests/newcomer/check.py   (scripts/test.sh runs it)
+With `--driver DIR` (a folder holding a libcuda.so.1: the emulated driver's, in the test command),
+every program is run a second time with that driver found first, and must then not say
+"no GPU here" (the README's GPU example says so only where the driver or a device is missing):
+its device path runs as written, the context it makes current included.
+
+Run: python3 tests/newcomer/check.py [--driver DIR]   (scripts/test.sh runs it)
 """
+
+import argparse
 
 import os
 import pathlib
@@ -15,9 +22,14 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MARK = re.compile(r"^<!-- newcomer: (\S+) -->\n```[a-z]*\n(.*?)^```$", re.M | re.S)
+# What the README's GPU example prints where it finds no driver or no device.
+NO_GPU = "no GPU here"
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--driver", type=pathlib.Path, help="a folder with a libcuda.so.1")
+    args = parser.parse_args()
     readme = (ROOT / "README.md").read_text()
     blocks = MARK.findall(readme)
     if not blocks:
@@ -37,6 +49,21 @@ def main():
             command = ["cargo", "run", "--quiet"] if binary else ["cargo", "build", "--quiet"]
             print(f"== README's {crate}: {' '.join(command)}", flush=True)
             subprocess.run(command, cwd=scratch / crate, env=env, check=True)
+            if binary and args.driver:
+                print(f"== README's {crate}: {' '.join(command)}, with {args.driver}", flush=True)
+                library_path = [str(args.driver.resolve()), env.get("LD_LIBRARY_PATH", "")]
+                run = subprocess.run(
+                    command,
+                    cwd=scratch / crate,
+                    env=dict(env, LD_LIBRARY_PATH=":".join(filter(None, library_path))),
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                )
+                print(run.stdout, end="", file=sys.stdout)
+                print(run.stderr, end="", file=sys.stderr)
+                if NO_GPU in run.stdout:
+                    sys.exit(f"README's {crate} found no GPU with the driver in {args.driver}")
     print(f"README.md: {len(blocks)} blocks, {len(crates)} crates built")
 
 
