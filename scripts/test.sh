@@ -45,6 +45,8 @@ echo "== cargo doc (a broken intra-doc link is an error)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 echo "== public API (cai-runtime/public-api.txt, cai-gt/public-api.txt)"
 scripts/public-api.sh
+echo "== cargo publish --dry-run: the three crates package and build as crates.io would have them"
+cargo publish --dry-run --allow-dirty --quiet -p cai-derive -p cai-runtime -p cai-gt
 echo "== cargo build (cai-runtime and cai-gt without default features, with their tests)"
 cargo build -p cai-runtime -p cai-gt --no-default-features --all-targets
 echo "== cargo build (feature cuda without CUDA: no installation, no stub, no libcuda linked)"
