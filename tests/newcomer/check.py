@@ -1,7 +1,10 @@
 """Builds the README's own code, as a newcomer would copy it: every fenced block after a
 `<!-- newcomer: DIR/FILE -->` line is written to DIR/FILE in a scratch folder beside a `cai`
 link to this repository (the README's crates depend on `../cai/...`), then each DIR that got a
-Cargo.toml is built (`cargo run` where it has src/main.rs). The README cannot drift from the code.
+Cargo.toml is built (`cargo run` where it has src/main.rs). A DIR with Python files is a PyO3
+module: its wheel is built with maturin (this interpreter's), installed into a scratch folder, and
+each of its Python files run with this interpreter (NumPy from its environment). The README cannot
+drift from the code.
 
 With `--driver DIR` (a folder holding a libcuda.so.1: the emulated driver's, in the test command),
 every program is run a second time with that driver found first, and must then not say
@@ -64,7 +67,25 @@ def main():
                 print(run.stderr, end="", file=sys.stderr)
                 if NO_GPU in run.stdout:
                     sys.exit(f"README's {crate} found no GPU with the driver in {args.driver}")
+        for crate in sorted({pathlib.Path(p).parts[0] for p, _ in blocks if p.endswith(".py")}):
+            run_module(scratch / crate, env)
     print(f"README.md: {len(blocks)} blocks, {len(crates)} crates built")
+
+
+def run_module(crate, env):
+    """Builds `crate`'s wheel, installs it into a scratch folder and runs its Python files."""
+    maturin = pathlib.Path(sys.executable).parent / "maturin"
+    wheels, site = crate / "wheels", crate / "site"
+    print(f"== README's {crate.name}: maturin build, then its Python", flush=True)
+    subprocess.run([maturin, "build", "--quiet", "-i", sys.executable, "-o", wheels], cwd=crate, env=env, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-deps", "--target", site, *wheels.glob("*.whl")],
+        check=True,
+    )
+    for script in sorted(crate.glob("*.py")):
+        print(f"== README's {crate.name}/{script.name}", flush=True)
+        subprocess.run([sys.executable, script], env=dict(env, PYTHONPATH=site), check=True)
 
 
 if __name__ == "__main__":
