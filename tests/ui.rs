@@ -1,5 +1,5 @@
-//! Compile-fail suite: one small file per mistake in `tests/ui/` (and `tests/ui-python/`, PyO3
-//! classes, with this package's `python` feature), with the exact message the
+//! Compile-fail suite: one small file per mistake in `tests/ui/` (those with PyO3 classes are in
+//! `tests/ui-python/`, a package of their own, built with cai-runtime's `python` feature), with the exact message the
 //! user sees in the `.stderr` beside it. Regenerate with `TRYBUILD=overwrite cargo test --test ui`
 //! and review every changed message as a user would read it.
 //!
@@ -13,8 +13,4 @@
 fn ui() {
     let t = trybuild::TestCases::new();
     t.compile_fail("tests/ui/*.rs");
-    // PyO3 classes: with the `python` feature of this package (the test command's
-    // `--all-features`).
-    #[cfg(feature = "python")]
-    t.compile_fail("tests/ui-python/*.rs");
 }
