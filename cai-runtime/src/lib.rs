@@ -111,6 +111,17 @@ pub mod __private {
     #[cfg(feature = "python")]
     pub use pyo3;
 
+    /// `#[cai(python)]`'s check that the struct is a `#[pyclass]`.
+    #[cfg(feature = "python")]
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` has `#[cai(python)]` but is not a `#[pyclass]`",
+        label = "`python` adds methods to a PyO3 class",
+        note = "put PyO3's `#[pyclass]` on `{Self}`, or leave `python` out of `#[cai(...)]`"
+    )]
+    pub trait PythonNeedsPyClass {}
+    #[cfg(feature = "python")]
+    impl<T: pyo3::PyClass> PythonNeedsPyClass for T {}
+
     // For cai's own crates (cai-gt, cai-py): not a public API.
     #[cfg(feature = "python")]
     pub use crate::python::parse::{size_pairs, type_name};

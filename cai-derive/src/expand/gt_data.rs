@@ -81,7 +81,7 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
     let where_clause = bounds.where_clause(cont.generics);
     let python = plan.common.python.map(|at| {
         let getter = super::python::getter(super::python::Property::Gt, &rt);
-        super::python::pymethods_block(quote!(impl #ident { #getter }), &rt, Some(at))
+        super::python::derived_pymethods(ident, getter, &rt, at)
     });
     quote! {
         #[automatically_derived]

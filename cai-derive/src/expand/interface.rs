@@ -241,7 +241,7 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
             .common
             .dlpack
             .then(|| super::python::dlpack_methods(property, krate));
-        super::python::pymethods_block(quote!(impl #ident { #getter #dlpack }), krate, Some(at))
+        super::python::derived_pymethods(ident, quote!(#getter #dlpack), krate, at)
     });
     quote! {
         #[automatically_derived]

@@ -3,7 +3,7 @@
 //! block (so users never need PyO3's `multiple-pymethods` feature).
 
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
-use quote::quote;
+use quote::{quote, quote_spanned};
 
 use crate::internals::check::Protocol;
 
@@ -100,6 +100,26 @@ pub fn dlpack_methods(property: Property, krate: &TokenStream) -> TokenStream {
         fn __dlpack_device__(slf: &#pyo3::Bound<'_, Self>) -> #pyo3::PyResult<(i32, i32)> {
             #krate::python::#device(&*slf.try_borrow()?)
         }
+    }
+}
+
+/// What `#[cai(python)]` adds: `items` in a `#[pymethods]` block of `ident` (spanned at the
+/// `python` key, `at`), after a check that `ident` is a `#[pyclass]`, so that forgetting it is
+/// cai's error at `python` (PyO3's own about the methods follow).
+pub fn derived_pymethods(
+    ident: &syn::Ident,
+    items: TokenStream,
+    krate: &TokenStream,
+    at: Span,
+) -> TokenStream {
+    let check = quote_spanned!(at=> python_needs_pyclass::<#ident>);
+    let block = pymethods_block(quote!(impl #ident { #items }), krate, Some(at));
+    quote! {
+        const _: () = {
+            fn python_needs_pyclass<T: #krate::__private::PythonNeedsPyClass>() {}
+            let _ = #check;
+        };
+        #block
     }
 }
 
