@@ -3,14 +3,18 @@ producers (NumPy, our derived classes) get no errors; the command line works."""
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
+import tomllib
 
 import numpy as np
 import pytest
 
 import cai
 import cai.examples
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def good(**changes):
@@ -215,6 +219,27 @@ def test_a_report_is_true_when_the_object_conforms():
     assert "does not conform" in repr(bad)
     nothing = cai.check(object())
     assert not nothing and nothing.errors
+
+
+def test_cai_check_has_its_own_help_and_names_missing_modules():
+    """The `cai-check` command is the checker alone: its help names it and lists its options
+    (it showed `usage: cai [-h] {check} ...`, and no arguments said "required: command"); a
+    dotted name whose root is no module here says so (it was a NameError)."""
+    script = "import sys; from cai.__main__ import cai_check; sys.exit(cai_check())"
+    run = lambda *a: subprocess.run([sys.executable, "-c", script, *a], capture_output=True, text=True, timeout=60)  # noqa: E731
+    usage = run("--help")
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: cai-check "), usage.stdout
+    assert all(o in usage.stdout for o in ("--json", "--strict", "--import", "EXPRESSION"))
+    bare = run()
+    assert bare.returncode == 2 and "cai-check: error" in bare.stderr and "EXPRESSION" in bare.stderr
+    missing = run("no_such_module_xyz.make()", "numpy.zeros(3)", "undefined_name_xyz + 1")
+    assert missing.returncode == 2 and "numpy.zeros(3): conforms" in missing.stdout
+    assert "no module named 'no_such_module_xyz' in this Python" in missing.stderr, missing.stderr
+    assert "NameError: name 'undefined_name_xyz' is not defined" in missing.stderr
+    module = subprocess.run([sys.executable, "-m", "cai", "--help"], capture_output=True, text=True, timeout=60)
+    assert module.stdout.startswith("usage: python -m cai "), module.stdout
+    scripts = tomllib.loads((ROOT / "cai-py" / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"cai-check": "cai.__main__:cai_check"}
 
 
 def test_cli_json_survives_what_expressions_do(tmp_path):

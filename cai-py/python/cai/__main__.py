@@ -48,7 +48,9 @@ def _names(expression):
 
 
 def _namespace(expression, extra_modules):
-    ns = {}
+    """The names to evaluate ``expression`` with, and the dotted names' roots that are no module
+    here (``mypkg`` of ``mypkg.make()``: not installed in this Python, most likely)."""
+    ns, missing = {}, set()
     for name in list(extra_modules) + _names(expression):
         root = name.split(".")[0]
         if root not in ns:
@@ -59,6 +61,8 @@ def _namespace(expression, extra_modules):
                 # fails to import is that module's error, reported as such.
                 if e.name != root:
                     raise
+                if "." in name:
+                    missing.add(root)
                 continue
         # A submodule named in the expression (`cai.examples.Grid`) is imported too: each
         # dotted prefix that is a module, up to the first that is not.
@@ -68,7 +72,7 @@ def _namespace(expression, extra_modules):
                 break
     for name in extra_modules:
         importlib.import_module(name)
-    return ns
+    return ns, missing
 
 
 def _import_submodule(root, parts):
@@ -112,20 +116,35 @@ def _failure(expression, what, e, as_json):
     return None
 
 
+_DESCRIPTION = "Check objects' __cuda_array_interface__ / __array_interface__ against the spec."
+
+
+def _add_check_arguments(parser):
+    parser.add_argument("expressions", nargs="+", metavar="EXPRESSION", help="a Python expression giving the object to check")
+    parser.add_argument("-i", "--import", dest="imports", action="append", default=[], metavar="MODULE", help="import MODULE first")
+    parser.add_argument("--json", action="store_true", help="print a JSON report")
+    parser.add_argument("--strict", action="store_true", help="fail on warnings too")
+
+
+def cai_check(argv=None):
+    """``cai-check EXPRESSION...``: the checker alone, its options in its own ``--help``."""
+    parser = argparse.ArgumentParser(prog="cai-check", description=_DESCRIPTION)
+    _add_check_arguments(parser)
+    return _run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+
+
 def main(argv=None):
+    """``python -m cai check EXPRESSION...`` (``check`` may be left out)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `cai-check EXPR...`: the subcommand is implied (`-h` still shows the top-level help).
     if argv and argv[0] not in ("check", "-h", "--help"):
         argv.insert(0, "check")
-    parser = argparse.ArgumentParser(prog="cai", description="Check __cuda_array_interface__ / __array_interface__ against the spec.")
+    parser = argparse.ArgumentParser(prog="python -m cai", description=_DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="check the objects the expressions evaluate to")
-    c.add_argument("expressions", nargs="+", metavar="EXPRESSION")
-    c.add_argument("-i", "--import", dest="imports", action="append", default=[], metavar="MODULE", help="import MODULE first")
-    c.add_argument("--json", action="store_true", help="print a JSON report")
-    c.add_argument("--strict", action="store_true", help="fail on warnings too")
-    args = parser.parse_args(argv)
+    _add_check_arguments(sub.add_parser("check", help="check the objects the expressions evaluate to", description=_DESCRIPTION))
+    return _run(parser.parse_args(argv))
 
+
+def _run(args):
     failed = unchecked = False
     reports = []
     # With --json, whatever the expressions, imports and getters print goes to stderr: stdout
@@ -134,12 +153,16 @@ def main(argv=None):
     for expression in args.expressions:
         report = None
         with quiet:
+            missing = set()
             try:
-                obj = eval(expression, _namespace(expression, args.imports))  # noqa: S307 - a CLI evaluating the user's own expression
+                ns, missing = _namespace(expression, args.imports)
+                obj = eval(expression, ns)  # noqa: S307 - a CLI evaluating the user's own expression
             except KeyboardInterrupt:
                 raise
             except BaseException as e:  # noqa: BLE001 - any failure of the user's expression (SystemExit too) is its own
                 unchecked = True
+                if isinstance(e, NameError) and e.name in missing:
+                    e = ModuleNotFoundError(f"no module named {e.name!r} in this Python ({sys.executable}): is it installed there?")
                 report = _failure(expression, "could not evaluate: ", e, args.json)
             else:
                 try:
