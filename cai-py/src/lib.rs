@@ -42,6 +42,7 @@ fn check_descriptor(
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     examples::add(m)?;
     import::add(m)?;
     gt_data::add(m)?;

@@ -858,3 +858,13 @@ def test_every_public_callable_has_a_docstring_naming_its_parameters():
         if "kwargs" in params:
             unnamed = [k for k in STORAGE_KEYWORDS if f"`{k}`" not in doc]
             assert not unnamed, f"{name}'s docstring does not name {unnamed}"
+
+
+def test_the_package_says_its_version():
+    """`cai.__version__` is the crates' version (the workspace's, which the wheel carries too)."""
+    import pathlib
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    workspace = tomllib.loads((root / "Cargo.toml").read_text())["workspace"]["package"]
+    assert cai.__version__ == workspace["version"]

@@ -31,6 +31,7 @@ with ``CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE=1``.
 from . import _native
 
 HAS_CUDA = _native.HAS_CUDA
+__version__ = _native.__version__
 
 from ._native import (
     ArrayView,

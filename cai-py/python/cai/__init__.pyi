@@ -31,6 +31,7 @@ from ._native import (
     as_storage as as_storage,
     storage as storage,
     HAS_CUDA as HAS_CUDA,
+    __version__ as __version__,
     cuda_available as cuda_available,
     pointer_attributes as pointer_attributes,
     set_export_stream_none as set_export_stream_none,
