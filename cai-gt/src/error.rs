@@ -252,9 +252,7 @@ pub fn check_device_support() -> Result<(), StorageError> {
 }
 
 pub(crate) fn no_cuda() -> StorageError {
-    StorageError::NoCuda(
-        "this build of cai has no CUDA support; install the CUDA build of the package (its `cuda` feature)",
-    )
+    StorageError::NoCuda(crate::__private::NO_CUDA)
 }
 
 #[cfg(test)]

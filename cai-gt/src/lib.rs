@@ -84,4 +84,8 @@ pub use cai_derive::GtDataInterface;
 #[doc(hidden)]
 pub mod __private {
     pub use cai_runtime;
+
+    /// Why a build without the `cuda` feature refuses device work, and how to get one with it
+    /// (the `cai` package says it too).
+    pub const NO_CUDA: &str = "this build of cai has no CUDA support; install the CUDA build of the package: `pip install ./cai-py -C build-args=\"--features cuda\"` in a clone of the repository";
 }

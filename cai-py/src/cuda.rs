@@ -77,9 +77,7 @@ pub fn attributes_dict<'py>(
 
 #[cfg(not(feature = "cuda"))]
 fn no_cuda() -> PyErr {
-    PyRuntimeError::new_err(
-        "this build of cai has no CUDA support: build the package with its `cuda` feature (`maturin build -m cai-py/Cargo.toml --features cuda`)",
-    )
+    PyRuntimeError::new_err(cai_gt::__private::NO_CUDA)
 }
 
 /// A view's items, copied from the device.
