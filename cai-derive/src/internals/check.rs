@@ -347,7 +347,7 @@ fn common<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Common<'a> {
         if !cfg!(feature = "python") {
             cx.error_spanned_by(
                 tokens,
-                "`python` generates a PyO3 property and needs the `python` feature of cai-runtime: `cai-runtime = { version = \"...\", features = [\"python\"] }`",
+                "`python` generates a PyO3 property and needs the `python` feature of cai-runtime: add `features = [\"python\"]` to the `cai-runtime` dependency in Cargo.toml",
             );
         }
         if !cont.generics.params.is_empty() {
