@@ -20,9 +20,17 @@ elif ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/nu
     exit 0
 else
     py=.venv-demo/bin/python
-    [ -x "$py" ] || "$PYTHON" -m venv .venv-demo
+    # A venv left without pip (its creation failed half-way) is made again.
+    if ! "$py" -m pip --version >/dev/null 2>&1; then
+        rm -rf .venv-demo
+        if ! "$PYTHON" -m venv .venv-demo; then
+            rm -rf .venv-demo
+            echo "Python part skipped: \`$PYTHON -m venv\` failed (on Debian and Ubuntu: apt install python3-venv)."
+            exit 0
+        fi
+    fi
     if ! "$py" -m pip install --quiet --disable-pip-version-check numpy==2.4.6 maturin==1.16.0; then
-        echo "Python part skipped: pip could not install numpy and maturin (no network?)."
+        echo "Python part skipped: pip could not install numpy and maturin from PyPI (no network?)."
         exit 0
     fi
     echo "(building the cai package into .venv-demo, dev profile)"
