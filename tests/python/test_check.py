@@ -224,7 +224,8 @@ def test_a_report_is_true_when_the_object_conforms():
 def test_cai_check_has_its_own_help_and_names_missing_modules():
     """The `cai-check` command is the checker alone: its help names it and lists its options
     (it showed `usage: cai [-h] {check} ...`, and no arguments said "required: command"); a
-    dotted name whose root is no module here says so (it was a NameError)."""
+    dotted name whose root is no module here says so (it was a NameError), and so does a module
+    of `-i` (it was the expression that "could not evaluate")."""
     script = "import sys; from cai.__main__ import cai_check; sys.exit(cai_check())"
     run = lambda *a: subprocess.run([sys.executable, "-c", script, *a], capture_output=True, text=True, timeout=60)  # noqa: E731
     usage = run("--help")
@@ -236,6 +237,10 @@ def test_cai_check_has_its_own_help_and_names_missing_modules():
     assert missing.returncode == 2 and "numpy.zeros(3): conforms" in missing.stdout
     assert "no module named 'no_such_module_xyz' in this Python" in missing.stderr, missing.stderr
     assert "NameError: name 'undefined_name_xyz' is not defined" in missing.stderr
+    option = run("--json", "-i", "no_such_module_xyz", "numpy.zeros(3)")
+    assert option.returncode == 2 and json.loads(option.stdout) == [
+        {"expression": "numpy.zeros(3)", "error": "could not import -i no_such_module_xyz: ModuleNotFoundError: No module named 'no_such_module_xyz'"}
+    ]
     module = subprocess.run([sys.executable, "-m", "cai", "--help"], capture_output=True, text=True, timeout=60)
     assert module.stdout.startswith("usage: python -m cai "), module.stdout
     scripts = tomllib.loads((ROOT / "cai-py" / "pyproject.toml").read_text())["project"]["scripts"]

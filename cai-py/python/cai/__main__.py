@@ -71,8 +71,19 @@ def _namespace(expression, extra_modules):
             if not _import_submodule(ns[root], parts[:i]):
                 break
     for name in extra_modules:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except Exception as e:
+            raise _ImportOptionFailed(name) from e
     return ns, missing
+
+
+class _ImportOptionFailed(Exception):
+    """A module named with ``-i`` failed to import (its error is the cause)."""
+
+    def __init__(self, module):
+        super().__init__(module)
+        self.module = module
 
 
 def _import_submodule(root, parts):
@@ -159,6 +170,9 @@ def _run(args):
                 obj = eval(expression, ns)  # noqa: S307 - a CLI evaluating the user's own expression
             except KeyboardInterrupt:
                 raise
+            except _ImportOptionFailed as e:
+                unchecked = True
+                report = _failure(expression, f"could not import -i {e.module}: ", e.__cause__, args.json)
             except BaseException as e:  # noqa: BLE001 - any failure of the user's expression (SystemExit too) is its own
                 unchecked = True
                 if isinstance(e, NameError) and e.name in missing:
