@@ -68,10 +68,11 @@ echo "== GPU bundle: built, and dry-run here (device tests say they were skipped
 # (Built with no stub and no CUDA on any path: the bundle needs neither.)
 env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH scripts/gpu-bundle.sh gpu-bundle
 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
-echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, no CuPy & co.)"
+echo "== the emulated CUDA driver (tests/cuda-emu)"
 scripts/cuda-stub.sh --emulator target/cuda-emu
 echo "== the README's own code, built as a newcomer copies it and run (tests/newcomer), the GPU example on the emulated driver too"
 .venv/bin/python tests/newcomer/check.py --driver target/cuda-emu/lib64
+echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, no CuPy & co.)"
 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMULATED=1 \
     PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== ... and with two emulated devices (CUDA_EMU_DEVICES=2: the tests that need two run)"

@@ -80,7 +80,7 @@ pub use wrap::{ForeignBuffer, check_mirror_pair, wrap_foreign};
 #[cfg(feature = "derive")]
 pub use cai_derive::GtDataInterface;
 
-/// Support for the derive's generated code; not a public API.
+/// Support for the derive's generated code and for the `cai` package; not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use cai_runtime;

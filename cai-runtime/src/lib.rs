@@ -38,22 +38,9 @@
 //! - `error.rs`: the descriptor's and memory errors ([`DescriptorError`], [`AllocError`]...);
 //!   `driver_error.rs`: [`DriverError`], the named CUDA result codes.
 //! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions.
-#![cfg_attr(
-    feature = "cuda",
-    doc = "- [`cuda`] (feature `cuda`): the CUDA driver, loaded at run time (feature `cust`: cust's buffers and streams), the event wait, pointer attributes, device allocations and copies."
-)]
-#![cfg_attr(
-    not(feature = "cuda"),
-    doc = "- `cuda` (feature `cuda`, off in this build): the CUDA driver, loaded at run time, the event wait, pointer attributes, device allocations and copies."
-)]
-#![cfg_attr(
-    feature = "python",
-    doc = "- [`python`] (feature `python`): the PyO3 glue."
-)]
-#![cfg_attr(
-    not(feature = "python"),
-    doc = "- `python` (feature `python`, off in this build): the PyO3 glue."
-)]
+//! - `cuda/` (module `cuda`, feature `cuda`): the CUDA driver, loaded at run time (feature
+//!   `cust`: cust's buffers and streams), the event wait, pointer attributes, device
+//!   allocations and copies. `python/` (module `python`, feature `python`): the PyO3 glue.
 //!
 //! GT4Py's GDP-3 storages and `__gt_data_interface__` are the `cai-gt` crate, built on this one.
 

@@ -15,7 +15,6 @@ Run: python3 tests/newcomer/check.py [--driver DIR]   (scripts/test.sh runs it)
 """
 
 import argparse
-
 import os
 import pathlib
 import re

@@ -2,7 +2,7 @@
 //! `#[cai_runtime::pymethods(...)]` attribute that adds it to a class's own `#[pymethods]`
 //! block (so users never need PyO3's `multiple-pymethods` feature).
 
-use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 
 use crate::internals::check::Protocol;
@@ -132,32 +132,12 @@ pub fn derived_pymethods(
 pub fn pymethods_block(block: TokenStream, krate: &TokenStream, at: Option<Span>) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
     let path = pyo3.to_string().replace(' ', "");
-    let attribute = quote!(#[#pyo3::pymethods]);
-    let attribute = match at {
-        Some(span) => respan(attribute, span),
-        None => attribute,
-    };
+    let attribute = quote_spanned!(at.unwrap_or_else(Span::call_site)=> #[#pyo3::pymethods]);
     quote! {
         #attribute
         #[pyo3(crate = #path)]
         #block
     }
-}
-
-/// The same tokens, every one (groups' contents included) spanned at `span`.
-fn respan(tokens: TokenStream, span: Span) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|mut tree| {
-            if let TokenTree::Group(g) = &tree {
-                let mut group = Group::new(g.delimiter(), respan(g.stream(), span));
-                group.set_span(span);
-                tree = TokenTree::Group(group);
-            }
-            tree.set_span(span);
-            tree
-        })
-        .collect()
 }
 
 /// `#[cai_runtime::pymethods(cuda, host, crate = "...")]` on an impl block.

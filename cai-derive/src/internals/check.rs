@@ -3,6 +3,7 @@
 
 use proc_macro2::Span;
 use quote::ToTokens;
+use syn::spanned::Spanned;
 
 use super::ast::{Container, Field};
 use super::attr::{self, Order};
@@ -337,12 +338,7 @@ fn common<'a>(cx: &Ctxt, cont: &'a Container<'a>) -> Common<'a> {
         (None, Some(f)) => Readonly::Field(f),
         (None, None) => Readonly::No,
     };
-    let python = cont.attrs.python.key_tokens().map(|t| {
-        t.clone()
-            .into_iter()
-            .next()
-            .map_or_else(Span::call_site, |t| t.span())
-    });
+    let python = cont.attrs.python.key_tokens().map(Spanned::span);
     if let Some(tokens) = cont.attrs.python.key_tokens() {
         if !cfg!(feature = "python") {
             cx.error_spanned_by(
