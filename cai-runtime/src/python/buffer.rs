@@ -86,7 +86,18 @@ impl Held {
 /// A buffer held through the buffer protocol: contiguous bytes that stay where they are until
 /// it is dropped.
 pub struct HeldBuffer {
-    buffer: PyUntypedBuffer,
+    /// Released in `drop`, with the user's pending exception put aside: the release runs the
+    /// exporter's code (`__release_buffer__`).
+    buffer: std::mem::ManuallyDrop<PyUntypedBuffer>,
+}
+
+impl Drop for HeldBuffer {
+    fn drop(&mut self) {
+        super::errors::calling_foreign_code("the release of a held buffer", || {
+            // SAFETY: dropped once, here; the field is not used after.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.buffer) }
+        });
+    }
 }
 
 impl HeldBuffer {
@@ -122,7 +133,9 @@ impl HeldBuffer {
                 ),
             ));
         }
-        Ok(HeldBuffer { buffer })
+        Ok(HeldBuffer {
+            buffer: std::mem::ManuallyDrop::new(buffer),
+        })
     }
 
     /// Address of the first byte.

@@ -146,6 +146,45 @@ pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
     }
 }
 
+/// Runs `f`, foreign code that may run Python (a DLPack producer's deleter, an exporter's
+/// buffer release), with this thread's pending exception put aside and restored afterwards, as
+/// NumPy and DLPack's reference deleter do: a drop can run while the user's exception is being
+/// raised (the `TypeError` of `float(view)` with the view a temporary), and Python code run
+/// then would see it as its own, then lose it (`SystemError: error return without exception
+/// set`). An exception `f` leaves set is reported through `sys.unraisablehook`, naming `what`,
+/// as CPython reports the errors of destructors. A thread not attached to Python is attached
+/// first (DLPack's deleters may be called from any thread); where the interpreter cannot be
+/// attached to (not started, finalizing), `f` runs as it is.
+#[allow(deprecated)] // PyErr_Fetch/Restore: the stable ABI of Python 3.11 has no other.
+pub(crate) fn calling_foreign_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    use pyo3::ffi;
+    // Attaching is a counter's check where the thread is attached already (the usual case: a
+    // view dropped by Python).
+    let pending = pyo3::Python::try_attach(|_| {
+        let mut e = [std::ptr::null_mut(); 3];
+        // SAFETY: attached; the three out-pointers are valid. The pending exception (if any)
+        // moves into them, its references now ours.
+        unsafe { ffi::PyErr_Fetch(&mut e[0], &mut e[1], &mut e[2]) };
+        e
+    });
+    let out = f();
+    if let Some([kind, value, traceback]) = pending {
+        let _ = pyo3::Python::try_attach(|py| {
+            // SAFETY: attached; PyErr_Occurred only reads the thread's state.
+            if !unsafe { ffi::PyErr_Occurred() }.is_null() {
+                let context = pyo3::types::PyString::new(py, what);
+                // SAFETY: attached, an exception is set (checked above), and `context` is a
+                // live object; WriteUnraisable reports the exception and clears it.
+                unsafe { ffi::PyErr_WriteUnraisable(context.as_ptr()) };
+            }
+            // SAFETY: attached; the references fetched above are handed back (all null when
+            // nothing was pending: then nothing is set).
+            unsafe { ffi::PyErr_Restore(kind, value, traceback) };
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
