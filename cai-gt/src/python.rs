@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use cai_runtime::__private::{size_pairs, type_name};
+use cai_runtime::__private::{dimension_items, size_pairs, type_name};
 use cai_runtime::python::{
     ForeignDeviceArray, ForeignHostArray, show, to_dict_kept, type_error_or,
 };
@@ -435,14 +435,7 @@ impl GtData {
                         // A str is a sequence of one-letter names ("IJK").
                         return Ok(s.chars().map(String::from).collect());
                     }
-                    v.extract::<Vec<String>>().map_err(|e| {
-                        type_error_or(e, || {
-                            PyTypeError::new_err(format!(
-                                "{what}['dims'] = {} is not a sequence of str",
-                                show(&v)
-                            ))
-                        })
-                    })
+                    str_items(&format!("{what}['dims']"), &v, "")
                 })
                 .transpose()?;
             let halo = optional(entry, "halo")?
@@ -673,49 +666,51 @@ fn dim_names(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
             show(v)
         )));
     }
-    let items = v.try_iter().map_err(|e| {
-        type_error_or(e, || {
-            PyTypeError::new_err(format!(
-                "__gt_dims__ = {} is not a sequence of dimension names",
-                show(v)
-            ))
-        })
-    })?;
-    items
-        .map(|d| d.and_then(|d| d.str().map(|s| s.to_string())))
-        .collect()
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "__gt_dims__ = {} is not a sequence of dimension names",
+            show(v)
+        ))
+    };
+    dimension_items("__gt_dims__", v, bad, |_, d| d.str().map(|s| s.to_string()))
 }
 
 /// `__gt_origin__`'s ints (any iterable, as GT4Py's `get_origin` reads it; NumPy integers too,
 /// bools not), each naming its entry in an error.
 fn int_list(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     let py = v.py();
-    let items = v.try_iter().map_err(|e| {
-        type_error_or(e, || {
-            PyTypeError::new_err(format!("{key} = {} is not a sequence of ints", show(v)))
-        })
-    })?;
-    items
-        .enumerate()
-        .map(|(i, x)| {
-            let x = x?;
-            if x.is_instance_of::<pyo3::types::PyBool>() {
-                return Err(PyTypeError::new_err(format!(
-                    "{key}[{i}] = {} is a bool, not an int",
-                    show(&x)
-                )));
+    let bad = || PyTypeError::new_err(format!("{key} = {} is not a sequence of ints", show(v)));
+    dimension_items(key, v, bad, |i, x| {
+        if x.is_instance_of::<pyo3::types::PyBool>() {
+            return Err(PyTypeError::new_err(format!(
+                "{key}[{i}] = {} is a bool, not an int",
+                show(&x)
+            )));
+        }
+        x.extract::<i64>().map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
+                PyValueError::new_err(format!("{key}[{i}] = {} is out of range", show(&x)))
+            } else {
+                type_error_or(e, || {
+                    PyTypeError::new_err(format!("{key}[{i}] = {} is not an int", show(&x)))
+                })
             }
-            x.extract::<i64>().map_err(|e| {
-                if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
-                    PyValueError::new_err(format!("{key}[{i}] = {} is out of range", show(&x)))
-                } else {
-                    type_error_or(e, || {
-                        PyTypeError::new_err(format!("{key}[{i}] = {} is not an int", show(&x)))
-                    })
-                }
-            })
         })
-        .collect()
+    })
+}
+
+/// A sequence of str (at most one per dimension), the argument being `key`; `hint` ends the
+/// message of a TypeError.
+fn str_items(key: &str, v: &Bound<'_, PyAny>, hint: &str) -> PyResult<Vec<String>> {
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "{key} = {} is not a sequence of str{hint}",
+            show(v)
+        ))
+    };
+    dimension_items(key, v, bad, |_, x| {
+        x.extract::<String>().map_err(|e| type_error_or(e, bad))
+    })
 }
 
 fn data_array_dims(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
@@ -735,14 +730,12 @@ fn data_array_dims(obj: &Bound<'_, PyAny>) -> PyResult<Option<Vec<String>>> {
         return Ok(None);
     }
     let dims = obj.getattr(intern!(py, "dims"))?;
-    dims.extract::<Vec<String>>().map(Some).map_err(|e| {
-        type_error_or(e, || {
-            PyTypeError::new_err(format!(
-                "DataArray.dims = {} is not a sequence of str (the dims of GDP-3's data interface are names such as \"I\")",
-                show(&dims)
-            ))
-        })
-    })
+    str_items(
+        "DataArray.dims",
+        &dims,
+        " (the dims of GDP-3's data interface are names such as \"I\")",
+    )
+    .map(Some)
 }
 
 /// `entry[key]`, with a `None` value read as absent.

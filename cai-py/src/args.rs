@@ -11,12 +11,13 @@
 //! a literal; the callers then tell the names apart knowing no other gets through.
 
 use cai_gt::PerDim;
+use cai_runtime::__private::dimension_items;
 use cai_runtime::python::{exact_int, int_like, type_error_or};
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyInt, PyString};
 
 /// `repr(v)` for messages, shortened; a placeholder when `repr` itself raises.
 pub use cai_runtime::python::show;
@@ -101,27 +102,15 @@ fn signed(key: &str, v: &Bound<'_, PyAny>) -> PyResult<isize> {
     int_in(key, v, isize::MIN as i128, isize::MAX as i128)
 }
 
-/// `f` applied to each item of a sequence argument. Tuples and lists are read directly: the
-/// iterator protocol would also ask for a length hint, a Python call (a quarter of a small
-/// `zeros` call's time).
+/// `f` applied to each item of a sequence argument `key` (at most NumPy's 64 dimensions: see
+/// [`dimension_items`]).
 fn each_item<'py, T, C: FromIterator<T>>(
+    key: &str,
     v: &Bound<'py, PyAny>,
     bad: impl FnOnce() -> PyErr,
     mut f: impl FnMut(&Bound<'py, PyAny>) -> PyResult<T>,
 ) -> PyResult<C> {
-    if let Ok(t) = v.cast::<PyTuple>() {
-        // Borrowed: the tuple holds its items for the call (in the stable ABI each reference
-        // count change is a C call).
-        return t.iter_borrowed().map(|i| f(&i)).collect();
-    }
-    if let Ok(l) = v.cast::<PyList>() {
-        return l.iter().map(|i| f(&i)).collect();
-    }
-    // Not iterable is our TypeError; the iterator's own error propagates.
-    v.try_iter()
-        .map_err(|e| type_error_or(e, bad))?
-        .map(|i| f(&i?))
-        .collect()
+    dimension_items(key, v, bad, |_, i| f(i))
 }
 
 /// A sequence of ints read by `item` (one int alone is a sequence of one, as NumPy reads a
@@ -138,7 +127,7 @@ fn int_sequence<T>(
     if scalar(v) {
         return Ok(std::iter::once(item(key, v)?).collect());
     }
-    each_item(v, bad, |i| item(key, i))
+    each_item(key, v, bad, |i| item(key, i))
 }
 
 /// A sequence of sizes (a shape, an index, a layout).
@@ -159,12 +148,12 @@ pub fn halo(v: &Bound<'_, PyAny>) -> PyResult<PerDim<(usize, usize)>> {
             show(v)
         ))
     };
-    each_item(v, bad, |i| {
+    each_item("halo", v, bad, |i| {
         if scalar(i) {
             let n = size("halo", i)?;
             return Ok((n, n));
         }
-        match each_item::<_, PerDim<_>>(i, bad, |x| Ok(x.clone()))?.as_slice() {
+        match each_item::<_, PerDim<_>>("halo", i, bad, |x| Ok(x.clone()))?.as_slice() {
             [a, b] => Ok((size("halo", a)?, size("halo", b)?)),
             _ => Err(bad()),
         }

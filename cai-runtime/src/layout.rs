@@ -17,9 +17,19 @@ pub enum Order {
     F,
 }
 
+/// The most dimensions an array may have: NumPy's `NPY_MAXDIMS`, which its arrays, `descr`
+/// sub-arrays and DLPack imports keep to. Every [`Layout`] has at most this many.
+pub const MAX_NDIM: usize = 64;
+
 /// Why a layout cannot exist. Every variant carries the values involved.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
+    /// More than [`MAX_NDIM`] dimensions.
+    #[error("{ndim} dimensions: at most {MAX_NDIM} are supported (NumPy's limit)")]
+    TooManyDims {
+        /// The number of dimensions asked for.
+        ndim: usize,
+    },
     /// `shape` times the item size does not fit in `isize`.
     #[error(
         "`shape` = {} with item size {itemsize} overflows: the array would need more than isize::MAX bytes",
@@ -106,8 +116,8 @@ impl Extent {
 
 /// A shape with byte strides for items of a given size.
 ///
-/// Invariant (checked by every constructor): the element count times the item size, and the
-/// byte extent, fit in `isize`.
+/// Invariant (checked by every constructor): at most [`MAX_NDIM`] dimensions, and the element
+/// count times the item size, and the byte extent, fit in `isize`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
     shape: Dims<usize>,
@@ -145,6 +155,9 @@ impl Layout {
         itemsize: usize,
         order: Order,
     ) -> Result<Layout, LayoutError> {
+        if shape.len() > MAX_NDIM {
+            return Err(LayoutError::TooManyDims { ndim: shape.len() });
+        }
         checked_nbytes(shape, itemsize).ok_or_else(|| LayoutError::ShapeOverflow {
             shape: shape.to_vec(),
             itemsize,
@@ -224,6 +237,9 @@ impl Layout {
         strides: Dims<isize>,
         itemsize: usize,
     ) -> Result<Layout, LayoutError> {
+        if shape.len() > MAX_NDIM {
+            return Err(LayoutError::TooManyDims { ndim: shape.len() });
+        }
         if shape.len() != strides.len() {
             return Err(LayoutError::StridesLength {
                 shape: shape.into_vec(),
@@ -622,6 +638,29 @@ impl Iterator for Runs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_most_numpys_64_dimensions() {
+        let ones = [1usize; MAX_NDIM + 1];
+        let steps = [8isize; MAX_NDIM + 1];
+        assert_eq!(
+            Layout::c_contiguous(&ones[..MAX_NDIM], 8).unwrap().ndim(),
+            64
+        );
+        assert!(Layout::strided(&ones[..MAX_NDIM], &steps[..MAX_NDIM], 8).is_ok());
+        let refused = LayoutError::TooManyDims { ndim: 65 };
+        assert_eq!(Layout::c_contiguous(&ones, 8), Err(refused.clone()));
+        assert_eq!(Layout::f_contiguous(&ones, 8), Err(refused.clone()));
+        assert_eq!(Layout::strided(&ones, &steps, 8), Err(refused.clone()));
+        assert_eq!(
+            Layout::from_parts(ones.to_vec(), steps.to_vec(), 8),
+            Err(refused.clone())
+        );
+        assert_eq!(
+            refused.to_string(),
+            "65 dimensions: at most 64 are supported (NumPy's limit)"
+        );
+    }
 
     #[test]
     fn contiguous_strides() {

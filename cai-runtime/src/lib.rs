@@ -75,7 +75,7 @@ pub use error::{AllocError, CopyToHostError, DescriptorError};
 pub use interface::{
     ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
 };
-pub use layout::{Extent, Layout, LayoutError, Order, Runs};
+pub use layout::{Extent, Layout, LayoutError, MAX_NDIM, Order, Runs};
 pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
 pub use pointer::{MemoryType, PointerAttributes, PointerError, check_pointer};
 pub use stream::{AsStream, LiveStream, Stream, StreamError, StreamHandle};
@@ -123,6 +123,6 @@ pub mod __private {
 
     // For cai's own crates (cai-gt, cai-py): not a public API.
     #[cfg(feature = "python")]
-    pub use crate::python::parse::{size_pairs, type_name};
+    pub use crate::python::parse::{dimension_items, size_pairs, type_name};
     pub use crate::shown::Shown;
 }

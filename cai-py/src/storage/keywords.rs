@@ -5,6 +5,7 @@
 use crate::args::{self, show, size, sizes};
 use crate::fastcall::Args;
 use cai_gt::{Dim, Managed, PerDim, Preset, StorageDevice, StorageParams, parse_dims};
+use cai_runtime::__private::dimension_items;
 use cai_runtime::python::type_error_or;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -20,13 +21,14 @@ fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
             .collect();
         return parse_dims(&letters).map_err(PyErr::from);
     }
-    let names: Vec<String> = v.extract().map_err(|e| {
-        type_error_or(e, || {
-            PyTypeError::new_err(format!(
-                "dims = {}: expected a str such as \"IJK\" or a sequence of str",
-                show(v)
-            ))
-        })
+    let bad = || {
+        PyTypeError::new_err(format!(
+            "dims = {}: expected a str such as \"IJK\" or a sequence of str",
+            show(v)
+        ))
+    };
+    let names: PerDim<String> = dimension_items("dims", v, bad, |_, name| {
+        name.extract::<String>().map_err(|e| type_error_or(e, bad))
     })?;
     parse_dims(&names).map_err(PyErr::from)
 }

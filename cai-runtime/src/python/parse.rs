@@ -19,7 +19,7 @@ use super::fast::{KEYS, exact_int, exact_text_eq, names};
 use super::rules::{self, Rule};
 use crate::descriptor::{ArrayDescriptor, Data, Space};
 use crate::error::DescriptorError;
-use crate::layout::Layout;
+use crate::layout::{Layout, MAX_NDIM};
 use crate::stream::Stream;
 use crate::structured::{Descr, DescrField, DescrFormat};
 use crate::typestr::TypeStr;
@@ -169,6 +169,75 @@ pub fn type_error_or(e: PyErr, ours: impl FnOnce() -> PyErr) -> PyErr {
     } else {
         e
     }
+}
+
+/// `f` applied to each item of `v`, a foreign sequence or iterable with one entry per
+/// dimension (a shape, a halo, dimension names...), the argument being `key`: at most
+/// [`MAX_NDIM`] items are read, and one more only to tell that there are more (then a
+/// `ValueError` naming `key`), so an endless iterator ends at once. A foreign `__len__` is
+/// only ever compared with the limit, never trusted to reserve memory: one over the limit is
+/// refused before anything is read, one that raises propagates (but a `TypeError`: no length,
+/// the items are counted), one that does not fit an index is refused naming `key`. Tuples and
+/// lists are read directly. `not_iterable` makes the error for what is no iterable at all;
+/// the iterator's own errors propagate.
+pub fn dimension_items<'py, T, C: FromIterator<T>>(
+    key: &str,
+    v: &Bound<'py, PyAny>,
+    not_iterable: impl FnOnce() -> PyErr,
+    mut f: impl FnMut(usize, &Bound<'py, PyAny>) -> PyResult<T>,
+) -> PyResult<C> {
+    let too_many = |n: &dyn std::fmt::Display| {
+        PyValueError::new_err(format!(
+            "{key} = {}: {n} entries, but an array has at most {MAX_NDIM} dimensions (NumPy's limit)",
+            show(v)
+        ))
+    };
+    if let Ok(t) = v.cast::<PyTuple>() {
+        if t.len() > MAX_NDIM {
+            return Err(too_many(&t.len()));
+        }
+        // Borrowed: the tuple holds its items for the call (in the stable ABI each reference
+        // count change is a C call).
+        return t
+            .iter_borrowed()
+            .enumerate()
+            .map(|(i, x)| f(i, &x))
+            .collect();
+    }
+    if let Ok(l) = v.cast::<PyList>() {
+        if l.len() > MAX_NDIM {
+            return Err(too_many(&l.len()));
+        }
+        // A list may grow while its items' own code runs: the bound holds all the same.
+        return l
+            .iter()
+            .take(MAX_NDIM + 1)
+            .enumerate()
+            .map(|(i, x)| match i {
+                MAX_NDIM => Err(too_many(&format!("more than {MAX_NDIM}"))),
+                _ => f(i, &x),
+            })
+            .collect();
+    }
+    let py = v.py();
+    match v.len() {
+        Ok(n) if n > MAX_NDIM => return Err(too_many(&n)),
+        Ok(_) => {}
+        Err(e) if e.is_instance_of::<PyTypeError>(py) => {}
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) => {
+            return Err(too_many(&format!("more than {}", isize::MAX)));
+        }
+        Err(e) => return Err(e),
+    }
+    v.try_iter()
+        .map_err(|e| type_error_or(e, not_iterable))?
+        .take(MAX_NDIM + 1)
+        .enumerate()
+        .map(|(i, x)| match i {
+            MAX_NDIM => Err(too_many(&format!("more than {MAX_NDIM}"))),
+            _ => f(i, &x?),
+        })
+        .collect()
 }
 
 /// The type's name for messages, with its module unless it is a builtin: `int`,
@@ -367,9 +436,13 @@ fn int_sequence<T: TryFrom<i128>>(
         }
         Ok(out)
     } else if let Ok(l) = v.cast::<PyList>() {
-        l.iter()
+        // A snapshot of the items, taken running no Python code: an item's `__index__` may
+        // grow the list while it is read, which would then never end.
+        let items: Vec<_> = l.iter().collect();
+        items
+            .iter()
             .enumerate()
-            .map(|(i, item)| convert(i, &item))
+            .map(|(i, item)| convert(i, item))
             .collect()
     } else {
         Err(Problem::new(
@@ -515,8 +588,11 @@ fn descr(
             ),
         )
     })?;
-    let mut fields = Vec::with_capacity(list.len());
-    for (i, item) in list.iter().enumerate() {
+    // A snapshot of the entries, taken running no Python code: a sub-array shape's
+    // `__index__` may grow the list while it is read, which would then never end.
+    let entries: Vec<_> = list.iter().collect();
+    let mut fields = Vec::with_capacity(entries.len());
+    for (i, item) in entries.into_iter().enumerate() {
         let k = format!("{key}[{i}]");
         let bad = |msg: String| Problem::new(k.clone(), ExcKind::Type, rule, msg);
         let t = item

@@ -24,12 +24,10 @@ use super::{
     USED_DLTENSOR_VERSIONED, typestr_of,
 };
 use crate::descriptor::{ArrayDescriptor, Data, Space};
+use crate::layout::MAX_NDIM;
 use crate::python::ForeignArray;
 use crate::python::buffer::Held;
 use crate::sync::ImportOptions;
-
-/// The most dimensions an imported tensor may have (NumPy's limit).
-const MAX_NDIM: i32 = 64;
 
 /// A consumed DLPack tensor: its producer's deleter runs exactly once, when this drops, on
 /// whatever thread (DLPack's deleters may be called from any thread).
@@ -209,7 +207,7 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
             )
         })?;
     check_space::<S>(device)?;
-    if !(0..=MAX_NDIM).contains(&t.ndim) {
+    if !(0..=MAX_NDIM as i32).contains(&t.ndim) {
         return Err(field(
             "dl_tensor.ndim",
             t.ndim,
