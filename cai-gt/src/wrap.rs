@@ -48,6 +48,16 @@ fn structured(descr: &Option<Descr>) -> Option<&Descr> {
     descr.as_ref().filter(|d| !d.is_simple())
 }
 
+/// Whether two element types' fields (`None`: not structured) describe the same items, padding
+/// being padding however it is named ([`Descr::same_items`]).
+fn same_fields(a: Option<&Descr>, b: Option<&Descr>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.same_items(b),
+        _ => false,
+    }
+}
+
 /// An element type in an error message.
 fn describe(typestr: &TypeStr, structured: Option<&Descr>) -> String {
     match structured {
@@ -59,7 +69,7 @@ fn describe(typestr: &TypeStr, structured: Option<&Descr>) -> String {
 /// The host and device memory a mirrored storage keeps in step must be one array twice: the
 /// same element type and layout, and both writable, since a mirror copy writes either side.
 pub fn check_mirror_pair(host: &ForeignBuffer, gpu: &ForeignBuffer) -> Result<(), StorageError> {
-    if !host.typestr.same_type(&gpu.typestr) || host.structured() != gpu.structured() {
+    if !host.typestr.same_type(&gpu.typestr) || !same_fields(host.structured(), gpu.structured()) {
         return Err(StorageError::MirrorType {
             host: host.describe(),
             device: gpu.describe(),
@@ -111,7 +121,7 @@ pub unsafe fn wrap_foreign(
     // must be the memory's items.
     if !element.typestr.same_type(&first.typestr)
         || element.itemsize() != first.layout.itemsize()
-        || structured(&element.descr) != first.structured()
+        || !same_fields(structured(&element.descr), first.structured())
     {
         return Err(StorageError::ElementMismatch {
             element: describe(&element.typestr, structured(&element.descr)),

@@ -18,10 +18,18 @@ enum Imported {
 
 /// An imported array: a validated descriptor and a strong reference to its owner. Base class
 /// of `CudaArrayView` and `HostArrayView`.
-#[pyclass(module = "cai", frozen, subclass)]
+// `sequence`: `len()` fills the C sequence slot, which the C API's sequence functions read.
+#[pyclass(module = "cai", frozen, subclass, sequence)]
 pub struct ArrayView(Imported);
 
 impl ArrayView {
+    fn descr(&self) -> Option<&cai_runtime::Descr> {
+        match &self.0 {
+            Imported::Cuda(a) => a.descriptor().descr.as_ref(),
+            Imported::Host(a) => a.descriptor().descr.as_ref(),
+        }
+    }
+
     fn descriptor_parts(&self) -> (&cai_runtime::Layout, &TypeStr, cai_runtime::Data, u32) {
         match &self.0 {
             Imported::Cuda(a) => (
@@ -51,6 +59,37 @@ impl ArrayView {
     #[getter]
     fn strides<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         PyTuple::new(py, self.descriptor_parts().0.strides())
+    }
+    /// Number of dimensions.
+    #[getter]
+    fn ndim(&self) -> usize {
+        self.descriptor_parts().0.ndim()
+    }
+    /// Number of items.
+    #[getter]
+    fn size(&self) -> usize {
+        self.descriptor_parts().0.size()
+    }
+    /// Bytes per item.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.descriptor_parts().0.itemsize()
+    }
+    /// The items' NumPy dtype (the owner's own where it has one describing the same items;
+    /// structured types included).
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let owner = self.owner(py);
+        crate::storage::numpy_dtype(py, owner.as_ref(), self.descriptor_parts().1, self.descr())
+    }
+    /// The first dimension's size, as NumPy's `len()`; a TypeError for a 0-d view.
+    fn __len__(&self) -> PyResult<usize> {
+        self.descriptor_parts()
+            .0
+            .shape()
+            .first()
+            .copied()
+            .ok_or_else(|| PyTypeError::new_err("len() of unsized object (a 0-d view)"))
     }
     /// The type string as received.
     #[getter]
@@ -294,6 +333,19 @@ impl HostArrayView {
     /// MemoryError when they do not fit in memory.
     fn tobytes<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
         Ok(PyBytes::new(slf.py(), &host_of(slf).to_bytes()?))
+    }
+
+    /// `view[key]` as NumPy indexes the imported array (zero-copy: a NumPy view keeping this
+    /// one alive, read-only where the data is), so that libraries that slice what they are
+    /// given (`dask.array.from_array`) read views too.
+    fn __getitem__<'py>(
+        slf: &Bound<'py, Self>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import(pyo3::intern!(py, "numpy"))?
+            .call_method1(pyo3::intern!(py, "asarray"), (slf,))?
+            .get_item(key)
     }
 
     /// Item `index`, read through a typed view (integer, float and complex types) as a Python

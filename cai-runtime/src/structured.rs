@@ -48,14 +48,63 @@ impl Descr {
 
     /// Total size in bytes of the described item, or `None` on overflow.
     pub fn itemsize(&self) -> Option<usize> {
-        self.0.iter().try_fold(0usize, |acc, f| {
-            let one = match &f.format {
-                DescrFormat::Type(t) => t.itemsize(),
-                DescrFormat::Nested(d) => d.itemsize()?,
-            };
-            let n = f.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d))?;
-            acc.checked_add(one.checked_mul(n)?)
-        })
+        self.0
+            .iter()
+            .try_fold(0usize, |acc, f| acc.checked_add(f.itemsize()?))
+    }
+
+    /// Whether `other` describes the same items: the same size, and the same fields (name,
+    /// title, type, sub-array shape) at the same byte offsets, at any depth. Padding is
+    /// padding, however it is spelled: an untitled `|V<n>` entry named `''` or `f<its index>`
+    /// (NumPy names the gaps of a `descr` list it reads `f<index>`, so an aligned struct that
+    /// went through another producer comes back with `('f1', '|V4')` where it had
+    /// `('', '|V4')`), and a gap left by no entry at all. Type strings compare as
+    /// [`TypeStr::same_type`] does (`=f8` is `<f8` on a little-endian host).
+    pub fn same_items(&self, other: &Descr) -> bool {
+        let (Some(a), Some(b)) = (self.itemsize(), other.itemsize()) else {
+            return false;
+        };
+        if a != b {
+            return false;
+        }
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        self.flatten(0, &mut ours);
+        other.flatten(0, &mut theirs);
+        ours.len() == theirs.len()
+            && ours.iter().zip(&theirs).all(|(x, y)| {
+                x.offset == y.offset
+                    && x.field.name == y.field.name
+                    && x.field.title == y.field.title
+                    && x.field.shape == y.field.shape
+                    && match (&x.field.format, &y.field.format) {
+                        (DescrFormat::Type(s), DescrFormat::Type(t)) => s.same_type(t),
+                        // A nested list is flattened: only its own entries count.
+                        (DescrFormat::Nested(_), DescrFormat::Nested(_)) => true,
+                        _ => false,
+                    }
+            })
+    }
+
+    /// The entries that are not padding, each with its byte offset from the item's start,
+    /// nested lists after their own entry (offsets from the outer item's start).
+    fn flatten<'a>(&'a self, base: usize, out: &mut Vec<Placed<'a>>) {
+        let mut offset = base;
+        for (i, f) in self.0.iter().enumerate() {
+            let size = f.itemsize().unwrap_or(0);
+            let padding = f.title.is_none()
+                && f.shape.is_empty()
+                && matches!(&f.format, DescrFormat::Type(t) if t.kind() == crate::typestr::Kind::Void)
+                && (f.name.is_empty() || f.name == format!("f{i}"));
+            if !padding {
+                out.push(Placed { offset, field: f });
+                // A sub-array of structs holds its fields once per element: the first
+                // element's stand for all (the shapes are compared).
+                if let DescrFormat::Nested(d) = &f.format {
+                    d.flatten(offset, out);
+                }
+            }
+            offset = offset.saturating_add(size);
+        }
     }
 
     /// Whether some field, at any depth, holds Python objects (`O`).
@@ -142,6 +191,12 @@ impl Descr {
     }
 }
 
+/// A `descr` entry at its byte offset ([`Descr::same_items`]).
+struct Placed<'a> {
+    offset: usize,
+    field: &'a DescrField,
+}
+
 /// A `descr` list whose names NumPy refuses ([`Descr::name_error`]). Entries are named by their
 /// path in the list: `descr[2]`, or `descr[1][0]` inside a nested list.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, thiserror::Error)]
@@ -193,6 +248,19 @@ impl DescrField {
             format,
             shape: Vec::new(),
         }
+    }
+
+    /// Bytes of the entry (its type's size times its sub-array shape), or `None` on overflow.
+    fn itemsize(&self) -> Option<usize> {
+        let one = match &self.format {
+            DescrFormat::Type(t) => t.itemsize(),
+            DescrFormat::Nested(d) => d.itemsize()?,
+        };
+        let n = self
+            .shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))?;
+        one.checked_mul(n)
     }
 
     /// An unnamed `|V<size>` padding entry.
@@ -369,6 +437,90 @@ mod tests {
             msg,
             "entries descr[0] and descr[1] are both named 'a': NumPy refuses a dtype whose field names and titles are not all different"
         );
+    }
+
+    #[test]
+    fn padding_is_padding_however_it_is_named() {
+        let ts = |s: &str| DescrFormat::Type(TypeStr::parse(s).unwrap());
+        let named = |n: &str, t: &str| field(n, None, ts(t));
+        // NumPy's descr of an aligned struct, and the same after NumPy read it back from
+        // another producer (the gap named 'f1'), and with the gap left out altogether.
+        let aligned = Descr(vec![
+            named("id", "<i4"),
+            named("", "|V4"),
+            named("value", "<f8"),
+        ]);
+        let renamed = Descr(vec![
+            named("id", "<i4"),
+            named("f1", "|V4"),
+            named("value", "<f8"),
+        ]);
+        let native = Descr(vec![
+            named("id", "=i4"),
+            named("", "|V4"),
+            named("value", "=f8"),
+        ]);
+        assert!(aligned.same_items(&renamed) && renamed.same_items(&aligned));
+        assert!(aligned.same_items(&native) == cfg!(target_endian = "little"));
+        // Fields still count: names, types, offsets, sizes, titles, sub-array shapes.
+        let different = [
+            Descr(vec![named("x", "<f8"), named("y", "<f8")]),
+            Descr(vec![
+                named("id", "<i4"),
+                named("", "|V4"),
+                named("val", "<f8"),
+            ]),
+            Descr(vec![
+                named("id", "<u4"),
+                named("", "|V4"),
+                named("value", "<f8"),
+            ]),
+            Descr(vec![
+                named("", "|V4"),
+                named("id", "<i4"),
+                named("value", "<f8"),
+            ]),
+            Descr(vec![named("id", "<i4"), named("", "|V12")]),
+            Descr(vec![
+                named("id", "<i4"),
+                named("", "|V4"),
+                named("value", "<f8"),
+                named("", "|V8"),
+            ]),
+            Descr(vec![
+                field("id", Some("T"), ts("<i4")),
+                named("", "|V4"),
+                named("value", "<f8"),
+            ]),
+            // A void entry named other than by its index is data: ('f2', '|V4') at index 1.
+            Descr(vec![
+                named("id", "<i4"),
+                named("f2", "|V4"),
+                named("value", "<f8"),
+            ]),
+        ];
+        for d in &different {
+            assert!(!aligned.same_items(d), "{d}");
+            assert!(!d.same_items(&aligned), "{d}");
+        }
+        // Nested structs compare by their own fields, at their offsets.
+        let inner = |pad: &str| {
+            DescrFormat::Nested(Descr(vec![
+                named("a", "|u1"),
+                named(pad, "|V3"),
+                named("b", "<i4"),
+            ]))
+        };
+        let outer = |pad: &str| Descr(vec![named("h", "<f8"), field("p", None, inner(pad))]);
+        assert!(outer("").same_items(&outer("f1")));
+        assert!(!outer("").same_items(&outer("x")));
+        let mut sub = DescrField::padding(0);
+        sub.name = "m".into();
+        sub.format = ts("<f4");
+        sub.shape = vec![3];
+        let with_sub = Descr(vec![sub.clone()]);
+        sub.shape = vec![1, 3];
+        assert!(!with_sub.same_items(&Descr(vec![sub])));
     }
 
     #[test]

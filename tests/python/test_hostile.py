@@ -412,6 +412,22 @@ def test_views_have_what_array_libraries_read(view):
     assert v.itemsize == 4
 
 
+def test_host_views_index_as_numpy_does():
+    a = np.arange(6.0).reshape(2, 3)
+    v = cai.as_host_array(a)
+    row = v[1]
+    assert np.shares_memory(row, a) and list(row) == [3.0, 4.0, 5.0]
+    assert v[1, 2] == 5.0 and v[:, 0].tolist() == [0.0, 3.0]
+    # Read-only data stays read-only.
+    ro = cai.from_dlpack(Producer(np.arange(3.0), legacy_only=True))
+    with pytest.raises(ValueError):
+        ro[0:2][0] = 1.0
+    with pytest.raises(IndexError):
+        v[5]
+    # A sequence at the C level: iteration and list() too.
+    assert [list(r) for r in v] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+
+
 def test_a_zero_dimensional_view_has_no_len():
     v = cai.as_host_array(np.float64(3.0))
     assert (v.ndim, v.size, v.shape) == (0, 1, ())

@@ -80,6 +80,7 @@ GT4PySyncedGPUStorage = SoftwareManagedGPUStorage
 CUDASyncedGPUStorage = CudaManagedGPUStorage = CUDAManagedGPUStorage
 
 from ._report import CheckReport, check, check_descriptor
+from . import examples
 
 if HAS_CUDA:
     from ._native import DeviceArray

@@ -28,7 +28,9 @@ use pyo3::types::{PyDict, PyTuple};
 ///
 /// Every storage is an instance of one of GDP-3's storage types, subclasses of `Storage`
 /// chosen by where its buffers are ([`StorageType`]).
-#[pyclass(module = "cai", name = "Storage", weakref, subclass)]
+// `sequence`: `len()` fills the C sequence slot (PyO3 fills the mapping one otherwise), which
+// the C API's sequence functions (pyarrow's `PySequence_Size`) read.
+#[pyclass(module = "cai", name = "Storage", weakref, subclass, sequence)]
 pub struct PyStorage {
     pub(super) inner: Storage,
     dtype: Py<PyAny>,

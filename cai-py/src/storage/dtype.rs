@@ -184,9 +184,27 @@ pub(super) fn data_dtype<'py>(
         && let Ok(Some(own)) = data.getattr_opt(pyo3::intern!(py, "dtype"))
         && let Ok(d) = describe_dtype(own)
         && d.element.typestr() == *typestr
-        && d.element.descr() == descr
+        && d.element
+            .descr()
+            .zip(descr)
+            .is_some_and(|(own, described)| own.same_items(described))
     {
         return Ok(d);
     }
     dtype_from_typestr(py, typestr, descr)
+}
+
+/// The NumPy dtype of an imported array's items (`view.dtype`): its owner's own where that
+/// describes the same items (see [`data_dtype`]), else the one its typestr and descr make.
+pub(crate) fn numpy_dtype<'py>(
+    py: Python<'py>,
+    owner: Option<&Bound<'py, PyAny>>,
+    typestr: &TypeStr,
+    descr: Option<&cai_runtime::Descr>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match owner {
+        Some(owner) => data_dtype(py, owner, typestr, descr),
+        None => dtype_from_typestr(py, typestr, descr),
+    }
+    .map(|d| d.numpy)
 }

@@ -28,6 +28,7 @@ use class::{
     SoftwareManagedGpuStorage, rebuild_storage,
 };
 use create::storage;
+pub(crate) use dtype::numpy_dtype;
 use mirror::PySyncState;
 use pyo3::exceptions::{PyOverflowError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;

@@ -557,7 +557,7 @@ fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewEr
     }
     if let Some(descr) = &d.descr
         && !descr.is_simple()
-        && *descr != T::DTYPE.descr()
+        && !descr.same_items(&T::DTYPE.descr())
     {
         return Err(ViewError::Descr {
             rust: std::any::type_name::<T>(),

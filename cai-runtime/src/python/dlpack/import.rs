@@ -338,7 +338,8 @@ impl<S: Space> ForeignArray<S> {
     /// `options.consumer` (or -1 with `sync=false`) and make it wait for their work, and the
     /// producer's deleter is called exactly once, when the last view drops (or at once if the
     /// tensor is refused). `copy` is passed on (`True`: the producer copies; `False`: it must
-    /// not). A read-only tensor (versioned flag) refuses `typed_mut`. The view keeps `obj`
+    /// not). A read-only tensor (versioned flag), and any legacy one (which cannot say whether
+    /// it is: NumPy reads it read-only too), refuses `typed_mut`. The view keeps `obj`
     /// alive besides the tensor.
     ///
     /// Errors name the field and value: a tensor on a device of the other space (`BufferError`);
@@ -396,7 +397,9 @@ impl<S: Space> ForeignArray<S> {
         // From here the deleter runs exactly once: when `tensor` (or the Held it moves into)
         // drops, on success or error.
         let flags = tensor.flags()?;
-        let readonly = flags.contains(DlpackFlags::READ_ONLY);
+        // A legacy capsule cannot say "read-only" (JAX exports only those, and its arrays are
+        // immutable): imported read-only, as NumPy imports it.
+        let readonly = !tensor.versioned || flags.contains(DlpackFlags::READ_ONLY);
         let descriptor = describe::<S>(tensor.tensor(), readonly)?;
         let device = &tensor.tensor().device;
         let device_id =
