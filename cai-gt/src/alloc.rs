@@ -187,6 +187,11 @@ impl AllocationPlan {
         self.layout
     }
 
+    /// The alignment in bytes of the item at `aligned_index` (1: none).
+    pub fn alignment(&self) -> usize {
+        self.alignment
+    }
+
     /// Where item `[0, ..., 0]` goes, in bytes from the start of a buffer at address `base`,
     /// so that the item at `aligned_index` is aligned. Always less than `alignment`.
     pub fn byte_offset(&self, base: usize) -> usize {

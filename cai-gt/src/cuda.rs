@@ -96,9 +96,12 @@ pub(crate) fn allocate(
             (Some(host), device, None)
         }
         Managed::Gt4Py => {
+            // Congruent with the device buffer modulo the alignment: both sides put item
+            // `[0, ..., 0]` at `origin`, so the host's aligned item is aligned too.
+            let (alignment, at) = (plan.alignment(), ptr as usize);
             let host = match init {
-                Init::Uninit => HostBuffer::uninit(len)?,
-                _ => HostBuffer::zeroed(len)?,
+                Init::Uninit => HostBuffer::uninit_congruent(len, alignment, at)?,
+                _ => HostBuffer::zeroed_congruent(len, alignment, at)?,
             };
             let device = DeviceBufferHandle {
                 ptr,

@@ -12,8 +12,12 @@ use std::ptr::NonNull;
 const BASE_ALIGN: usize = 16;
 
 enum Keep {
-    /// Allocated here with this layout; freed on drop.
-    Owned(AllocLayout),
+    /// Allocated here at `base` with this layout (the buffer starts at or after `base`);
+    /// freed on drop.
+    Owned {
+        base: NonNull<u8>,
+        layout: AllocLayout,
+    },
     /// Owned by this handle (dropped last).
     Foreign(#[allow(dead_code)] Box<dyn Any + Send + Sync>),
 }
@@ -36,7 +40,7 @@ unsafe impl Sync for HostBuffer {}
 impl std::fmt::Debug for HostBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = match self.keep {
-            Keep::Owned(_) => "owned",
+            Keep::Owned { .. } => "owned",
             Keep::Foreign(_) => "foreign",
         };
         write!(f, "HostBuffer({:p}, {} bytes, {kind})", self.ptr, self.len)
@@ -59,10 +63,51 @@ impl HostBuffer {
         Self::alloc(len, false)
     }
 
+    /// `len` zeroed bytes starting at an address congruent to `addr` modulo `modulus`: a host
+    /// mirror of device memory at `addr` whose items must be aligned as the device's are (both
+    /// sides put item `[0, ..., 0]` at the same offset from their start, which the device's
+    /// address decides).
+    pub fn zeroed_congruent(
+        len: usize,
+        modulus: usize,
+        addr: usize,
+    ) -> Result<HostBuffer, AllocError> {
+        Self::alloc_congruent(len, true, modulus, addr)
+    }
+
+    /// [`HostBuffer::zeroed_congruent`], the bytes not initialized ([`HostBuffer::uninit`]).
+    pub fn uninit_congruent(
+        len: usize,
+        modulus: usize,
+        addr: usize,
+    ) -> Result<HostBuffer, AllocError> {
+        Self::alloc_congruent(len, false, modulus, addr)
+    }
+
     fn alloc(len: usize, zeroed: bool) -> Result<HostBuffer, AllocError> {
+        Self::alloc_congruent(len, zeroed, 1, 0)
+    }
+
+    fn alloc_congruent(
+        len: usize,
+        zeroed: bool,
+        modulus: usize,
+        addr: usize,
+    ) -> Result<HostBuffer, AllocError> {
+        let modulus = modulus.max(1);
+        // Spare bytes to shift the start by: where the allocator's own alignment is a multiple
+        // of the modulus, the start's residue is 0 and the shift is known (none for an
+        // unaligned storage); else up to `modulus - 1` (any modulus: a storage's alignment
+        // need not be a power of two).
+        let spare = if BASE_ALIGN.is_multiple_of(modulus) {
+            addr % modulus
+        } else {
+            modulus - 1
+        };
+        let total = len.checked_add(spare).ok_or(AllocError(len))?;
         // A zero-size allocation is not allowed: allocate one aligned block instead.
         let layout =
-            AllocLayout::from_size_align(len.max(1), BASE_ALIGN).map_err(|_| AllocError(len))?;
+            AllocLayout::from_size_align(total.max(1), BASE_ALIGN).map_err(|_| AllocError(len))?;
         // SAFETY: `layout` has a non-zero size (checked above).
         let raw = unsafe {
             if zeroed {
@@ -71,12 +116,16 @@ impl HostBuffer {
                 std::alloc::alloc(layout)
             }
         };
-        let ptr = NonNull::new(raw).ok_or(AllocError(len))?;
-        hugepages(ptr, len);
+        let base = NonNull::new(raw).ok_or(AllocError(len))?;
+        let shift = (addr % modulus + modulus - base.as_ptr() as usize % modulus) % modulus;
+        // SAFETY: `shift` <= `spare` (below the modulus; `addr % modulus` itself where the base
+        // is a multiple of it), so the buffer's `len` bytes lie inside the allocation.
+        let ptr = unsafe { base.add(shift) };
+        hugepages(base, total);
         Ok(HostBuffer {
             ptr,
             len,
-            keep: Keep::Owned(layout),
+            keep: Keep::Owned { base, layout },
         })
     }
 
@@ -119,7 +168,7 @@ impl HostBuffer {
 
     /// Whether the memory was allocated here (and is therefore writable).
     pub fn is_owned(&self) -> bool {
-        matches!(self.keep, Keep::Owned(_))
+        matches!(self.keep, Keep::Owned { .. })
     }
 
     /// Copies `item` (one element's bytes) to every byte offset in `offsets`. Crate-private:
@@ -149,9 +198,10 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        if let Keep::Owned(layout) = self.keep {
-            // SAFETY: allocated in `alloc` with exactly this layout, freed only here.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+        if let Keep::Owned { base, layout } = self.keep {
+            // SAFETY: allocated at `base` in `alloc_congruent` with exactly this layout, freed
+            // only here.
+            unsafe { std::alloc::dealloc(base.as_ptr(), layout) }
         }
     }
 }
@@ -212,6 +262,27 @@ mod tests {
         assert!(HostBuffer::zeroed(0).unwrap().is_empty());
         assert_eq!(
             HostBuffer::uninit(usize::MAX).unwrap_err(),
+            AllocError(usize::MAX)
+        );
+    }
+
+    #[test]
+    fn congruent_buffers_start_where_asked_modulo_any_alignment() {
+        for modulus in [1, 2, 8, 16, 24, 64, 256, 4096, 1000] {
+            for addr in [0usize, 1, 8, 0x7f00_1000, 0x7f00_1230, 4095] {
+                let b = HostBuffer::zeroed_congruent(100, modulus, addr).unwrap();
+                assert_eq!(b.addr() % modulus, addr % modulus, "{modulus} {addr:#x}");
+                assert_eq!(b.len(), 100);
+                // SAFETY: 100 bytes were allocated and zeroed.
+                let bytes = unsafe { std::slice::from_raw_parts(b.ptr(), 100) };
+                assert!(bytes.iter().all(|&x| x == 0));
+                b.fill([0isize, 92].into_iter(), &[9; 8]);
+                let u = HostBuffer::uninit_congruent(7, modulus, addr).unwrap();
+                assert_eq!(u.addr() % modulus, addr % modulus);
+            }
+        }
+        assert_eq!(
+            HostBuffer::zeroed_congruent(usize::MAX, 4096, 1).unwrap_err(),
             AllocError(usize::MAX)
         );
     }

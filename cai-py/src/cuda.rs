@@ -320,8 +320,12 @@ mod device_array {
                 "F" => Order::F,
                 _ => Order::C,
             };
-            let dtype =
-                crate::examples::dtype_for("DeviceArray", &obj.descriptor().typestr.to_string())?;
+            let d = obj.descriptor();
+            let dtype = crate::examples::dtype_for(
+                "DeviceArray",
+                &d.typestr.to_string(),
+                d.descr.as_ref(),
+            )?;
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
             let device = match device_id {

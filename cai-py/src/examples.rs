@@ -231,24 +231,36 @@ struct Record {
     value: f64,
 }
 
-/// The elements `Buffer` (and `DeviceArray`) can hold, looked up by type string; an error
-/// names `class`, the class the user called.
-pub(crate) fn dtype_for(class: &str, typestr: &str) -> PyResult<&'static DType> {
+/// The elements `Buffer` (and `DeviceArray`) can hold, looked up by type string and, for a
+/// structured type, by its fields (`descr`, where the source has one: any other struct of 16
+/// bytes is no `Record`); an error names `class`, the class the user called.
+pub(crate) fn dtype_for(
+    class: &str,
+    typestr: &str,
+    descr: Option<&cai_runtime::Descr>,
+) -> PyResult<&'static DType> {
     let t = TypeStr::parse(typestr)?;
+    let fields = descr.filter(|d| !d.is_simple());
     // Every element type (cai-runtime's one list of them) but opaque bytes, and `Record`.
     macro_rules! dtype_of {
         (Void, $ty:ty) => {};
         ($kind:ident, $ty:ty) => {
-            if <$ty as Element>::DTYPE.typestr().same_type(&t) {
-                return Ok(&<$ty as Element>::DTYPE);
+            let dtype = &<$ty as Element>::DTYPE;
+            if dtype.typestr().same_type(&t) && fields.is_none_or(|d| d.same_items(&dtype.descr()))
+            {
+                return Ok(dtype);
             }
         };
     }
     cai_runtime::for_each_element!(dtype_of);
     dtype_of!(Struct, Record);
-    Err(PyTypeError::new_err(format!(
-        "{class} has no element type for typestr {typestr:?}"
-    )))
+    Err(PyTypeError::new_err(match fields {
+        Some(d) => format!(
+            "{class} has no element type for typestr {typestr:?} with descr {d} (its structured type is {})",
+            Record::DTYPE.descr()
+        ),
+        None => format!("{class} has no element type for typestr {typestr:?}"),
+    }))
 }
 
 /// Host memory of any supported type string with any layout (strides, offset): the
@@ -316,7 +328,7 @@ impl Buffer {
         let b = Buffer {
             storage: zeros(nbytes.div_ceil(8))?,
             nbytes,
-            dtype: dtype_for("Buffer", &typestr)?,
+            dtype: dtype_for("Buffer", &typestr, None)?,
             shape,
             strides,
             offset,
