@@ -684,15 +684,15 @@ fn int_list(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         if x.is_instance_of::<pyo3::types::PyBool>() {
             return Err(PyTypeError::new_err(format!(
                 "{key}[{i}] = {} is a bool, not an int",
-                show(&x)
+                show(x)
             )));
         }
         x.extract::<i64>().map_err(|e| {
             if e.is_instance_of::<pyo3::exceptions::PyOverflowError>(py) {
-                PyValueError::new_err(format!("{key}[{i}] = {} is out of range", show(&x)))
+                PyValueError::new_err(format!("{key}[{i}] = {} is out of range", show(x)))
             } else {
                 type_error_or(e, || {
-                    PyTypeError::new_err(format!("{key}[{i}] = {} is not an int", show(&x)))
+                    PyTypeError::new_err(format!("{key}[{i}] = {} is not an int", show(x)))
                 })
             }
         })
