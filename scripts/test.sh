@@ -80,12 +80,12 @@ CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH"
     CAI_GPU_SUITE_EMULATED=1 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== NVIDIA's cuda.core and numba-cuda against cai on the emulated driver (tests/peers, .venv-peers)"
 CAI_CUDA_WHEEL_DIR="$PWD/gpu-bundle/wheels" scripts/peers.sh
-echo "== the cust and cudarc backends' tests against the emulated driver (two devices)"
+echo "== the cust and cudarc backends' tests, and whose context an allocation lives in, against the emulated driver (two devices)"
 # One test at a time: the emulator is one per process, and a test that synchronizes everything
 # (a context, the legacy stream) would run the work another test's stale-read control leaves
 # pending.
 CUDA_EMU_DEVICES=2 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
-    cargo test -p cai-runtime --features cust,cudarc,python --test cust --test cudarc -- --test-threads=1
+    cargo test -p cai-runtime --features cust,cudarc,python --test cust --test cudarc --test context_lifetime -- --test-threads=1
 echo "== the cudarc example against the emulated driver (which runs no kernels: it says so)"
 cudarc_out=$(LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     cargo run --quiet -p cudarc-example 2>&1)

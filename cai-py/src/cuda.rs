@@ -6,7 +6,7 @@
 use cai_runtime::PointerAttributes;
 use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
-use cai_runtime::{Device, Stream};
+use cai_runtime::{Device, LiveStream};
 #[cfg(not(feature = "cuda"))]
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -16,6 +16,10 @@ use pyo3::types::{PyBytes, PyDict};
 /// stream), `stream` (the consumer's stream: 1 legacy default, 2 per-thread default, or a
 /// handle; default 1), `mode` (`"enqueue"`: event wait, the default; `"synchronize"`: block the
 /// host), `check_pointer` (ask the driver about `data`; default True).
+///
+/// A stream handle is the Python caller's word that it is a live stream, as CuPy's
+/// `ExternalStream(ptr)` and the spec's `stream` entry take one (Python has no `unsafe`): the
+/// docstrings say it must stay alive while the view is used.
 pub fn import_options(
     sync: bool,
     stream: Option<&Bound<'_, PyAny>>,
@@ -23,8 +27,10 @@ pub fn import_options(
     check_pointer: bool,
 ) -> PyResult<ImportOptions> {
     let consumer = match stream.filter(|v| !v.is_none()) {
-        None => Stream::LegacyDefault,
-        Some(v) => cai_runtime::python::stream_argument(v)?,
+        None => LiveStream::LEGACY_DEFAULT,
+        // SAFETY: the Python caller's stream, which it answers for (see above): the import
+        // functions' docstrings ask for a live stream that outlives the view.
+        Some(v) => unsafe { LiveStream::new(cai_runtime::python::stream_argument(v)?) },
     };
     // `arg::mode` let only these two through.
     let mode = if mode == "synchronize" {
@@ -476,7 +482,7 @@ mod device_array {
         fn synchronize(&self) -> PyResult<()> {
             cuda::with_device(self.device, || {
                 self.streams.order_pending()?;
-                cuda::synchronize_stream(self.streams.exported().stream())
+                cuda::synchronize_stream(self.streams.exported().live())
             })
             .map_err(PyErr::from)
         }

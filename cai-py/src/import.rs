@@ -258,7 +258,7 @@ impl CudaArrayView {
     /// The consumer stream the import ordered the data for.
     #[getter]
     fn consumer_stream(slf: &Bound<'_, Self>) -> u64 {
-        cuda_of(slf).options().consumer.as_raw()
+        cuda_of(slf).options().consumer.stream().as_raw()
     }
     /// What the CUDA driver said about `data` (a dict), or None (no check made).
     #[getter]
@@ -560,7 +560,9 @@ macro_rules! import_keywords {
     () => {
         "\n\n`sync` (default True): order the consumer's stream after the producer's `stream`; \
          False leaves that to the caller. `stream` (default None: 1, the legacy default stream): \
-         the stream the consumer will use, 1, 2 (per-thread default) or a stream handle. `mode`: \
+         the stream the consumer will use, 1, 2 (per-thread default) or the handle of a live \
+         stream of this process, which must outlive the view (cai hands it to the driver, as \
+         CuPy's ExternalStream does). `mode`: \
          \"enqueue\" (the default) makes the consumer's stream wait on an event, \
          \"synchronize\" blocks the host until the producer's work is done. `check_pointer` \
          (default True): ask the driver whether `data` is device memory and the array stays \

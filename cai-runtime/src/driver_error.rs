@@ -83,6 +83,15 @@ impl DriverError {
         code: Self::CUDA_ERROR_INSUFFICIENT_DRIVER,
     };
 
+    /// The current context is one of the caller's own (made with `cuCtxCreate`: cust's legacy
+    /// contexts), not its device's primary context: another owner may destroy it at any time,
+    /// so cai makes nothing in it that safe code could use after that
+    /// ([`crate::cuda::DeviceAllocation::new`], [`crate::cuda::DriverStream::new`]).
+    pub const NOT_PRIMARY_CONTEXT: DriverError = DriverError {
+        operation: "making a driver object in the current context",
+        code: Self::CUDA_ERROR_INVALID_CONTEXT,
+    };
+
     /// Whether the error means there is no usable CUDA driver or device here, so that tests
     /// needing one are skipped rather than failed.
     pub fn is_no_device(&self) -> bool {
@@ -107,6 +116,9 @@ impl DriverError {
     fn hint(&self) -> &'static str {
         if *self == Self::NO_DRIVER {
             return ": no NVIDIA driver here; install it to use a GPU";
+        }
+        if *self == Self::NOT_PRIMARY_CONTEXT {
+            return ": it is a context of the caller's own, not the device's primary context, and could be destroyed before the object; make the primary context current (cai_runtime::cuda::ensure_context, cust's Context::new, cudarc's CudaContext), or use the unsafe `in_current_context` constructors";
         }
         driver_error_hint(self.code)
     }

@@ -113,20 +113,48 @@ pub trait AsStream {
     }
 }
 
-/// A stream handle that is a live stream for as long as the borrow `'a` lasts: made only by
-/// this crate's [`AsStream`] impls for types that own their stream, and so safe to hand to the
-/// driver (which, for a handle that is no live stream, behaves undefinedly).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A stream the CUDA driver may be handed: a default stream, or a handle that is a live stream
+/// for as long as `'a` lasts. The driver's behaviour for a handle that is no live stream (a
+/// number someone made up, a stream destroyed since) is undefined, so safe code gets one only
+/// from what owns a stream ([`AsStream::live_stream`] of cai's, cust's and cudarc's streams) or
+/// for the default streams ([`LiveStream::LEGACY_DEFAULT`], [`LiveStream::PER_THREAD_DEFAULT`]);
+/// vouching for any other handle is [`LiveStream::new`], which is `unsafe`.
+///
+/// ```compile_fail,E0133
+/// // A number is a number: safe code cannot make it a stream the driver is handed.
+/// let forged = cai_runtime::Stream::from_raw(0xdead_beef).unwrap();
+/// let live = cai_runtime::LiveStream::new(forged);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LiveStream<'a> {
     stream: Stream,
     _owner: std::marker::PhantomData<&'a ()>,
 }
 
+impl LiveStream<'static> {
+    /// The legacy default stream (`1`): always there.
+    pub const LEGACY_DEFAULT: LiveStream<'static> = LiveStream {
+        stream: Stream::LegacyDefault,
+        _owner: std::marker::PhantomData,
+    };
+
+    /// The per-thread default stream (`2`): always there.
+    pub const PER_THREAD_DEFAULT: LiveStream<'static> = LiveStream {
+        stream: Stream::PerThreadDefault,
+        _owner: std::marker::PhantomData,
+    };
+}
+
 impl LiveStream<'_> {
+    /// Vouches for `stream`, for a backend of its own (a CUDA crate cai does not know) or a
+    /// handle handed over by foreign code that answers for it (a protocol's consumer).
+    ///
     /// # Safety
-    /// `stream` is a default stream or a live stream of this process for the borrow's lifetime.
-    #[cfg(feature = "cuda")]
-    pub(crate) unsafe fn new(stream: Stream) -> Self {
+    /// `stream` is a default stream, or a stream of this process that is not destroyed for as
+    /// long as the returned value, or anything it is put into (import options, the imports made
+    /// with them, a descriptor's builder), is used: the lifetime the caller chooses (for
+    /// `'static`, until those values are all dropped). Its context must stay alive as long.
+    pub const unsafe fn new(stream: Stream) -> Self {
         LiveStream {
             stream,
             _owner: std::marker::PhantomData,
@@ -136,6 +164,12 @@ impl LiveStream<'_> {
     /// The stream.
     pub fn stream(&self) -> Stream {
         self.stream
+    }
+}
+
+impl fmt::Display for LiveStream<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.stream.fmt(f)
     }
 }
 

@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::stream::Stream;
+use crate::stream::{LiveStream, Stream};
 
 /// Set to `1` (or `true`, `yes`, `on`) to export `stream: None` always. Read once.
 pub const EXPORT_STREAM_NONE_ENV: &str = "CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE";
@@ -155,13 +155,24 @@ pub enum SyncPlan {
 }
 
 /// What an import does about streams and pointers.
+///
+/// The consumer's stream is handed to the driver (the import's event wait, a release, a copy),
+/// so it is a [`LiveStream`]: a default stream, or one something vouches for.
+///
+/// ```compile_fail,E0308
+/// // Safe code cannot make a bare number the consumer's stream.
+/// let forged = cai_runtime::Stream::from_raw(0xdead_beef).unwrap();
+/// let options = cai_runtime::sync::ImportOptions { consumer: forged, ..Default::default() };
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ImportOptions {
     /// `sync=False` skips synchronization with the producer's stream (default true).
     pub sync: bool,
     /// The stream the consumer will work on (default: the legacy default stream, which every
-    /// blocking stream also waits for).
-    pub consumer: Stream,
+    /// blocking stream also waits for): [`LiveStream::LEGACY_DEFAULT`],
+    /// [`LiveStream::PER_THREAD_DEFAULT`], or a stream vouched for as living as long as the
+    /// options and the imports made with them ([`LiveStream::new`]).
+    pub consumer: LiveStream<'static>,
     /// Event wait (default) or host synchronization.
     pub mode: SyncMode,
     /// Ask the driver whether `data` is device-accessible and the array stays inside its
@@ -173,7 +184,7 @@ impl Default for ImportOptions {
     fn default() -> Self {
         ImportOptions {
             sync: true,
-            consumer: Stream::LegacyDefault,
+            consumer: LiveStream::LEGACY_DEFAULT,
             mode: SyncMode::Enqueue,
             check_pointer: true,
         }

@@ -283,7 +283,8 @@ fn a_foreign_array_imports_as_a_cudarc_view() {
     };
     let desc = owner.cuda_array_interface().unwrap();
     let options = ImportOptions {
-        consumer: a.cai_stream().unwrap(),
+        // SAFETY: cudarc's stream `a` lives until the end of the test, past every import.
+        consumer: unsafe { cai_runtime::LiveStream::new(a.cai_stream().unwrap()) },
         ..ImportOptions::default()
     };
     Python::initialize();
@@ -347,7 +348,7 @@ fn a_foreign_array_imports_as_a_cudarc_view() {
         );
         // The per-thread stream is each thread's own: a view (which may move) is refused on it.
         let per_thread = ImportOptions {
-            consumer: Stream::PerThreadDefault,
+            consumer: cai_runtime::LiveStream::PER_THREAD_DEFAULT,
             ..ImportOptions::default()
         };
         let dict = to_dict(py, &desc).unwrap();

@@ -6,7 +6,7 @@
 #![cfg(feature = "cust")]
 
 use cai_runtime::cuda::{self, ExportStream, PendingStreams};
-use cai_runtime::{CudaArrayInterface, MemoryType, RawDeviceMemory, Stream};
+use cai_runtime::{CudaArrayInterface, LiveStream, MemoryType, RawDeviceMemory, Stream};
 use cust::context::Context;
 use cust::memory::{DeviceBox, DeviceBuffer, LockedBuffer, UnifiedBuffer};
 use cust::stream::{Stream as CuStream, StreamFlags};
@@ -153,7 +153,7 @@ fn cust_memory_with_a_cudarc_stream_and_the_other_way_round() {
     };
     // cust copied on the legacy default stream, which the (non-blocking) cudarc stream does
     // not follow: the producer finishes that work before exporting another stream.
-    cuda::synchronize_stream(Stream::LegacyDefault).unwrap();
+    cuda::synchronize_stream(LiveStream::LEGACY_DEFAULT).unwrap();
     let d = a.cuda_array_interface().unwrap();
     assert_eq!(
         d.stream().unwrap().as_raw(),

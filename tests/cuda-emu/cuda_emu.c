@@ -116,6 +116,10 @@ struct emu_ctx {
 
 #define MAX_DEVICES 8
 static struct emu_ctx primaries[MAX_DEVICES];
+/* Contexts made with cuCtxCreate: a slot is reused once its context is destroyed, so a stale
+ * handle may name another context later, as the real driver's may. */
+#define MAX_CREATED 16
+static struct emu_ctx created[MAX_CREATED];
 static int device_count = 1;
 
 static __thread CUcontext ctx_stack[32];
@@ -757,8 +761,33 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
     return SUCCESS;
 }
 
-/* The last release destroys the context: its work is finished, its memory freed, its streams
- * gone. */
+/* Destroys a context: its work is finished, its memory freed, its streams gone. */
+static void destroy_ctx(struct emu_ctx *c) {
+    run_all(c);
+    for (struct alloc *a = allocs, *next; a; a = next) {
+        next = a->next;
+        if (a->ctx == c)
+            release(a);
+    }
+    struct emu_stream **pp = &streams;
+    while (*pp) {
+        struct emu_stream *s = *pp;
+        if (s->ctx == c) {
+            *pp = s->next;
+            s->magic = 0; /* not freed: a thread's per-thread stream may still point here */
+            free(s->ops);
+            s->ops = NULL;
+            s->len = s->cap = 0;
+        } else {
+            pp = &s->next;
+        }
+    }
+    c->legacy = NULL;
+    c->active = 0;
+    c->generation++;
+}
+
+/* The last release destroys the context. */
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     LOCKED;
     NEED_INIT;
@@ -769,28 +798,67 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
         return FAIL(INVALID_CONTEXT, "the primary context is not retained");
     if (--primary->refcount > 0)
         return SUCCESS;
-    run_all(primary);
-    for (struct alloc *a = allocs, *next; a; a = next) {
-        next = a->next;
-        if (a->ctx == primary)
-            release(a);
+    destroy_ctx(primary);
+    return SUCCESS;
+}
+
+/* A context of the caller's own (not the device's primary one), made current on this thread
+ * (pushed), as cust's legacy contexts are made. The flags are not emulated. */
+CUresult cuCtxCreate_v2(CUcontext *out, unsigned flags, CUdevice dev) {
+    (void)flags;
+    LOCKED;
+    NEED_INIT;
+    if (dev < 0 || dev >= device_count)
+        return FAIL(INVALID_DEVICE, "device %d", dev);
+    if (!out)
+        return FAIL(INVALID_VALUE, "null out-pointer");
+    if (ctx_depth == (int)(sizeof ctx_stack / sizeof *ctx_stack))
+        return FAIL(OUT_OF_MEMORY, "context stack full");
+    struct emu_ctx *c = NULL;
+    for (int i = 0; i < MAX_CREATED && !c; i++)
+        if (!created[i].active)
+            c = &created[i];
+    if (!c)
+        return FAIL(OUT_OF_MEMORY, "more than %d contexts of the caller's own", MAX_CREATED);
+    c->device = dev;
+    c->refcount = 1;
+    c->active = 1;
+    c->legacy = new_stream(c, 1, 1);
+    if (!c->legacy) {
+        c->active = 0;
+        return FAIL(OUT_OF_MEMORY, "no host memory");
     }
-    struct emu_stream **pp = &streams;
-    while (*pp) {
-        struct emu_stream *s = *pp;
-        if (s->ctx == primary) {
-            *pp = s->next;
-            s->magic = 0; /* not freed: a thread's per-thread stream may still point here */
-            free(s->ops);
-            s->ops = NULL;
-            s->len = s->cap = 0;
-        } else {
-            pp = &s->next;
-        }
-    }
-    primary->legacy = NULL;
-    primary->active = 0;
-    primary->generation++;
+    ctx_stack[ctx_depth++] = c;
+    *out = c;
+    return SUCCESS;
+}
+
+/* CUDA 12.5's form (cudarc's `CudaContext::new_non_primary`): creation parameters (execution
+ * affinity, CIG) are not emulated. */
+CUresult cuCtxCreate_v4(CUcontext *out, void *params, unsigned flags, CUdevice dev) {
+    if (params)
+        return FAIL(NOT_SUPPORTED, "context creation parameters are not emulated");
+    return cuCtxCreate_v2(out, flags, dev);
+}
+
+/* Destroys a context cuCtxCreate made (its memory and streams with it) and takes it off this
+ * thread's context stack. Its handle is then stale: the real driver's behaviour for one is
+ * undefined, the emulator's is CUDA_ERROR_CONTEXT_IS_DESTROYED until the slot is reused. */
+CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    LOCKED;
+    NEED_INIT;
+    struct emu_ctx *c = ctx;
+    if (c < created || c >= created + MAX_CREATED)
+        return FAIL(INVALID_CONTEXT, "%p is not a context cuCtxCreate made", (void *)c);
+    if (!c->active)
+        return FAIL(CONTEXT_IS_DESTROYED, "the context was destroyed already");
+    destroy_ctx(c);
+    c->refcount = 0;
+    int kept = 0;
+    for (int i = 0; i < ctx_depth; i++)
+        if (ctx_stack[i] != c)
+            ctx_stack[kept++] = ctx_stack[i];
+    ctx_depth = kept;
     return SUCCESS;
 }
 
@@ -803,13 +871,17 @@ CUresult cuCtxGetCurrent(CUcontext *ctx) {
 }
 
 static int known_ctx(CUcontext c) {
-    return c >= primaries && c < primaries + device_count;
+    return (c >= primaries && c < primaries + device_count) ||
+           (c >= created && c < created + MAX_CREATED);
 }
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
     NEED_INIT;
     if (ctx && !known_ctx(ctx))
         return FAIL(INVALID_CONTEXT, "%p is not a context", (void *)ctx);
+    if (ctx && ctx >= created && ctx < created + MAX_CREATED && !ctx->active)
+        return FAIL(CONTEXT_IS_DESTROYED, "%p was destroyed (a stale handle: undefined "
+                    "behaviour on a real driver)", (void *)ctx);
     if (ctx_depth == 0) {
         if (ctx)
             ctx_stack[ctx_depth++] = ctx;
@@ -825,6 +897,8 @@ CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
     NEED_INIT;
     if (!known_ctx(ctx))
         return FAIL(INVALID_CONTEXT, "%p is not a context", (void *)ctx);
+    if (ctx >= created && ctx < created + MAX_CREATED && !ctx->active)
+        return FAIL(CONTEXT_IS_DESTROYED, "%p was destroyed", (void *)ctx);
     if (ctx_depth == (int)(sizeof ctx_stack / sizeof *ctx_stack))
         return FAIL(OUT_OF_MEMORY, "context stack full");
     ctx_stack[ctx_depth++] = ctx;
@@ -866,7 +940,7 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx) {
         CUresult r = need_ctx(__func__, &c);
         if (r)
             return r;
-    } else if (c < primaries || c >= primaries + device_count) {
+    } else if (!known_ctx(c)) {
         return FAIL(INVALID_CONTEXT, "%p is not a context", (void *)c);
     } else if (!c->active) {
         return FAIL(CONTEXT_IS_DESTROYED, "the context was destroyed");

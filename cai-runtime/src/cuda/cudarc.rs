@@ -41,20 +41,31 @@ fn order_export<T, M: DevicePtr<T>>(
 ) -> Result<(), StreamError> {
     let own_stream = m.stream();
     let own = from_raw_handle(own_stream.cu_stream().cast());
+    // SAFETY: the memory's own stream, which cudarc's `Arc` (held by `m`) keeps alive.
+    let own_live = unsafe { LiveStream::new(own) };
     let device = u32::try_from(own_stream.context().ordinal()).ok();
     match exported {
-        None => Ok(synchronize_stream_on(own, device)?),
+        None => Ok(synchronize_stream_on(own_live, device)?),
         Some(s) if s == own => Ok(()),
-        Some(s @ (Stream::LegacyDefault | Stream::PerThreadDefault)) => {
-            Ok(order_after_on(s, device, own, device)?)
-        }
-        Some(s) if live.is_some_and(|l| l.stream() == s) => {
-            Ok(order_after_on(s, device, own, device)?)
-        }
-        Some(s) => Err(StreamError::Unordered {
-            stream: s.as_raw(),
-            own: own.as_raw(),
-        }),
+        Some(Stream::LegacyDefault) => Ok(order_after_on(
+            LiveStream::LEGACY_DEFAULT,
+            device,
+            own_live,
+            device,
+        )?),
+        Some(Stream::PerThreadDefault) => Ok(order_after_on(
+            LiveStream::PER_THREAD_DEFAULT,
+            device,
+            own_live,
+            device,
+        )?),
+        Some(s) => match live.filter(|l| l.stream() == s) {
+            Some(l) => Ok(order_after_on(l, device, own_live, device)?),
+            None => Err(StreamError::Unordered {
+                stream: s.as_raw(),
+                own: own.as_raw(),
+            }),
+        },
     }
 }
 

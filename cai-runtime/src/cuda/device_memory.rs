@@ -21,12 +21,24 @@ pub struct DeviceAllocation {
 
 impl DeviceAllocation {
     /// Allocates `len` bytes (at least one, so that the address is never null) in the current
-    /// context, or device 0's primary context, made current, when none is.
+    /// context, or device 0's primary context, made current, when none is. The current context
+    /// must be its device's primary context (what CuPy, PyTorch, cust's `Context::new` and
+    /// cudarc's `CudaContext` make current), which this crate then retains for the process, so
+    /// the allocation's context outlives it: in a context of the caller's own
+    /// ([`DriverError::NOT_PRIMARY_CONTEXT`]), which could be destroyed first, use
+    /// [`DeviceAllocation::in_current_context`].
     pub fn new(len: usize, managed: bool) -> Result<Self, DriverError> {
-        super::ensure_context(0)?;
-        let mut ctx: ffi::CUcontext = std::ptr::null_mut();
-        // SAFETY: `ctx` is a valid out-pointer for one CUcontext.
-        unsafe { ffi::cuCtxGetCurrent(&mut ctx) }?;
+        let ctx = super::current_primary_context()?;
+        Self::in_current(len, managed, ctx)
+    }
+
+    /// [`DeviceAllocation::new`] in whatever context is current (one of the caller's own too).
+    ///
+    /// # Safety
+    /// The current context outlives the allocation: it is not destroyed (`cuCtxDestroy`, the
+    /// drop of cust's legacy `Context`) before the allocation is dropped, which frees it there.
+    pub unsafe fn in_current_context(len: usize, managed: bool) -> Result<Self, DriverError> {
+        let ctx = super::current_context()?;
         Self::in_current(len, managed, ctx)
     }
 
@@ -87,6 +99,8 @@ impl Drop for DeviceAllocation {
     fn drop(&mut self) {
         // Freed in its own context, made current for the call on whichever thread drops it (a
         // primary context stays retained for the process).
+        // The context is alive: a primary context this crate retains for the process, or one
+        // `in_current_context`'s caller keeps alive until now.
         let _ = super::with_context(self.ctx as ffi::CUcontext, || {
             // SAFETY: `ptr` came from cuMemAlloc/cuMemAllocManaged in `ctx` and is freed only
             // here.

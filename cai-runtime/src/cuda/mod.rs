@@ -155,6 +155,33 @@ fn primary_context(ordinal: u32) -> Result<usize, DriverError> {
     Ok(ctx as usize)
 }
 
+/// The current context (device 0's primary context made current when none is), which must be
+/// its device's primary context: this crate then retains it for the process, so that nothing
+/// made in it can outlive it. A context of the caller's own (`cuCtxCreate`) is
+/// [`DriverError::NOT_PRIMARY_CONTEXT`]: another owner may destroy it while a value of this
+/// crate still names it, and the driver's behaviour for a destroyed context is undefined.
+pub(crate) fn current_primary_context() -> Result<ffi::CUcontext, DriverError> {
+    ensure_context(0)?;
+    let mut current: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: `current` is a valid out-pointer for one CUcontext.
+    unsafe { ffi::cuCtxGetCurrent(&mut current) }?;
+    let primary = primary_context(device_of_current_context()?)? as ffi::CUcontext;
+    if current == primary {
+        Ok(primary)
+    } else {
+        Err(DriverError::NOT_PRIMARY_CONTEXT)
+    }
+}
+
+/// The current context, whatever it is (device 0's primary context made current when none is).
+fn current_context() -> Result<ffi::CUcontext, DriverError> {
+    ensure_context(0)?;
+    let mut current: ffi::CUcontext = std::ptr::null_mut();
+    // SAFETY: `current` is a valid out-pointer for one CUcontext.
+    unsafe { ffi::cuCtxGetCurrent(&mut current) }?;
+    Ok(current)
+}
+
 /// The device of the current context, or 0 (its primary context made current) when none is:
 /// "the current device", as CuPy and PyTorch say.
 pub fn current_device() -> Result<u32, DriverError> {

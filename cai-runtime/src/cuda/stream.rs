@@ -54,9 +54,23 @@ fn live() -> std::sync::MutexGuard<'static, Vec<usize>> {
 }
 
 impl DriverStream {
-    /// A new stream in the current context (make one current first: see
-    /// [`super::ensure_context`]), non-blocking or not.
+    /// A new stream in the current context (device 0's primary context made current when none
+    /// is), non-blocking or not. As for [`super::DeviceAllocation::new`], the current context
+    /// must be its device's primary context, which this crate then retains for the process
+    /// (the stream is destroyed there when dropped); in a context of the caller's own, use
+    /// [`DriverStream::in_current_context`].
     pub fn new(non_blocking: bool) -> Result<Self, DriverError> {
+        super::current_primary_context()?;
+        // SAFETY: the current context is a primary context this crate retains for the process.
+        unsafe { Self::in_current_context(non_blocking) }
+    }
+
+    /// [`DriverStream::new`] in whatever context is current (one of the caller's own too).
+    ///
+    /// # Safety
+    /// The current context outlives the stream: it is not destroyed before the stream is
+    /// dropped, which destroys the stream there.
+    pub unsafe fn in_current_context(non_blocking: bool) -> Result<Self, DriverError> {
         super::init()?;
         let mut handle: ffi::CUstream = std::ptr::null_mut();
         let flags = if non_blocking {
@@ -80,6 +94,12 @@ impl DriverStream {
     pub fn stream(&self) -> Stream {
         from_raw_handle(self.handle.cast())
     }
+
+    /// The stream, which lives as long as this value.
+    pub fn live(&self) -> LiveStream<'_> {
+        // SAFETY: the stream is destroyed only when `self` is dropped, after the borrow.
+        unsafe { LiveStream::new(self.stream()) }
+    }
 }
 
 impl Drop for DriverStream {
@@ -102,8 +122,7 @@ impl AsStream for DriverStream {
         Some(self.stream())
     }
     fn live_stream(&self) -> Option<LiveStream<'_>> {
-        // SAFETY: the stream is destroyed only when `self` is dropped, after the borrow.
-        Some(unsafe { LiveStream::new(self.stream()) })
+        Some(self.live())
     }
 }
 
@@ -167,10 +186,17 @@ fn in_stream_context<R>(
 
 /// Makes `waiter` wait for the work enqueued so far on `producer`, without blocking the host:
 /// records an event on `producer` (in that stream's context) and enqueues a wait on it in
-/// `waiter`. Both streams must be alive; a default stream is the current context's, so the
-/// waiter may be on another device than the producer. [`order_after_on`] names the devices
-/// whose default streams are meant.
-pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> {
+/// `waiter`. Both are streams the driver may be handed ([`LiveStream`]: the default streams,
+/// or streams something owns); a default stream is the current context's, so the waiter may be
+/// on another device than the producer. [`order_after_on`] names the devices whose default
+/// streams are meant.
+///
+/// ```compile_fail,E0308
+/// // A bare number is no stream the driver may be handed.
+/// let forged = cai_runtime::Stream::from_raw(0xdead_beef).unwrap();
+/// cai_runtime::cuda::order_after(forged, forged);
+/// ```
+pub fn order_after(waiter: LiveStream<'_>, producer: LiveStream<'_>) -> Result<(), DriverError> {
     order_after_on(waiter, None, producer, None)
 }
 
@@ -178,11 +204,12 @@ pub fn order_after(waiter: Stream, producer: Stream) -> Result<(), DriverError> 
 /// `producer_device`'s (for `producer`), or the current context's where that is `None`: the
 /// legacy default stream of the data's device, with another device current, is that device's.
 pub fn order_after_on(
-    waiter: Stream,
+    waiter: LiveStream<'_>,
     waiter_device: Option<u32>,
-    producer: Stream,
+    producer: LiveStream<'_>,
     producer_device: Option<u32>,
 ) -> Result<(), DriverError> {
+    let (waiter, producer) = (waiter.stream(), producer.stream());
     super::init()?;
     let handle = matches!(waiter, Stream::Handle(_));
     if waiter == producer && (handle || waiter_device == producer_device) {
@@ -193,8 +220,8 @@ pub fn order_after_on(
         // SAFETY: valid out-pointer; flags are a cuda.h constant.
         unsafe { ffi::cuEventCreate(&mut event, ffi::CU_EVENT_DISABLE_TIMING) }?;
         // SAFETY: `event` was just created in the current context, which is `producer`'s
-        // (`in_stream_context`), as cuEventRecord requires; `producer` is alive (caller's
-        // contract).
+        // (`in_stream_context`), as cuEventRecord requires; `producer` is alive (a
+        // `LiveStream`).
         match unsafe { ffi::cuEventRecord(event, raw_handle(producer)) } {
             Ok(()) => Ok(event),
             Err(e) => {
@@ -205,8 +232,8 @@ pub fn order_after_on(
         }
     })?;
     let waited = in_stream_context(waiter, waiter_device, || {
-        // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive
-        // (caller's contract) and its context is current; a wait may name an event of another
+        // SAFETY: `event` is live (destroyed only below) and recorded; `waiter` is alive (a
+        // `LiveStream`) and its context is current; a wait may name an event of another
         // context, and flags must be 0.
         unsafe { ffi::cuStreamWaitEvent(raw_handle(waiter), event, 0) }
     });
@@ -219,16 +246,20 @@ pub fn order_after_on(
 }
 
 /// Blocks until all work enqueued on `stream` has finished.
-pub fn synchronize_stream(stream: Stream) -> Result<(), DriverError> {
+pub fn synchronize_stream(stream: LiveStream<'_>) -> Result<(), DriverError> {
     synchronize_stream_on(stream, None)
 }
 
 /// [`synchronize_stream`], a default stream meaning device `device`'s (`None`: the current
 /// context's).
-pub fn synchronize_stream_on(stream: Stream, device: Option<u32>) -> Result<(), DriverError> {
+pub fn synchronize_stream_on(
+    stream: LiveStream<'_>,
+    device: Option<u32>,
+) -> Result<(), DriverError> {
+    let stream = stream.stream();
     super::init()?;
     in_stream_context(stream, device, || {
-        // SAFETY: the stream is alive (caller's contract), and the current context is its own.
+        // SAFETY: the stream is alive (a `LiveStream`), and the current context is its own.
         unsafe { ffi::cuStreamSynchronize(raw_handle(stream)) }
     })
 }
@@ -249,6 +280,12 @@ pub enum ExportStream {
 }
 
 impl ExportStream {
+    /// The stream, which lives as long as this value.
+    pub fn live(&self) -> LiveStream<'_> {
+        // SAFETY: a default stream, or a stream its `Arc` keeps alive while `self` is.
+        unsafe { LiveStream::new(self.stream()) }
+    }
+
     /// The exported value.
     pub fn stream(&self) -> Stream {
         match self {
@@ -278,8 +315,7 @@ impl AsStream for ExportStream {
         Some(self.stream())
     }
     fn live_stream(&self) -> Option<LiveStream<'_>> {
-        // SAFETY: a default stream, or a stream its `Arc` keeps alive while `self` is.
-        Some(unsafe { LiveStream::new(self.stream()) })
+        Some(self.live())
     }
 }
 
@@ -329,9 +365,9 @@ impl PendingStreams {
     /// whose event could not be enqueued stays pending, and the first error is returned.
     pub fn order_pending(&self) -> Result<(), DriverError> {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let export = self.export.stream();
+        let export = self.export.live();
         let mut first_error = None;
-        pending.retain(|p| match order_after(export, p.stream()) {
+        pending.retain(|p| match order_after(export, p.live()) {
             Ok(()) => false,
             Err(e) => {
                 first_error.get_or_insert(e);

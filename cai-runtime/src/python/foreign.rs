@@ -143,7 +143,9 @@ impl<S: Space> ForeignArray<S> {
     /// `desc` is trusted as a producer's descriptor is (see the module's "trust boundary"):
     /// where its `data` is an address, the memory it describes (the items at the validated
     /// extent around it, and the mask's) must stay valid for reads, and for writes unless
-    /// declared read-only, for as long as the view and what it keeps (`owner`, `desc`) live.
+    /// declared read-only, for as long as the view and what it keeps (`owner`, `desc`) live;
+    /// its `stream`, where it is a handle, is a live stream for as long too (the import and a
+    /// release hand it to the driver).
     ///
     /// A dict built in Rust can hold any address, so safe code cannot import one:
     ///
@@ -295,7 +297,7 @@ impl<S: Space> ForeignArray<S> {
             // The data is ready on the consumer's stream (after a host wait, on every stream):
             // the view's own exports say so, so that their consumers order after it.
             if options.mode == crate::sync::SyncMode::Enqueue {
-                a.descriptor.stream = S::stream_entry(Some(options.consumer));
+                a.descriptor.stream = S::stream_entry(Some(options.consumer.stream()));
             }
         }
         Ok(a)
@@ -327,7 +329,7 @@ impl<S: Space> ForeignArray<S> {
         let Some(data) = self.data_device() else {
             return Ok(());
         };
-        if matches!(consumer, Stream::Handle(_)) || self.consumer_device()? == data {
+        if matches!(consumer.stream(), Stream::Handle(_)) || self.consumer_device()? == data {
             return Ok(());
         }
         let device = self.consumer_device()?;
@@ -347,7 +349,7 @@ impl<S: Space> ForeignArray<S> {
         let o = &self.options;
         self.sync_plan = crate::sync::plan(
             self.stream(),
-            o.consumer,
+            o.consumer.stream(),
             o.mode,
             o.sync,
             crate::sync::ignore_streams(),
@@ -378,7 +380,10 @@ impl<S: Space> ForeignArray<S> {
             // nothing makes no driver call: its device is found when a copy needs it.)
             let device = self.consumer_device()?;
             let data = self.data_device();
-            cuda::with_device(device, || cuda::execute(self.sync_plan, data))
+            // SAFETY: the plan names the producer's stream, which its descriptor gave and the
+            // import trusts as it trusts the data pointer (the producer answers for both: see
+            // `from_interface`'s contract), and the consumer's, a `LiveStream`.
+            cuda::with_device(device, || unsafe { cuda::execute(self.sync_plan, data) })
                 .map_err(|e| sync_error(self.sync_plan, e))?;
         }
         Ok(())
@@ -487,7 +492,7 @@ impl<S: Space> ForeignArray<S> {
     /// waits for the consumer's work, where the import ordered the streams; `None` where it
     /// did not. With the `cuda` feature, `release` (on device arrays) does it.
     pub fn release_plan(&self) -> Option<ReleasePlan> {
-        crate::sync::release_plan(self.sync_plan, self.options.consumer)
+        crate::sync::release_plan(self.sync_plan, self.options.consumer.stream())
     }
 
     /// What the driver said about the data pointer (`cuda` feature, pointer checks on,
@@ -517,9 +522,9 @@ impl<S: Space> ForeignArray<S> {
                 strides: self.layout.strides().to_vec(),
             });
         }
-        if self.options.consumer != stream {
+        if self.options.consumer.stream() != stream {
             return Err(ViewError::OtherStream {
-                import: self.options.consumer.as_raw(),
+                import: self.options.consumer.stream().as_raw(),
                 view: stream.as_raw(),
             });
         }
@@ -715,7 +720,15 @@ impl ForeignArray<Device> {
         };
         let device = self.device_for_work()?;
         crate::cuda::with_device(device, || {
-            crate::cuda::release_import(self.sync_plan, self.options.consumer, self.data_device())
+            // SAFETY: the producer's stream is the import's (trusted as `from_interface`'s
+            // contract says), alive while the producer is, which the view keeps.
+            unsafe {
+                crate::cuda::release_import(
+                    self.sync_plan,
+                    self.options.consumer,
+                    self.data_device(),
+                )
+            }
         })
         .map_err(|e| {
             stream_error(
@@ -737,8 +750,8 @@ impl ForeignArray<Device> {
             // SAFETY: the import checked that the layout's span lies in memory the driver
             // knows (pointer attributes and allocation range), which the view keeps alive; the
             // consumer's stream is a default stream (of the consumer's device, current here)
-            // or the caller's live one.
-            unsafe { crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer) }
+            // or one the options vouch for (a `LiveStream`).
+            unsafe { crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer.stream()) }
         });
         copied.map_err(|e| match e {
             // With `sync=False` nothing has used the consumer's stream before the copy.
@@ -798,7 +811,7 @@ impl ForeignArray<Device> {
         // default stream is its device's, which must be the import's consumer's.
         if own == Stream::PerThreadDefault {
             return Err(ViewError::OtherStream {
-                import: self.options.consumer.as_raw(),
+                import: self.options.consumer.stream().as_raw(),
                 view: own.as_raw(),
             });
         }

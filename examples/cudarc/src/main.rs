@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use cai_runtime::python::{ForeignDeviceArray, cuda_array_interface};
 use cai_runtime::sync::ImportOptions;
-use cai_runtime::{AsStream, CudaArrayInterface, cuda};
+use cai_runtime::{AsStream, CudaArrayInterface, LiveStream, cuda};
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use pyo3::prelude::*;
@@ -81,7 +81,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
         // Import: as any producer's array, for work on our stream.
         let options = ImportOptions {
-            consumer: stream.cai_stream().expect("a stream"),
+            // SAFETY: our stream, which outlives every import made with these options (both end
+            // with this closure's scope or later).
+            consumer: unsafe { LiveStream::new(stream.cai_stream().expect("a stream")) },
             ..ImportOptions::default()
         };
         // SAFETY: the dict describes `signal`'s slice, which outlives the import (both end

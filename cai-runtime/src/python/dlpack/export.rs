@@ -606,13 +606,33 @@ unsafe fn export_with<'py, S: Space>(
 /// vouches for; a bare handle number is refused rather than handed to the driver (which
 /// behaves undefinedly for a handle that is no live stream).
 #[cfg(feature = "cuda")]
-fn producer_stream<S: Space>(d: &ArrayDescriptor<S>, trust: Trust) -> PyResult<Option<Stream>> {
+#[cfg(feature = "cuda")]
+fn producer_stream<S: Space>(
+    d: &ArrayDescriptor<S>,
+    trust: Trust,
+) -> PyResult<Option<crate::LiveStream<'static>>> {
     match d.stream() {
         Some(s @ Stream::Handle(_)) if !trust.stream => Err(DlpackError::Unmet(format!(
             "the exported stream {s} is a bare number cai cannot vouch for, so it cannot order the consumer's stream after it: give the struct a stream field that owns its stream (cai's DriverStream, cust's or cudarc's), or export no stream"
         ))
         .into()),
-        s => Ok(s),
+        // SAFETY: a default stream, or one the exporter's builder vouched for
+        // (`stream_vouched_by`: a stream its value owns), alive while the exporter is, which
+        // the export holds (the `'static` lasts only for this export's driver calls).
+        s => Ok(s.map(|s| unsafe { crate::LiveStream::new(s) })),
+    }
+}
+
+/// The stream the consumer passed to `__dlpack__` (the legacy default stream where it passed
+/// none).
+#[cfg(feature = "cuda")]
+fn consumer_live(request: &DlpackRequest) -> crate::LiveStream<'static> {
+    match request.stream {
+        // SAFETY: the stream the consumer says it will use: DLPack makes the consumer answer
+        // for it, as CAI makes a producer answer for its own (the `'static` lasts only for this
+        // export's driver calls).
+        ConsumerStream::On(s) => unsafe { crate::LiveStream::new(s) },
+        _ => crate::LiveStream::LEGACY_DEFAULT,
     }
 }
 
@@ -636,10 +656,7 @@ fn order_streams<S: Space>(
             return Ok(());
         };
         let device = place.ordinal;
-        let consumer = match request.stream {
-            ConsumerStream::On(s) => s,
-            _ => Stream::LegacyDefault,
-        };
+        let consumer = consumer_live(request);
         // A host consumer, or one of host-accessible memory that named no stream (NumPy never
         // does), may read as soon as this returns: the producer's work must be done.
         let host_reader = target == DlpackDevice::Cpu
@@ -656,7 +673,9 @@ fn order_streams<S: Space>(
         ordered.map_err(|e| {
             super::super::errors::stream_error(
                 format!(
-                    "cannot order the consumer's stream {consumer} after the producer's stream {producer}"
+                    "cannot order the consumer's stream {} after the producer's stream {}",
+                    consumer.stream(),
+                    producer.stream()
                 ),
                 e,
             )
@@ -705,7 +724,7 @@ unsafe fn host_copy<S: Space>(
         #[cfg(feature = "cuda")]
         {
             checked_span(place, extent)?;
-            let stream = producer_stream(d, trust)?.unwrap_or(Stream::LegacyDefault);
+            let stream = producer_stream(d, trust)?.map_or(Stream::LegacyDefault, |s| s.stream());
             let copy = || {
                 // SAFETY: `dst` has room for `len` bytes and is ours; the source span is
                 // readable by the driver (this function's contract) and inside its allocation
@@ -755,7 +774,7 @@ unsafe fn device_copy<S: Space>(
         return Ok((0, Keep::Device(none)));
     };
     checked_span(place, extent)?;
-    let producer = producer_stream(d, trust)?.unwrap_or(Stream::LegacyDefault);
+    let producer = producer_stream(d, trust)?.unwrap_or(crate::LiveStream::LEGACY_DEFAULT);
     let len = extent.len();
     let copy = cuda::DeviceAllocation::on_device(ordinal, len, managed)?;
     let src = d.data.ptr.wrapping_add_signed(extent.lo as i64);
@@ -764,18 +783,15 @@ unsafe fn device_copy<S: Space>(
         ConsumerStream::NoSync => cuda::with_device(ordinal, || {
             // SAFETY: `copy` is ours, `len` bytes; the source span is readable (contract) and
             // inside its allocation where the driver knows it.
-            unsafe { cuda::copy_async(copy.device_ptr(), src, len, producer) }?;
+            unsafe { cuda::copy_async(copy.device_ptr(), src, len, producer.stream()) }?;
             cuda::synchronize_stream_on(producer, device)
         })?,
         s => {
-            let consumer = match s {
-                ConsumerStream::On(c) => c,
-                _ => Stream::LegacyDefault,
-            };
+            let consumer = consumer_live(request);
             cuda::order_after_on(consumer, device, producer, device)?;
             cuda::with_device(ordinal, || {
                 // SAFETY: as above; the consumer's stream now runs after the producer's work.
-                unsafe { cuda::copy_async(copy.device_ptr(), src, len, consumer) }?;
+                unsafe { cuda::copy_async(copy.device_ptr(), src, len, consumer.stream()) }?;
                 // A managed copy is host memory too, and a consumer that named no stream
                 // (NumPy) reads it on the host as soon as this returns.
                 if managed && s == ConsumerStream::Unspecified {

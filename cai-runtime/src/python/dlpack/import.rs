@@ -366,7 +366,7 @@ impl<S: Space> ForeignArray<S> {
             let kwargs = PyDict::new(py);
             if S::DEVICE {
                 let stream = if ordered {
-                    options.consumer.as_raw() as i128
+                    options.consumer.stream().as_raw() as i128
                 } else {
                     -1
                 };
