@@ -19,8 +19,10 @@ use cai_runtime::{ArrayDescriptor, CudaArrayDescriptor, Data, HostArrayDescripto
 use cai_runtime::{Kind, TypeStr};
 
 /// The element type of a storage, as NumPy spells it: made by [`ElementType::new`], which
-/// refuses what raw memory cannot hold.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// refuses what raw memory cannot hold. Two are equal when they hold the same items: the same
+/// type ([`TypeStr::same_type`]) and, for structured types, the same fields at the same offsets,
+/// however the padding is named ([`Descr::same_items`]).
+#[derive(Clone, Debug)]
 pub struct ElementType {
     pub(crate) typestr: TypeStr,
     pub(crate) descr: Option<Descr>,
@@ -53,6 +55,25 @@ impl ElementType {
     /// `dtype.descr` for structured types (`None` for plain ones).
     pub fn descr(&self) -> Option<&Descr> {
         self.descr.as_ref()
+    }
+}
+
+impl PartialEq for ElementType {
+    fn eq(&self, other: &Self) -> bool {
+        self.typestr.same_type(&other.typestr) && same_fields(self.descr(), other.descr())
+    }
+}
+
+impl Eq for ElementType {}
+
+/// Whether two element types' `descr`s describe the same items: both plain (absent, or NumPy's
+/// one-entry list), or structured with the same fields, padding being padding however it is
+/// named ([`Descr::same_items`]).
+pub(crate) fn same_fields(a: Option<&Descr>, b: Option<&Descr>) -> bool {
+    match (a.filter(|d| !d.is_simple()), b.filter(|d| !d.is_simple())) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a.same_items(b),
+        _ => false,
     }
 }
 

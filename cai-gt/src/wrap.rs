@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 
 use cai_runtime::{Descr, Layout, TypeStr};
 
-use crate::storage::{AllocInfo, layout_following, stride_order};
+use crate::storage::{AllocInfo, layout_following, same_fields, stride_order};
 use crate::{
     Buffers, DeviceBufferHandle, ElementType, HostBuffer, Managed, Storage, StorageDevice,
     StorageError, StorageParams, SyncState, SyncStatus, check_alignment,
@@ -46,16 +46,6 @@ impl ForeignBuffer {
 /// The fields of a structured type (`None` for a plain one, described or not).
 fn structured(descr: &Option<Descr>) -> Option<&Descr> {
     descr.as_ref().filter(|d| !d.is_simple())
-}
-
-/// Whether two element types' fields (`None`: not structured) describe the same items, padding
-/// being padding however it is named ([`Descr::same_items`]).
-fn same_fields(a: Option<&Descr>, b: Option<&Descr>) -> bool {
-    match (a, b) {
-        (None, None) => true,
-        (Some(a), Some(b)) => a.same_items(b),
-        _ => false,
-    }
 }
 
 /// An element type in an error message.

@@ -306,6 +306,15 @@ def test_padded_structs_wrap_without_copying(wrap):
     assert a["value"][1] == 2.5
 
 
+def test_storage_without_a_copy_takes_the_arrays_own_padded_dtype():
+    a = np.zeros(3, ALIGNED)
+    s = cai.storage(Wrapper(a), dtype=ALIGNED, copy=False)
+    assert np.asarray(s).__array_interface__["data"][0] == a.ctypes.data
+    other = np.dtype([("id", "<i4"), ("value", "<f4"), ("pad", "<f4")])
+    with pytest.raises(ValueError, match="copy=False"):
+        cai.storage(Wrapper(a), dtype=other, copy=False)
+
+
 def test_the_examples_record_buffer_wraps():
     b = cai.examples.Buffer(32, "|V16", [2])
     s = cai.as_storage(b)
