@@ -46,7 +46,11 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
 echo "== public API (cai-runtime/public-api.txt, cai-gt/public-api.txt)"
 scripts/public-api.sh
 echo "== cargo publish --dry-run: the three crates package and build as crates.io would have them"
-cargo publish --dry-run --allow-dirty --quiet -p cai-derive -p cai-runtime -p cai-gt
+# (In a target dir of its own, without the packaged crates' fingerprints: cargo takes a
+# registry crate's sources for unchanging, so a build of an earlier package of the same version
+# would be reused in place of this one's.)
+rm -rf target/publish/debug/.fingerprint/cai-{derive,runtime,gt}-*
+cargo publish --dry-run --allow-dirty --quiet --target-dir target/publish -p cai-derive -p cai-runtime -p cai-gt
 echo "== cargo build (cai-runtime and cai-gt without default features, with their tests)"
 cargo build -p cai-runtime -p cai-gt --no-default-features --all-targets
 echo "== cargo build (feature cuda without CUDA: no installation, no stub, no libcuda linked)"

@@ -99,10 +99,8 @@ pub(crate) fn allocate(
             // Congruent with the device buffer modulo the alignment: both sides put item
             // `[0, ..., 0]` at `origin`, so the host's aligned item is aligned too.
             let (alignment, at) = (plan.alignment(), ptr as usize);
-            let host = match init {
-                Init::Uninit => HostBuffer::uninit_congruent(len, alignment, at)?,
-                _ => HostBuffer::zeroed_congruent(len, alignment, at)?,
-            };
+            let zeroed = init != Init::Uninit;
+            let host = HostBuffer::congruent(len, zeroed, alignment, at)?;
             let device = DeviceBufferHandle {
                 ptr,
                 len,

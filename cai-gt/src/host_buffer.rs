@@ -63,32 +63,15 @@ impl HostBuffer {
         Self::alloc(len, false)
     }
 
-    /// `len` zeroed bytes starting at an address congruent to `addr` modulo `modulus`: a host
-    /// mirror of device memory at `addr` whose items must be aligned as the device's are (both
-    /// sides put item `[0, ..., 0]` at the same offset from their start, which the device's
-    /// address decides).
-    pub fn zeroed_congruent(
-        len: usize,
-        modulus: usize,
-        addr: usize,
-    ) -> Result<HostBuffer, AllocError> {
-        Self::alloc_congruent(len, true, modulus, addr)
-    }
-
-    /// [`HostBuffer::zeroed_congruent`], the bytes not initialized ([`HostBuffer::uninit`]).
-    pub fn uninit_congruent(
-        len: usize,
-        modulus: usize,
-        addr: usize,
-    ) -> Result<HostBuffer, AllocError> {
-        Self::alloc_congruent(len, false, modulus, addr)
-    }
-
     fn alloc(len: usize, zeroed: bool) -> Result<HostBuffer, AllocError> {
-        Self::alloc_congruent(len, zeroed, 1, 0)
+        Self::congruent(len, zeroed, 1, 0)
     }
 
-    fn alloc_congruent(
+    /// `len` bytes, zeroed or not, starting at an address congruent to `addr` modulo
+    /// `modulus`: a host mirror of device memory at `addr` whose items must be aligned as the
+    /// device's are (both sides put item `[0, ..., 0]` at the same offset from their start,
+    /// which the device's address decides).
+    pub(crate) fn congruent(
         len: usize,
         zeroed: bool,
         modulus: usize,
@@ -199,7 +182,7 @@ impl HostBuffer {
 impl Drop for HostBuffer {
     fn drop(&mut self) {
         if let Keep::Owned { base, layout } = self.keep {
-            // SAFETY: allocated at `base` in `alloc_congruent` with exactly this layout, freed
+            // SAFETY: allocated at `base` in `congruent` with exactly this layout, freed
             // only here.
             unsafe { std::alloc::dealloc(base.as_ptr(), layout) }
         }
@@ -270,19 +253,19 @@ mod tests {
     fn congruent_buffers_start_where_asked_modulo_any_alignment() {
         for modulus in [1, 2, 8, 16, 24, 64, 256, 4096, 1000] {
             for addr in [0usize, 1, 8, 0x7f00_1000, 0x7f00_1230, 4095] {
-                let b = HostBuffer::zeroed_congruent(100, modulus, addr).unwrap();
+                let b = HostBuffer::congruent(100, true, modulus, addr).unwrap();
                 assert_eq!(b.addr() % modulus, addr % modulus, "{modulus} {addr:#x}");
                 assert_eq!(b.len(), 100);
                 // SAFETY: 100 bytes were allocated and zeroed.
                 let bytes = unsafe { std::slice::from_raw_parts(b.ptr(), 100) };
                 assert!(bytes.iter().all(|&x| x == 0));
                 b.fill([0isize, 92].into_iter(), &[9; 8]);
-                let u = HostBuffer::uninit_congruent(7, modulus, addr).unwrap();
+                let u = HostBuffer::congruent(7, false, modulus, addr).unwrap();
                 assert_eq!(u.addr() % modulus, addr % modulus);
             }
         }
         assert_eq!(
-            HostBuffer::zeroed_congruent(usize::MAX, 4096, 1).unwrap_err(),
+            HostBuffer::congruent(usize::MAX, true, 4096, 1).unwrap_err(),
             AllocError(usize::MAX)
         );
     }

@@ -228,6 +228,21 @@ pub struct GtData {
     pub from_gt: bool,
 }
 
+impl Drop for GtData {
+    fn drop(&mut self) {
+        // The hooks are the producer's objects (bound methods of its arrays, closures over
+        // them): releasing one may run its code, and this may drop while the user's exception
+        // is being raised. (The views put it aside themselves.)
+        let hooks = std::mem::take(&mut self.hooks);
+        if hooks.iter().flatten().any(Option::is_some) {
+            cai_runtime::__private::calling_foreign_code(
+                "the release of a data interface's hooks",
+                move || drop(hooks),
+            );
+        }
+    }
+}
+
 fn side(device: GtDevice) -> usize {
     match device {
         GtDevice::Host => 0,

@@ -123,6 +123,8 @@ pub mod __private {
 
     // For cai's own crates (cai-gt, cai-py): not a public API.
     #[cfg(feature = "python")]
+    pub use crate::python::errors::calling_foreign_code;
+    #[cfg(feature = "python")]
     pub use crate::python::parse::{dimension_items, size_pairs, type_name};
     pub use crate::shown::Shown;
 }

@@ -11,6 +11,7 @@ has its control). What it cannot: kernels, timing, and a real GPU's behaviour (t
 """
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -170,6 +171,37 @@ def test_cai_imports_cuda_core_buffers(device):
     w = cai.from_cuda_array_interface(desc, owner=b)
     assert w.sync_plan == "event-wait"
     assert w.copy_to_host() == bytes([4]) * 256
+
+
+@pytest.mark.parametrize(
+    "fail, error",
+    [
+        # The Buffer is a temporary (`new()`), released as the error unwinds (a frame's local
+        # would be kept by the traceback).
+        (lambda new: float(cai.from_dlpack(new(), stream=1)), TypeError),
+        (lambda new: cai.from_dlpack(new(), stream=1).__dlpack__(stream=0), ValueError),
+        (lambda new: cai.as_storage(new()).transpose(5), ValueError),
+    ],
+    ids=["float(view)", "view.__dlpack__(stream=0)", "storage.transpose(5)"],
+)
+def test_a_cuda_core_buffer_dropped_while_the_users_error_is_raised_is_freed(device, monkeypatch, fail, error):
+    """A temporary Buffer imported through DLPack (into a view, or a storage): its release, run
+    while the user's error is being raised, frees the Buffer (cuda.core's deallocation runs
+    Python code). Before, the error became a SystemError and the memory leaked ("mr.deallocate()
+    failed during Buffer destruction"). (cuda.core 1.2.2 itself does the same in plain Python:
+    `float(device.allocate(256))` raises that SystemError.)"""
+    import gc
+    import warnings
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(str(u.exc_value)))
+    s = device.create_stream()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(error):
+            fail(lambda: device.allocate(256, stream=s))
+        gc.collect()
+    assert reported == [] and [str(w.message) for w in caught] == []
 
 
 def test_cai_imports_a_strided_memory_view(device):

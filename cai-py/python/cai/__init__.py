@@ -130,6 +130,7 @@ __all__ = [
     "full_like",
     "as_storage",
     "storage",
+    "examples",
 ]
 if HAS_CUDA:
     __all__ += ["DeviceArray"]

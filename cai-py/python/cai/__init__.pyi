@@ -40,6 +40,7 @@ from ._native import (
     ignore_streams as ignore_streams,
 )
 from ._native import DeviceArray as DeviceArray
+from . import examples as examples
 from ._report import (
     CheckReport as CheckReport,
     check as check,

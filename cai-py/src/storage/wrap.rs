@@ -14,7 +14,7 @@ use cai_gt::{
     check_mirror_pair, parse_dims, stride_order, wrap_foreign,
 };
 use cai_runtime::Space;
-use cai_runtime::python::ForeignArray;
+use cai_runtime::python::{ForeignArray, Held};
 use cai_runtime::sync::{ImportOptions, SyncMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -194,15 +194,19 @@ pub(super) fn wrap(
     // Each side keeps its data object, the object its view was read from (a GT4Py field's
     // `ndarray`, which the field may make anew on each access), and what its bytes were read
     // through.
-    let host = host.map(|h| {
-        let owner = data.expect("host data").clone().unbind();
-        let read_from = h.owner(py).map(Bound::unbind);
-        foreign(h, Box::new((owner, read_from, held_host)))
-    });
+    // (All in a `Held`, whose release puts the user's pending exception aside: a data object's
+    // own deallocation may run Python code.)
+    let keep = |mut held: Held, owner: &Bound<'_, PyAny>, read_from: Option<Bound<'_, PyAny>>| {
+        held.object(owner);
+        if let Some(r) = read_from {
+            held.object(&r);
+        }
+        Box::new(held)
+    };
+    let host = host.map(|h| foreign(h, keep(held_host, data.expect("host data"), h.owner(py))));
     let gpu = gpu.map(|g| {
-        let owner = device_data.or(data).expect("one given").clone().unbind();
-        let read_from = g.owner(py).map(Bound::unbind);
-        foreign(g, Box::new((owner, read_from, held_device)))
+        let owner = device_data.or(data).expect("one given");
+        foreign(g, keep(held_device, owner, g.owner(py)))
     });
     if let (Some(h), Some(g)) = (&host, &gpu) {
         check_mirror_pair(h, g)?;

@@ -40,9 +40,30 @@ pub struct Held {
     tensors: Vec<super::dlpack::ImportedTensor>,
 }
 
+impl Drop for Held {
+    fn drop(&mut self) {
+        // Releasing a foreign object can run its code (an extension type's deallocation that
+        // calls Python, a DLPack deleter, a buffer's release), and this may drop while the
+        // user's exception is being raised (the view a temporary): put it aside meanwhile.
+        let (objects, buffers, tensors) = (
+            std::mem::take(&mut self.objects),
+            std::mem::take(&mut self.buffers),
+            std::mem::take(&mut self.tensors),
+        );
+        if objects.is_empty() && buffers.is_empty() && tensors.is_empty() {
+            return;
+        }
+        super::errors::calling_foreign_code("the release of what an import held", move || {
+            drop(objects);
+            drop(buffers);
+            drop(tensors);
+        });
+    }
+}
+
 impl Held {
-    /// Keeps `obj` alive.
-    pub(crate) fn object(&mut self, obj: &Bound<'_, PyAny>) {
+    /// Keeps `obj` alive (until this drops, with the user's pending exception put aside).
+    pub fn object(&mut self, obj: &Bound<'_, PyAny>) {
         self.objects.push(obj.clone().unbind());
     }
 
@@ -71,10 +92,10 @@ impl Held {
     }
 
     /// Takes over everything `other` holds.
-    pub(crate) fn extend(&mut self, other: Held) {
-        self.objects.extend(other.objects);
-        self.buffers.extend(other.buffers);
-        self.tensors.extend(other.tensors);
+    pub(crate) fn extend(&mut self, mut other: Held) {
+        self.objects.append(&mut other.objects);
+        self.buffers.append(&mut other.buffers);
+        self.tensors.append(&mut other.tensors);
     }
 
     /// The buffers held (host bytes shared through the buffer protocol).

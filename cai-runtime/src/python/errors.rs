@@ -156,7 +156,7 @@ pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
 /// first (DLPack's deleters may be called from any thread); where the interpreter cannot be
 /// attached to (not started, finalizing), `f` runs as it is.
 #[allow(deprecated)] // PyErr_Fetch/Restore: the stable ABI of Python 3.11 has no other.
-pub(crate) fn calling_foreign_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
+pub fn calling_foreign_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
     use pyo3::ffi;
     // Attaching is a counter's check where the thread is attached already (the usual case: a
     // view dropped by Python).

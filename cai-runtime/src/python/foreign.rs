@@ -64,6 +64,21 @@ pub struct ForeignArray<S: Space> {
     consumer_device: Option<u32>,
 }
 
+impl<S: Space> Drop for ForeignArray<S> {
+    fn drop(&mut self) {
+        // The owner's release may run its code (cuda.core's `Buffer` frees its memory through
+        // Python), and the view may drop while the user's exception is being raised: put aside
+        // meanwhile, as for what the view held.
+        let (held, owner) = (std::mem::take(&mut self.held), self.owner.take());
+        if let Some(owner) = owner {
+            super::errors::calling_foreign_code("the release of an imported array", move || {
+                drop(held);
+                drop(owner);
+            });
+        }
+    }
+}
+
 /// An imported `__cuda_array_interface__`.
 pub type ForeignDeviceArray = ForeignArray<Device>;
 /// An imported `__array_interface__`.

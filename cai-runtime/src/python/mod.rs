@@ -62,7 +62,7 @@ mod array_struct;
 mod buffer;
 mod check;
 mod dlpack;
-mod errors;
+pub(crate) mod errors;
 mod export;
 mod fast;
 mod foreign;
