@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use cai_runtime::__private::{dimension_items, size_pairs, type_name};
+use cai_runtime::__private::{dimension_items, dimension_letters, size_pairs, type_name};
 use cai_runtime::python::{
     ForeignDeviceArray, ForeignHostArray, show, to_dict_kept, type_error_or,
 };
@@ -446,9 +446,9 @@ impl GtData {
             }
             let dims = optional(entry, "dims")?
                 .map(|v| {
-                    if let Ok(s) = v.extract::<String>() {
+                    if let Ok(s) = v.cast::<PyString>() {
                         // A str is a sequence of one-letter names ("IJK").
-                        return Ok(s.chars().map(String::from).collect());
+                        return dimension_letters(&format!("{what}['dims']"), s);
                     }
                     str_items(&format!("{what}['dims']"), &v, "")
                 })
@@ -667,7 +667,7 @@ fn is_plain_ndarray(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 /// character, as GDP-3's `dims`; bytes and unordered collections are refused.
 fn dim_names(v: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(s) = v.cast::<PyString>() {
-        return Ok(s.to_str()?.chars().map(String::from).collect());
+        return dimension_letters("__gt_dims__", s);
     }
     let unordered = v.is_instance_of::<pyo3::types::PySet>()
         || v.is_instance_of::<pyo3::types::PyFrozenSet>()

@@ -247,7 +247,7 @@ mod device_array {
 
         fn __cai_builder(
             &self,
-        ) -> Option<Result<DescriptorBuilder<cai_runtime::Device>, DescriptorError>> {
+        ) -> Option<Result<DescriptorBuilder<'_, cai_runtime::Device>, DescriptorError>> {
             Some(self.exported())
         }
     }
@@ -257,7 +257,7 @@ mod device_array {
         /// stream's work before the exported stream (the pending streams' wait is enqueued in
         /// the array's context). Built from the allocation, whose `DeviceMemory` vouches for
         /// its bytes (so DLPack may copy them).
-        fn exported(&self) -> Result<DescriptorBuilder<cai_runtime::Device>, DescriptorError> {
+        fn exported(&self) -> Result<DescriptorBuilder<'_, cai_runtime::Device>, DescriptorError> {
             let stream = cuda::with_device(self.device, || {
                 cai_runtime::AsStream::prepare_export(&*self.streams)
             })?;
@@ -268,7 +268,7 @@ mod device_array {
         }
 
         /// The descriptor of this view, without its stream.
-        fn builder(&self) -> DescriptorBuilder<cai_runtime::Device> {
+        fn builder(&self) -> DescriptorBuilder<'_, cai_runtime::Device> {
             DescriptorBuilder::device(&*self.buf)
                 .dtype(self.dtype)
                 .shape(self.shape.clone())
@@ -326,12 +326,14 @@ mod device_array {
                 "F" => Order::F,
                 _ => Order::C,
             };
+            // The source's items: its fields, or the one-entry list of a plain type.
             let d = obj.descriptor();
-            let dtype = crate::examples::dtype_for(
-                "DeviceArray",
-                &d.typestr.to_string(),
-                d.descr.as_ref(),
-            )?;
+            let items = d
+                .descr
+                .clone()
+                .unwrap_or_else(|| cai_runtime::Descr::simple(d.typestr));
+            let dtype =
+                crate::examples::dtype_for("DeviceArray", &d.typestr.to_string(), Some(&items))?;
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
             let device = match device_id {

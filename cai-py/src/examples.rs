@@ -231,16 +231,18 @@ struct Record {
     value: f64,
 }
 
-/// The elements `Buffer` (and `DeviceArray`) can hold, looked up by type string and, for a
-/// structured type, by its fields (`descr`, where the source has one: any other struct of 16
-/// bytes is no `Record`); an error names `class`, the class the user called.
+/// The elements `Buffer` (and `DeviceArray`) can hold, looked up by type string alone
+/// (`descr` None: `Buffer`'s `"|V16"` means `Record`), or by the items a source describes
+/// (`descr`: its fields, or the one-entry list of a plain type; a struct of 16 bytes with other
+/// fields, or opaque `|V16` bytes, are no `Record`); an error names `class`, the class the user
+/// called.
 pub(crate) fn dtype_for(
     class: &str,
     typestr: &str,
     descr: Option<&cai_runtime::Descr>,
 ) -> PyResult<&'static DType> {
     let t = TypeStr::parse(typestr)?;
-    let fields = descr.filter(|d| !d.is_simple());
+    let fields = descr;
     // Every element type (cai-runtime's one list of them) but opaque bytes, and `Record`.
     macro_rules! dtype_of {
         (Void, $ty:ty) => {};
@@ -254,13 +256,15 @@ pub(crate) fn dtype_for(
     }
     cai_runtime::for_each_element!(dtype_of);
     dtype_of!(Struct, Record);
-    Err(PyTypeError::new_err(match fields {
-        Some(d) => format!(
-            "{class} has no element type for typestr {typestr:?} with descr {d} (its structured type is {})",
-            Record::DTYPE.descr()
-        ),
-        None => format!("{class} has no element type for typestr {typestr:?}"),
-    }))
+    Err(PyTypeError::new_err(
+        match fields.filter(|d| !d.is_simple()) {
+            Some(d) => format!(
+                "{class} has no element type for typestr {typestr:?} with descr {d} (its structured type is {})",
+                Record::DTYPE.descr()
+            ),
+            None => format!("{class} has no element type for typestr {typestr:?}"),
+        },
+    ))
 }
 
 /// Host memory of any supported type string with any layout (strides, offset): the

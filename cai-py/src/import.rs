@@ -348,6 +348,15 @@ impl HostArrayView {
             .get_item(key)
     }
 
+    /// Iterates over the first dimension as NumPy does (a TypeError for a 0-d view).
+    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        py.import(pyo3::intern!(py, "numpy"))?
+            .call_method1(pyo3::intern!(py, "asarray"), (slf,))?
+            .try_iter()
+            .map(Bound::into_any)
+    }
+
     /// Item `index`, read through a typed view (integer, float and complex types) as a Python
     /// `int`, `float` or `complex`.
     fn get<'py>(

@@ -327,9 +327,21 @@ fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
 ///
 /// Defaults: one dimension covering the whole buffer, C order, writable unless the memory
 /// says otherwise, the protocol's default version, no stream, no mask.
+///
+/// A builder made from memory (`device`, `host`) or vouched for a live stream
+/// (`stream_vouched_by`) borrows them for `'a`: what it vouches for (that cai may read the bytes,
+/// hand the stream to the driver) holds only while they live, so it cannot outlive them.
+///
+/// ```compile_fail,E0505
+/// use cai_runtime::{DescriptorBuilder, Host};
+/// let bytes = vec![0u8; 64];
+/// let builder: DescriptorBuilder<'_, Host> = DescriptorBuilder::host(&bytes);
+/// drop(bytes); // the memory goes while the builder still vouches for it
+/// let _ = builder.build();
+/// ```
 #[derive(Clone, Debug)]
 #[must_use = "call .build() to get the descriptor"]
-pub struct DescriptorBuilder<S: Space> {
+pub struct DescriptorBuilder<'a, S: Space> {
     ptr: u64,
     byte_len: usize,
     dtype: &'static DType,
@@ -346,18 +358,20 @@ pub struct DescriptorBuilder<S: Space> {
     vouched: bool,
     /// The stream is a live stream, vouched for by a [`LiveStream`] (`stream_vouched_by`).
     stream_live: bool,
+    /// The memory and stream vouched for, borrowed.
+    _borrows: std::marker::PhantomData<&'a ()>,
 }
 
-impl DescriptorBuilder<Device> {
+impl<'a> DescriptorBuilder<'a, Device> {
     /// Exports device memory with its own element type.
-    pub fn device<M: DeviceMemory + ?Sized>(memory: &M) -> Self {
+    pub fn device<M: DeviceMemory + ?Sized>(memory: &'a M) -> Self {
         Self::device_as::<M::Elem, M>(memory)
     }
 
     /// Exports device memory as items of `E` (the derive's `element = ...` override): the
     /// buffer's bytes are reinterpreted, and must hold a whole number of `E` when no shape
     /// is given.
-    pub fn device_as<E: Element, M: DeviceMemory + ?Sized>(memory: &M) -> Self {
+    pub fn device_as<E: Element, M: DeviceMemory + ?Sized>(memory: &'a M) -> Self {
         let byte_len = memory.len().saturating_mul(size_of::<M::Elem>());
         Self {
             vouched: true,
@@ -381,20 +395,41 @@ impl DescriptorBuilder<Device> {
     /// Says the stream given to [`Self::stream`] is `live`'s (a stream field that owns its
     /// stream vouches for it, as the derive passes it), so that cai may hand it to the driver
     /// itself (DLPack's stream handshake); a bare number, never vouched for, is only described.
-    pub fn stream_vouched_by(mut self, live: Option<LiveStream<'_>>) -> Self {
+    /// The builder then borrows what keeps the stream alive:
+    ///
+    /// ```compile_fail,E0597
+    /// use cai_runtime::{DescriptorBuilder, LiveStream, RawDeviceMemory, Stream};
+    /// /// Stands for something owning a stream (a `DriverStream`).
+    /// struct Owner(Stream);
+    /// impl Owner {
+    ///     fn live(&self) -> LiveStream<'_> {
+    ///         // SAFETY: stands for a stream this value owns.
+    ///         unsafe { LiveStream::new(self.0) }
+    ///     }
+    /// }
+    /// // SAFETY: only described.
+    /// let memory = unsafe { RawDeviceMemory::<f32>::from_raw_parts(0x7f00_0000_0000, 4) };
+    /// let builder = {
+    ///     let owner = Owner(Stream::from_raw(0x5000).unwrap());
+    ///     let d = DescriptorBuilder::device(&memory).stream(Some(owner.0));
+    ///     d.stream_vouched_by(Some(owner.live())) // the stream's owner goes here
+    /// };
+    /// let _ = builder.build();
+    /// ```
+    pub fn stream_vouched_by(mut self, live: Option<LiveStream<'a>>) -> Self {
         self.stream_live = live.is_some_and(|l| self.stream == Some(l.stream()));
         self
     }
 }
 
-impl DescriptorBuilder<Host> {
+impl<'a> DescriptorBuilder<'a, Host> {
     /// Exports host memory with its own element type.
-    pub fn host<M: HostMemory + ?Sized>(memory: &M) -> Self {
+    pub fn host<M: HostMemory + ?Sized>(memory: &'a M) -> Self {
         Self::host_as::<M::Elem, M>(memory)
     }
 
     /// Exports host memory as items of `E`; see [`DescriptorBuilder::device_as`].
-    pub fn host_as<E: Element, M: HostMemory + ?Sized>(memory: &M) -> Self {
+    pub fn host_as<E: Element, M: HostMemory + ?Sized>(memory: &'a M) -> Self {
         let byte_len = memory.len().saturating_mul(size_of::<M::Elem>());
         Self {
             vouched: true,
@@ -408,9 +443,17 @@ impl DescriptorBuilder<Host> {
     }
 }
 
-impl<S: Space> PartialEq for DescriptorBuilder<S> {
-    /// Equal builders build equal descriptors (`build` is a pure function of these fields).
+impl<S: Space> PartialEq for DescriptorBuilder<'_, S> {
+    /// Equal builders build equal descriptors (`build` is a pure function of these fields) and
+    /// vouch for the same.
     fn eq(&self, o: &Self) -> bool {
+        self.same_build(o) && self.vouched == o.vouched && self.stream_live == o.stream_live
+    }
+}
+
+impl<S: Space> DescriptorBuilder<'_, S> {
+    /// Whether `o` builds the same descriptor, whatever either vouches for.
+    pub(crate) fn same_build(&self, o: &DescriptorBuilder<'_, S>) -> bool {
         // Destructured so that a new field cannot be forgotten here: the Python export memo
         // relies on equal builders building equal descriptors.
         let DescriptorBuilder {
@@ -426,8 +469,9 @@ impl<S: Space> PartialEq for DescriptorBuilder<S> {
             version,
             stream,
             mask,
-            vouched,
-            stream_live,
+            vouched: _,
+            stream_live: _,
+            _borrows: _,
         } = self;
         *ptr == o.ptr
             && *byte_len == o.byte_len
@@ -441,13 +485,12 @@ impl<S: Space> PartialEq for DescriptorBuilder<S> {
             && *version == o.version
             && *stream == o.stream
             && *mask == o.mask
-            && *vouched == o.vouched
-            && *stream_live == o.stream_live
     }
 }
 
-impl<S: Space> DescriptorBuilder<S> {
-    /// Exports `byte_len` bytes at `ptr` holding items described by `dtype`.
+impl<S: Space> DescriptorBuilder<'_, S> {
+    /// Exports `byte_len` bytes at `ptr` holding items described by `dtype` (vouching for
+    /// nothing: cai only describes them).
     pub fn new(ptr: u64, byte_len: usize, dtype: &'static DType, writable: bool) -> Self {
         DescriptorBuilder {
             ptr,
@@ -464,7 +507,32 @@ impl<S: Space> DescriptorBuilder<S> {
             mask: None,
             vouched: false,
             stream_live: false,
+            _borrows: std::marker::PhantomData,
         }
+    }
+
+    /// This builder for comparing (the Python export memo's key), vouching for nothing; with
+    /// whether this one vouches for its bytes and stream, which equal keys must agree on too.
+    #[cfg(feature = "python")]
+    pub(crate) fn memo_key(&self) -> (DescriptorBuilder<'static, S>, bool, bool) {
+        let key = DescriptorBuilder {
+            ptr: self.ptr,
+            byte_len: self.byte_len,
+            dtype: self.dtype,
+            writable: self.writable,
+            offset: self.offset,
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            order: self.order,
+            readonly: self.readonly,
+            version: self.version,
+            stream: self.stream.clone(),
+            mask: self.mask.clone(),
+            vouched: false,
+            stream_live: false,
+            _borrows: std::marker::PhantomData,
+        };
+        (key, self.vouched, self.stream_live)
     }
 
     /// Whether the bytes are vouched for by an `unsafe` memory trait ([`DeviceMemory`],

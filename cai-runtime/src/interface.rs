@@ -21,7 +21,7 @@ pub trait CudaArrayInterface {
     /// The builder whose `build()` gives the descriptor, when the implementation has one (the
     /// derive's does). Lets the Python getter memoize on the builder's inputs.
     #[doc(hidden)]
-    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Device>, DescriptorError>> {
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<'_, Device>, DescriptorError>> {
         None
     }
 }
@@ -39,7 +39,7 @@ pub trait ArrayInterface {
 
     /// See [`CudaArrayInterface::__cai_builder`].
     #[doc(hidden)]
-    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Host>, DescriptorError>> {
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<'_, Host>, DescriptorError>> {
         None
     }
 }
@@ -48,7 +48,7 @@ impl<T: CudaArrayInterface + ?Sized> CudaArrayInterface for &T {
     fn cuda_array_interface(&self) -> Result<CudaArrayDescriptor, DescriptorError> {
         (**self).cuda_array_interface()
     }
-    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Device>, DescriptorError>> {
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<'_, Device>, DescriptorError>> {
         (**self).__cai_builder()
     }
 }
@@ -57,7 +57,7 @@ impl<T: ArrayInterface + ?Sized> ArrayInterface for &T {
     fn array_interface(&self) -> Result<HostArrayDescriptor, DescriptorError> {
         (**self).array_interface()
     }
-    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<Host>, DescriptorError>> {
+    fn __cai_builder(&self) -> Option<Result<DescriptorBuilder<'_, Host>, DescriptorError>> {
         (**self).__cai_builder()
     }
 }

@@ -30,9 +30,9 @@ pub enum LayoutError {
         /// The number of dimensions asked for.
         ndim: usize,
     },
-    /// `shape` times the item size does not fit in `isize`.
+    /// `shape` times the item size, or a dimension, does not fit in `isize`.
     #[error(
-        "`shape` = {} with item size {itemsize} overflows: the array would need more than isize::MAX bytes",
+        "`shape` = {} with item size {itemsize} overflows: the array would need more than isize::MAX bytes, or a dimension is larger",
         py_tuple(shape)
     )]
     ShapeOverflow {
@@ -130,12 +130,13 @@ pub struct Layout {
 type Dims<T> = SmallVec<[T; INLINE]>;
 const INLINE: usize = 4;
 
-/// Bytes of `shape` with `itemsize`, or `None` unless the item size, the number of items and
-/// the number of bytes all fit in `isize` (as NumPy's `npy_intp` requires). A zero dimension
-/// makes the count 0 whatever the other dimensions are.
+/// Bytes of `shape` with `itemsize`, or `None` unless the item size, every dimension, the
+/// number of items and the number of bytes all fit in `isize` (as NumPy's `npy_intp` requires:
+/// it refuses a dimension past it even where another is 0). A zero dimension makes the count 0
+/// whatever the other dimensions are.
 pub fn checked_nbytes(shape: &[usize], itemsize: usize) -> Option<usize> {
     const MAX: usize = isize::MAX as usize;
-    if itemsize > MAX {
+    if itemsize > MAX || shape.iter().any(|&d| d > MAX) {
         return None;
     }
     if shape.contains(&0) {

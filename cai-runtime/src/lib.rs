@@ -125,6 +125,6 @@ pub mod __private {
     #[cfg(feature = "python")]
     pub use crate::python::errors::calling_foreign_code;
     #[cfg(feature = "python")]
-    pub use crate::python::parse::{dimension_items, size_pairs, type_name};
+    pub use crate::python::parse::{dimension_items, dimension_letters, size_pairs, type_name};
     pub use crate::shown::Shown;
 }

@@ -120,6 +120,12 @@ pub trait AsStream {
 /// for the default streams ([`LiveStream::LEGACY_DEFAULT`], [`LiveStream::PER_THREAD_DEFAULT`]);
 /// vouching for any other handle is [`LiveStream::new`], which is `unsafe`.
 ///
+/// A Python object is another matter: an import trusts a producer's `stream` as it trusts its
+/// `data` (`ForeignArray::from_object`, as CuPy and Numba do), and a producer built in safe Rust
+/// (a derived class exporting a bare `Option<Stream>`) answers for it as any producer does.
+/// The trust boundary is the Python object, since PyO3's safe API runs any Python code, `ctypes`
+/// included.
+///
 /// ```compile_fail,E0133
 /// // A number is a number: safe code cannot make it a stream the driver is handed.
 /// let forged = cai_runtime::Stream::from_raw(0xdead_beef).unwrap();

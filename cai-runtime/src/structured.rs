@@ -78,8 +78,11 @@ impl Descr {
                     && x.field.shape == y.field.shape
                     && match (&x.field.format, &y.field.format) {
                         (DescrFormat::Type(s), DescrFormat::Type(t)) => s.same_type(t),
-                        // A nested list is flattened: only its own entries count.
-                        (DescrFormat::Nested(_), DescrFormat::Nested(_)) => true,
+                        // A nested list's entries follow, flattened; its size (trailing
+                        // padding included) is the step between the items of a sub-array of it.
+                        (DescrFormat::Nested(a), DescrFormat::Nested(b)) => {
+                            a.itemsize() == b.itemsize()
+                        }
                         _ => false,
                     }
             })
@@ -514,6 +517,18 @@ mod tests {
         let outer = |pad: &str| Descr(vec![named("h", "<f8"), field("p", None, inner(pad))]);
         assert!(outer("").same_items(&outer("f1")));
         assert!(!outer("").same_items(&outer("x")));
+        // A sub-array of structs that differ only in their trailing padding: the items of the
+        // sub-array are 8 bytes apart in one, 16 in the other.
+        let sub_of = |pad: usize| {
+            let inner = Descr(vec![named("x", "<f4"), DescrField::padding(pad)]);
+            let mut s = field("s", None, DescrFormat::Nested(inner));
+            s.shape = vec![2];
+            s
+        };
+        let eight = Descr(vec![sub_of(4), DescrField::padding(16)]);
+        let sixteen = Descr(vec![sub_of(12)]);
+        assert_eq!((eight.itemsize(), sixteen.itemsize()), (Some(32), Some(32)));
+        assert!(!eight.same_items(&sixteen) && !sixteen.same_items(&eight));
         let mut sub = DescrField::padding(0);
         sub.name = "m".into();
         sub.format = ts("<f4");

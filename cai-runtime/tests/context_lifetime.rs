@@ -67,4 +67,22 @@ fn allocations_and_streams_never_outlive_their_context() {
     drop(t);
     drop(b);
     drop(own);
+
+    // 3. cai never hands the driver back a context that was destroyed while its work ran: it
+    // restores the context before from the driver's own stack, not from a handle it kept. A
+    // context destroyed by the closure `with_device` runs...
+    let own = CudaContext::new_non_primary(0, 0).expect("a context of our own");
+    own.bind_to_thread().expect("made current");
+    cuda::with_device(0, move || {
+        drop(own);
+        Ok::<(), DriverError>(())
+    })
+    .expect("nothing destroyed is made current again");
+    // ... or by another thread while it was current on this one.
+    let own = CudaContext::new_non_primary(0, 0).expect("a context of our own");
+    own.bind_to_thread().expect("made current");
+    std::thread::spawn(move || drop(own)).join().unwrap();
+    let there =
+        DeviceAllocation::on_device(0, 16, false).expect("allocated in the primary context");
+    drop(there);
 }

@@ -107,7 +107,9 @@ proptest! {
             shape.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128))
         };
         let exact = count.and_then(|c| c.checked_mul(itemsize as u128));
-        let fits = itemsize as u128 <= max && count.is_some_and(|c| c <= max) && exact.is_some_and(|n| n <= max);
+        // NumPy's rule: every dimension fits `npy_intp`, even where another is 0.
+        let dims_fit = shape.iter().all(|&d| d as u128 <= max);
+        let fits = dims_fit && itemsize as u128 <= max && count.is_some_and(|c| c <= max) && exact.is_some_and(|n| n <= max);
         match Layout::contiguous(&shape, itemsize, order) {
             Ok(l) => {
                 prop_assert!(fits);

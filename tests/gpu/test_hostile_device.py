@@ -110,3 +110,33 @@ def test_a_legacy_device_capsule_is_imported_read_only():
     p = Producer(data=a.ptr, shape=(8,), strides=(1,), dtype=(1, 8, 1), device=(2, 0), legacy_only=True)
     v = cai.from_dlpack(p, stream=1)
     assert v.readonly and v.__cuda_array_interface__["data"][1] is True
+
+
+def test_device_array_refuses_opaque_or_reordered_16_byte_items():
+    reordered = np.dtype({"names": ["id", "value"], "formats": ["<i4", "<f8"], "offsets": [12, 0], "itemsize": 16})
+    for source in [np.zeros(2, "V16"), np.zeros(2, reordered)]:
+        with pytest.raises(TypeError, match="DeviceArray has no element type"):
+            cai.DeviceArray(source)
+
+
+def test_a_mirror_pair_of_structs_with_other_sub_array_steps_is_refused():
+    inner8 = np.dtype({"names": ["x"], "formats": ["<f4"], "offsets": [0], "itemsize": 8})
+    inner16 = np.dtype({"names": ["x"], "formats": ["<f4"], "offsets": [0], "itemsize": 16})
+    sub8 = np.dtype({"names": ["s"], "formats": [(inner8, (2,))], "offsets": [0], "itemsize": 32})
+    sub16 = np.dtype([("s", inner16, (2,))])
+    host = np.zeros(3, sub8)
+    raw = cai.DeviceArray(np.zeros(3 * 32, dtype=np.uint8))
+
+    class OnDevice:
+        __cuda_array_interface__ = {
+            "shape": (3,),
+            "typestr": "|V32",
+            "descr": sub16.descr,
+            "data": (raw.ptr, False),
+            "strides": None,
+            "version": 3,
+            "stream": None,
+        }
+
+    with pytest.raises(ValueError, match="two copies of one array"):
+        cai.as_storage(host, OnDevice())

@@ -443,3 +443,96 @@ def test_cai_examples_is_an_attribute_after_import_cai():
     code = "import cai; print(cai.examples.Grid.__name__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "Grid", done.stderr
+
+
+# ---- found by attacking the fixes above ---------------------------------------------------------
+
+INNER8 = np.dtype({"names": ["x"], "formats": ["<f4"], "offsets": [0], "itemsize": 8})
+INNER16 = np.dtype({"names": ["x"], "formats": ["<f4"], "offsets": [0], "itemsize": 16})
+# Sub-arrays of structs whose items are 8 and 16 bytes apart: the same size, other items.
+SUB8 = np.dtype({"names": ["s"], "formats": [(INNER8, (2,))], "offsets": [0], "itemsize": 32})
+SUB16 = np.dtype([("s", INNER16, (2,))])
+
+
+class Claims(Wrapper):
+    """A producer of `a`'s interface whose `dtype` claims another dtype (or raises)."""
+
+    def __init__(self, a, dtype):
+        super().__init__(a)
+        self._dtype = dtype
+
+    @property
+    def dtype(self):
+        if isinstance(self._dtype, BaseException):
+            raise self._dtype
+        return self._dtype
+
+
+def test_structs_whose_sub_array_items_differ_in_size_are_other_items():
+    assert SUB8 != SUB16 and SUB8.itemsize == SUB16.itemsize
+    a = np.zeros(3, SUB8)
+    a["s"]["x"] = [[1, 2], [3, 4], [5, 6]]
+    # An owner claiming the other dtype is not believed: the items read are the memory's.
+    s = cai.as_storage(Claims(a, SUB16))
+    assert np.asarray(s)["s"]["x"].tolist() == [[1, 2], [3, 4], [5, 6]]
+    with pytest.raises(ValueError, match="copy=False"):
+        cai.storage(a, dtype=SUB16, copy=False)
+
+
+def test_an_error_raised_by_an_owners_dtype_propagates():
+    a = np.zeros(2, ALIGNED)
+    with pytest.raises(LookupError, match="from dtype"):
+        cai.as_storage(Claims(a, LookupError("from dtype")))
+    with pytest.raises(LookupError, match="from dtype"):
+        cai.as_host_array(Claims(a, LookupError("from dtype"))).dtype
+    # An owner whose `dtype` is no NumPy dtype is passed over.
+    assert cai.as_storage(Claims(a, "not a dtype")).shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "cai.zeros((2, 2), dims='I' * 200_000_000)",
+        """
+        class A:
+            def __init__(s):
+                s.a = np.zeros((2, 2))
+                s.__array_interface__ = s.a.__array_interface__
+                s.__gt_dims__ = 'I' * 200_000_000
+        cai.as_storage(A())
+        """,
+        """
+        a = np.zeros((2, 2))
+        d = dict(a.__array_interface__)
+        d['dims'] = 'I' * 200_000_000
+        class A:
+            __gt_data_interface__ = {None: d}
+        cai.as_storage(A())
+        """,
+    ],
+    ids=["dims keyword", "__gt_dims__", "entry dims"],
+)
+def test_dims_given_as_a_long_str_are_refused_before_splitting(code):
+    rc, out, err = run_limited(
+        f"""
+        try:
+{textwrap.indent(textwrap.dedent(code), " " * 12)}
+        except ValueError as e:
+            print("ValueError:", str(e)[-120:])
+        """
+    )
+    assert rc == 0, err[-2000:]
+    assert "ValueError:" in out and "200000000 letters" in out and "64" in out, out
+
+
+def test_a_zero_dimensional_storage_or_view_is_not_iterable():
+    for zero_d in [cai.storage(np.array(3.0)), cai.as_host_array(np.float64(3.0))]:
+        with pytest.raises(TypeError):
+            list(zero_d)
+    assert list(cai.as_host_array(np.arange(3.0))) == [0.0, 1.0, 2.0]
+
+
+def test_a_dimension_past_numpys_limit_is_refused_even_with_no_items():
+    for shape in [(2**63, 0), (0, 2**64 - 1)]:
+        with pytest.raises(ValueError, match="too large|overflows"):
+            cai.zeros(shape)

@@ -249,7 +249,7 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
                         fn #method(&self) -> #krate::__private::Result<#descriptor, #krate::DescriptorError> {
                 #start #(#calls)* .build()
             }
-            fn __cai_builder(&self) -> ::core::option::Option<#krate::__private::Result<#krate::DescriptorBuilder<#space>, #krate::DescriptorError>> {
+            fn __cai_builder(&self) -> ::core::option::Option<#krate::__private::Result<#krate::DescriptorBuilder<'_, #space>, #krate::DescriptorError>> {
                 ::core::option::Option::Some((|| #krate::__private::Result::Ok(#start #(#calls)*))())
             }
         }

@@ -484,6 +484,18 @@ impl PyStorage {
             .ok_or_else(|| PyTypeError::new_err("len() of a 0-d storage"))
     }
 
+    /// Iterates over the first dimension (`storage[0]`, `storage[1]`...), as NumPy does; a
+    /// TypeError for a 0-d storage, as NumPy's (without this, Python's fallback iteration
+    /// would end at once, as if it were empty).
+    fn __iter__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        if slf.borrow().inner.shape().is_empty() {
+            return Err(PyTypeError::new_err("iteration over a 0-d storage"));
+        }
+        // SAFETY: `slf` is a live object; PySeqIter_New returns a new reference to an iterator
+        // calling its `__getitem__` with 0, 1... until IndexError, or NULL with an exception.
+        unsafe { Bound::from_owned_ptr_or_err(slf.py(), pyo3::ffi::PySeqIter_New(slf.as_ptr())) }
+    }
+
     /// A new storage with the same parameters and a copy of the data (its own sync state).
     fn copy(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
         self.inner.device_to_host(false)?;

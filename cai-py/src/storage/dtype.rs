@@ -181,15 +181,27 @@ pub(super) fn data_dtype<'py>(
     descr: Option<&cai_runtime::Descr>,
 ) -> PyResult<Dtype<'py>> {
     if descr.is_some_and(|d| !d.is_simple())
-        && let Ok(Some(own)) = data.getattr_opt(pyo3::intern!(py, "dtype"))
-        && let Ok(d) = describe_dtype(own)
-        && d.element.typestr() == *typestr
-        && d.element
-            .descr()
-            .zip(descr)
-            .is_some_and(|(own, described)| own.same_items(described))
+        // The object's own `dtype`: an error its getter raises propagates (only a missing one
+        // means none); one that is no NumPy dtype is passed over.
+        && let Some(own) = data.getattr_opt(pyo3::intern!(py, "dtype"))?
     {
-        return Ok(d);
+        match describe_dtype(own) {
+            Ok(d)
+                if d.element.typestr() == *typestr
+                    && d.element
+                        .descr()
+                        .zip(descr)
+                        .is_some_and(|(own, described)| own.same_items(described)) =>
+            {
+                return Ok(d);
+            }
+            Ok(_) => {}
+            Err(e)
+                if e.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)
+                    || e.is_instance_of::<PyTypeError>(py)
+                    || e.is_instance_of::<PyValueError>(py) => {}
+            Err(e) => return Err(e),
+        }
     }
     dtype_from_typestr(py, typestr, descr)
 }

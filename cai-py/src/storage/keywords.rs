@@ -5,7 +5,7 @@
 use crate::args::{self, show, size, sizes};
 use crate::fastcall::Args;
 use cai_gt::{Dim, Managed, PerDim, Preset, StorageDevice, StorageParams, parse_dims};
-use cai_runtime::__private::dimension_items;
+use cai_runtime::__private::{dimension_items, dimension_letters};
 use cai_runtime::python::type_error_or;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -14,12 +14,8 @@ use pyo3::types::{PyDict, PyString};
 
 /// `dims`: a str of one-letter dims (`"IJK"`) or a sequence of names.
 fn dims_arg(v: &Bound<'_, PyAny>) -> PyResult<PerDim<Dim>> {
-    if let Ok(s) = v.extract::<String>() {
-        let letters: PerDim<&str> = s
-            .char_indices()
-            .map(|(i, c)| &s[i..i + c.len_utf8()])
-            .collect();
-        return parse_dims(&letters).map_err(PyErr::from);
+    if let Ok(s) = v.cast::<PyString>() {
+        return parse_dims(&dimension_letters("dims", s)?).map_err(PyErr::from);
     }
     let bad = || {
         PyTypeError::new_err(format!(

@@ -129,6 +129,8 @@ driver_entry_points! {
     fn cuDevicePrimaryCtxRetain as "cuDevicePrimaryCtxRetain"(pctx: *mut CUcontext, dev: CUdevice);
     fn cuCtxGetCurrent as "cuCtxGetCurrent"(pctx: *mut CUcontext);
     fn cuCtxSetCurrent as "cuCtxSetCurrent"(ctx: CUcontext);
+    fn cuCtxPushCurrent_v2 as "cuCtxPushCurrent"(ctx: CUcontext);
+    fn cuCtxPopCurrent_v2 as "cuCtxPopCurrent"(pctx: *mut CUcontext);
     fn cuCtxGetDevice as "cuCtxGetDevice"(device: *mut CUdevice);
     fn cuStreamGetCtx as "cuStreamGetCtx"(stream: CUstream, pctx: *mut CUcontext);
     fn cuStreamSynchronize as "cuStreamSynchronize"(stream: CUstream);
@@ -185,7 +187,7 @@ mod tests {
             Ok(api) => assert_eq!(api.missing(), Vec::<&str>::new()),
             Err(e) => eprintln!("skipped: {e}"),
         }
-        assert_eq!(ENTRY_POINTS.len(), 29);
+        assert_eq!(ENTRY_POINTS.len(), 31);
         assert!(ENTRY_POINTS.contains(&"cuMemAlloc_v2"));
     }
 }

@@ -214,18 +214,26 @@ fn device_of_current_context() -> Result<u32, DriverError> {
 }
 
 /// Runs `f` (which may make another context current, as cudarc's calls do), then makes the
-/// context current before it current again.
+/// context before it current again: the driver's own record of it, the context stack, is what
+/// restores it (the context is pushed again before `f` and popped after), so a context `f`
+/// destroys meanwhile is never handed back to the driver by this crate.
 #[cfg(feature = "cudarc")]
 pub(crate) fn keeping_current_context<R>(f: impl FnOnce() -> R) -> R {
     let mut previous: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
     let known = unsafe { ffi::cuCtxGetCurrent(&mut previous) }.is_ok();
+    // SAFETY: the context current this moment (the driver just said so), pushed again.
+    let pushed =
+        known && !previous.is_null() && unsafe { ffi::cuCtxPushCurrent_v2(previous) }.is_ok();
     let out = f();
-    let mut now: ffi::CUcontext = std::ptr::null_mut();
-    // SAFETY: as above.
-    if known && unsafe { ffi::cuCtxGetCurrent(&mut now) }.is_ok() && now != previous {
-        // SAFETY: `previous` was current a moment ago (possibly null: no context).
-        let _ = unsafe { ffi::cuCtxSetCurrent(previous) };
+    if pushed {
+        let mut popped: ffi::CUcontext = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; pops what `f` left on top of the copy pushed above.
+        let _ = unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) };
+    } else if known && previous.is_null() {
+        // None was current: none is again (no handle is involved).
+        // SAFETY: null unbinds the current context, whatever it is.
+        let _ = unsafe { ffi::cuCtxSetCurrent(std::ptr::null_mut()) };
     }
     out
 }
@@ -242,7 +250,10 @@ pub fn with_device<R, E: From<DriverError>>(
     with_context(ctx as ffi::CUcontext, f)
 }
 
-/// Runs `f` with `ctx` current on this thread, then restores the previous context.
+/// Runs `f` with `ctx` current on this thread, then restores the previous context. `ctx` is
+/// pushed on the driver's context stack and popped after `f` (even if `f` panics): the driver's
+/// own record restores the context before, so that one `f` destroys meanwhile (or another
+/// thread does) is never handed back to the driver by this crate.
 fn with_context<R, E: From<DriverError>>(
     ctx: ffi::CUcontext,
     f: impl FnOnce() -> Result<R, E>,
@@ -253,31 +264,30 @@ fn with_context<R, E: From<DriverError>>(
     if previous == ctx || ctx.is_null() {
         return f();
     }
-    // SAFETY: `ctx` comes from the driver (a stream's or a pointer's context) and is alive
-    // while the object it was read from is.
-    unsafe { ffi::cuCtxSetCurrent(ctx) }?;
-    /// Makes `previous` current again when dropped: after `f`, and if `f` panics.
-    struct Restore(ffi::CUcontext);
-    impl Restore {
-        fn restore(&mut self) -> Result<(), DriverError> {
-            let previous = std::mem::replace(&mut self.0, RESTORED);
-            if previous == RESTORED {
+    // SAFETY: `ctx` comes from the driver (a stream's or a pointer's context, or a primary
+    // context this crate retains) and is alive while the object it was read from is.
+    unsafe { ffi::cuCtxPushCurrent_v2(ctx) }?;
+    /// Pops the context pushed above when dropped: after `f`, and if `f` panics.
+    struct Pop(bool);
+    impl Pop {
+        fn pop(&mut self) -> Result<(), DriverError> {
+            if !std::mem::replace(&mut self.0, false) {
                 return Ok(());
             }
-            // SAFETY: `previous` was current a moment ago (possibly null: no context).
-            unsafe { ffi::cuCtxSetCurrent(previous) }
+            let mut popped: ffi::CUcontext = std::ptr::null_mut();
+            // SAFETY: a valid out-pointer; pops the top of this thread's stack, which is the
+            // context pushed above or whatever `f` made current in its place.
+            unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) }
         }
     }
-    impl Drop for Restore {
+    impl Drop for Pop {
         fn drop(&mut self) {
-            let _ = self.restore();
+            let _ = self.pop();
         }
     }
-    /// A sentinel no context has: restored already.
-    const RESTORED: ffi::CUcontext = usize::MAX as ffi::CUcontext;
-    let mut guard = Restore(previous);
+    let mut guard = Pop(true);
     let out = f();
-    let restored = guard.restore();
+    let restored = guard.pop();
     let out = out?;
     restored.map(|()| out).map_err(E::from)
 }

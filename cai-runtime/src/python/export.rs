@@ -58,13 +58,16 @@ static MEMO: Memo<Box<dyn Any + Send>, Template, 16> = Memo::new();
 /// A new dict on every call, whose mutable parts (the dict and its `descr` list) are never
 /// shared with another call's result; built by `build` unless an equal key was seen recently
 /// (a dict with a mask is built every time: its holder keeps the caller's exporter).
-fn memoized<'py, K: Any + Send + PartialEq + Clone>(
+fn memoized<'py, K: MemoKey>(
     py: Python<'py>,
     key: &K,
     build: impl FnOnce() -> PyResult<Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let hit = MEMO.get(
-        |k| k.downcast_ref::<K>() == Some(key),
+        |k| {
+            k.downcast_ref::<K::Stored>()
+                .is_some_and(|k| key.matches(k))
+        },
         |t| {
             (
                 t.dict.clone_ref(py),
@@ -95,7 +98,7 @@ fn memoized<'py, K: Any + Send + PartialEq + Clone>(
                 }
             };
             MEMO.insert(
-                Box::new(key.clone()),
+                Box::new(key.stored()),
                 Template {
                     dict: built.clone().unbind(),
                     descr: descr.as_ref().map(|d| d.clone_ref(py)),
@@ -110,6 +113,38 @@ fn memoized<'py, K: Any + Send + PartialEq + Clone>(
         dict.set_item(intern!(py, "descr"), descr.get_slice(0, descr.len()))?;
     }
     Ok(dict)
+}
+
+/// What the memo is keyed on: a descriptor, or a builder, whose lifetime (what it borrows) a
+/// stored key cannot have.
+trait MemoKey {
+    /// The key as the memo keeps it.
+    type Stored: Any + Send;
+    /// The key to keep.
+    fn stored(&self) -> Self::Stored;
+    /// Whether a kept key is this one.
+    fn matches(&self, stored: &Self::Stored) -> bool;
+}
+
+impl<S: Space> MemoKey for ArrayDescriptor<S> {
+    type Stored = Self;
+    fn stored(&self) -> Self {
+        self.clone()
+    }
+    fn matches(&self, stored: &Self) -> bool {
+        self == stored
+    }
+}
+
+impl<S: Space> MemoKey for DescriptorBuilder<'_, S> {
+    /// Vouching for nothing, with whether this one vouches for its bytes and its stream.
+    type Stored = (DescriptorBuilder<'static, S>, bool, bool);
+    fn stored(&self) -> Self::Stored {
+        self.memo_key()
+    }
+    fn matches(&self, (builder, vouched, stream_live): &Self::Stored) -> bool {
+        self.vouched() == *vouched && self.stream_live() == *stream_live && self.same_build(builder)
+    }
 }
 
 /// The dict for a descriptor (a new one on every call). A mask's holder keeps nothing alive:
@@ -135,7 +170,7 @@ pub fn to_dict_kept<'py, S: Space>(
 /// `ValueError`.
 pub fn builder_to_dict<'py, S: Space>(
     py: Python<'py>,
-    b: &DescriptorBuilder<S>,
+    b: &DescriptorBuilder<'_, S>,
     keep: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     memoized(py, b, || {
@@ -188,7 +223,7 @@ pub(crate) struct Exported<S: Space> {
 
 /// [`Exported`] of a value's builder or trait method.
 pub(crate) fn descriptor_of<S: Space>(
-    builder: Option<Result<DescriptorBuilder<S>, crate::DescriptorError>>,
+    builder: Option<Result<DescriptorBuilder<'_, S>, crate::DescriptorError>>,
     direct: impl FnOnce() -> Result<ArrayDescriptor<S>, crate::DescriptorError>,
 ) -> PyResult<Exported<S>> {
     let err = |e| export_error(e, S::ATTRIBUTE);

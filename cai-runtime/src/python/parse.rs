@@ -240,6 +240,22 @@ pub fn dimension_items<'py, T, C: FromIterator<T>>(
         .collect()
 }
 
+/// The one-letter dimension names a str stands for (`"IJK"`), the argument being `key`: as
+/// [`dimension_items`], at most [`MAX_NDIM`] (a longer str is a `ValueError` before anything is
+/// made of it).
+pub fn dimension_letters(key: &str, s: &Bound<'_, PyString>) -> PyResult<Vec<String>> {
+    let text = s.to_str()?;
+    let n = text.chars().take(MAX_NDIM + 1).count();
+    if n > MAX_NDIM {
+        return Err(PyValueError::new_err(format!(
+            "{key} = {}: {} letters, but an array has at most {MAX_NDIM} dimensions (NumPy's limit)",
+            show(s.as_any()),
+            text.chars().count()
+        )));
+    }
+    Ok(text.chars().map(String::from).collect())
+}
+
 /// The type's name for messages, with its module unless it is a builtin: `int`,
 /// `numpy.int64` (whose own name, `int64`, reads like a kind of `int`), `numpy.bool`.
 pub fn type_name(v: &Bound<'_, PyAny>) -> String {
