@@ -190,6 +190,9 @@ def expected_exception(device, d):
     count = 0 if 0 in shape else 1
     for n in shape:
         count *= n
+    # Every dimension fits NumPy's npy_intp, even where another is 0.
+    if any(n > ISIZE_MAX for n in shape):
+        return ValueError
     if itemsize > ISIZE_MAX or count > ISIZE_MAX or count * itemsize > ISIZE_MAX:
         return ValueError
     if strides is not None:
