@@ -136,17 +136,26 @@ const INLINE: usize = 4;
 /// whatever the other dimensions are.
 pub fn checked_nbytes(shape: &[usize], itemsize: usize) -> Option<usize> {
     const MAX: usize = isize::MAX as usize;
-    if itemsize > MAX || shape.iter().any(|&d| d > MAX) {
+    if itemsize > MAX {
         return None;
     }
-    if shape.contains(&0) {
+    // One pass: every dimension checked, the product kept (`None` once it overflows, which a
+    // zero dimension later makes moot).
+    let (mut count, mut empty) = (Some(1usize), false);
+    for &d in shape {
+        if d > MAX {
+            return None;
+        }
+        empty |= d == 0;
+        count = count.and_then(|c| c.checked_mul(d));
+    }
+    if empty {
         return Some(0);
     }
-    let count = shape
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .filter(|&n| n <= MAX)?;
-    count.checked_mul(itemsize).filter(|&n| n <= MAX)
+    count
+        .filter(|&n| n <= MAX)?
+        .checked_mul(itemsize)
+        .filter(|&n| n <= MAX)
 }
 
 impl Layout {

@@ -45,19 +45,39 @@ impl Drop for Held {
         // Releasing a foreign object can run its code (an extension type's deallocation that
         // calls Python, a DLPack deleter, a buffer's release), and this may drop while the
         // user's exception is being raised (the view a temporary): put it aside meanwhile.
-        let (objects, buffers, tensors) = (
-            std::mem::take(&mut self.objects),
-            std::mem::take(&mut self.buffers),
-            std::mem::take(&mut self.tensors),
-        );
-        if objects.is_empty() && buffers.is_empty() && tensors.is_empty() {
-            return;
+        if !(self.objects.is_empty() && self.buffers.is_empty() && self.tensors.is_empty()) {
+            super::errors::calling_foreign_code("the release of what an import held", || {
+                self.objects.clear();
+                self.buffers.clear();
+                self.tensors.clear();
+            });
         }
-        super::errors::calling_foreign_code("the release of what an import held", move || {
-            drop(objects);
-            drop(buffers);
-            drop(tensors);
-        });
+    }
+}
+
+/// An object an import keeps alive (its owner), released as [`Held`]'s objects are: with the
+/// user's pending exception put aside, since its deallocation may run its code (cuda.core's
+/// `Buffer` frees its memory through Python).
+#[derive(Debug)]
+pub(crate) struct Kept(Option<Py<PyAny>>);
+
+impl Kept {
+    pub(crate) fn new(obj: &Bound<'_, PyAny>) -> Kept {
+        Kept(Some(obj.clone().unbind()))
+    }
+
+    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.0.as_ref().map(|o| o.bind(py).clone())
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if let Some(obj) = self.0.take() {
+            super::errors::calling_foreign_code("the release of an imported array's owner", || {
+                drop(obj)
+            });
+        }
     }
 }
 

@@ -152,36 +152,51 @@ pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
 /// raised (the `TypeError` of `float(view)` with the view a temporary), and Python code run
 /// then would see it as its own, then lose it (`SystemError: error return without exception
 /// set`). An exception `f` leaves set is reported through `sys.unraisablehook`, naming `what`,
-/// as CPython reports the errors of destructors. A thread not attached to Python is attached
-/// first (DLPack's deleters may be called from any thread); where the interpreter cannot be
-/// attached to (not started, finalizing), `f` runs as it is.
+/// as CPython reports the errors of destructors. Where the thread has no Python state (a Rust
+/// thread), or the interpreter cannot be attached to (not started, finalizing), `f` runs as it
+/// is.
 #[allow(deprecated)] // PyErr_Fetch/Restore: the stable ABI of Python 3.11 has no other.
 pub fn calling_foreign_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
     use pyo3::ffi;
+    // A thread Python has no state for (a Rust thread that never attached, or no longer is)
+    // has no exception pending: `f` runs as it is, without taking the GIL for nothing.
+    // SAFETY: PyGILState_GetThisThreadState may be called without the GIL: it reads this
+    // thread's slot.
+    if unsafe { ffi::PyGILState_GetThisThreadState() }.is_null() {
+        return f();
+    }
     // Attaching is a counter's check where the thread is attached already (the usual case: a
-    // view dropped by Python).
+    // view dropped by Python), and asking for a pending exception one C call; only one that is
+    // set is put aside.
     let pending = pyo3::Python::try_attach(|_| {
+        // SAFETY: attached; PyErr_Occurred only reads the thread's state.
+        if unsafe { ffi::PyErr_Occurred() }.is_null() {
+            return None;
+        }
         let mut e = [std::ptr::null_mut(); 3];
-        // SAFETY: attached; the three out-pointers are valid. The pending exception (if any)
-        // moves into them, its references now ours.
+        // SAFETY: attached; the three out-pointers are valid. The pending exception moves into
+        // them, its references now ours.
         unsafe { ffi::PyErr_Fetch(&mut e[0], &mut e[1], &mut e[2]) };
-        e
+        Some(e)
     });
     let out = f();
-    if let Some([kind, value, traceback]) = pending {
-        let _ = pyo3::Python::try_attach(|py| {
-            // SAFETY: attached; PyErr_Occurred only reads the thread's state.
-            if !unsafe { ffi::PyErr_Occurred() }.is_null() {
-                let context = pyo3::types::PyString::new(py, what);
-                // SAFETY: attached, an exception is set (checked above), and `context` is a
-                // live object; WriteUnraisable reports the exception and clears it.
-                unsafe { ffi::PyErr_WriteUnraisable(context.as_ptr()) };
-            }
-            // SAFETY: attached; the references fetched above are handed back (all null when
-            // nothing was pending: then nothing is set).
+    // Where the interpreter could not be attached to before, nothing was put aside; whether
+    // `f` left an exception set is asked all the same.
+    let pending = pending.flatten();
+    let _ = pyo3::Python::try_attach(|py| {
+        // SAFETY: attached; PyErr_Occurred only reads the thread's state.
+        if !unsafe { ffi::PyErr_Occurred() }.is_null() {
+            let context = pyo3::types::PyString::new(py, what);
+            // SAFETY: attached, an exception is set (checked above), and `context` is a live
+            // object; WriteUnraisable reports the exception and clears it.
+            unsafe { ffi::PyErr_WriteUnraisable(context.as_ptr()) };
+        }
+        if let Some([kind, value, traceback]) = pending {
+            // SAFETY: attached, no exception set (reported above); the references fetched
+            // above are handed back.
             unsafe { ffi::PyErr_Restore(kind, value, traceback) };
-        });
-    }
+        }
+    });
     out
 }
 
@@ -197,6 +212,35 @@ mod tests {
         let e: PyErr = e.into();
         let name = e.get_type(py).name().map(|n| n.to_string()).unwrap();
         (name, e.value(py).to_string())
+    }
+
+    #[test]
+    fn foreign_code_runs_with_the_pending_exception_put_aside_and_restored() {
+        Python::initialize();
+        Python::attach(|py| {
+            PyValueError::new_err("the user's").restore(py);
+            let seen = calling_foreign_code("a test", || PyErr::occurred(py));
+            assert!(!seen, "the foreign code saw the user's exception");
+            let e = PyErr::take(py).expect("the user's exception, restored");
+            assert_eq!(e.value(py).to_string(), "the user's");
+            // What foreign code leaves set is reported (sys.unraisablehook), not left pending.
+            calling_foreign_code("a test", || PyValueError::new_err("left").restore(py));
+            assert!(!PyErr::occurred(py));
+        });
+    }
+
+    #[test]
+    fn a_thread_python_has_no_state_for_runs_foreign_code_without_the_gil() {
+        Python::initialize();
+        Python::attach(|_| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let _ = tx.send(calling_foreign_code("a test", || 7));
+            });
+            // This thread holds the GIL meanwhile: a worker that took it would wait for ever.
+            let done = rx.recv_timeout(std::time::Duration::from_secs(20));
+            assert_eq!(done, Ok(7), "the worker waited for the GIL");
+        });
     }
 
     #[test]

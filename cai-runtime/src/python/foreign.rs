@@ -30,7 +30,7 @@ use std::marker::PhantomData;
 use bytemuck::{AnyBitPattern, NoUninit};
 use pyo3::prelude::*;
 
-use super::buffer::Held;
+use super::buffer::{Held, Kept};
 #[cfg(feature = "cuda")]
 use super::errors::stream_error;
 use super::fast;
@@ -54,7 +54,9 @@ pub struct ForeignArray<S: Space> {
     /// buffers (host `data` shared through the buffer protocol); dropping the view releases
     /// them.
     held: Held,
-    owner: Option<Py<PyAny>>,
+    /// Dropped after `held` (fields drop in order), each putting the user's pending exception
+    /// aside while it releases foreign objects.
+    owner: Option<Kept>,
     options: ImportOptions,
     sync_plan: SyncPlan,
     attributes: Option<PointerAttributes>,
@@ -62,21 +64,6 @@ pub struct ForeignArray<S: Space> {
     /// the data's): its release and copies run there too, on whatever thread.
     #[cfg(feature = "cuda")]
     consumer_device: Option<u32>,
-}
-
-impl<S: Space> Drop for ForeignArray<S> {
-    fn drop(&mut self) {
-        // The owner's release may run its code (cuda.core's `Buffer` frees its memory through
-        // Python), and the view may drop while the user's exception is being raised: put aside
-        // meanwhile, as for what the view held.
-        let (held, owner) = (std::mem::take(&mut self.held), self.owner.take());
-        if let Some(owner) = owner {
-            super::errors::calling_foreign_code("the release of an imported array", move || {
-                drop(held);
-                drop(owner);
-            });
-        }
-    }
 }
 
 /// An imported `__cuda_array_interface__`.
@@ -221,7 +208,7 @@ impl<S: Space> ForeignArray<S> {
             descriptor,
             layout,
             held,
-            owner: owner.map(|o| o.clone().unbind()),
+            owner: owner.map(Kept::new),
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
@@ -275,7 +262,7 @@ impl<S: Space> ForeignArray<S> {
             descriptor,
             layout,
             held,
-            owner: Some(owner.clone().unbind()),
+            owner: Some(Kept::new(owner)),
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
@@ -463,7 +450,7 @@ impl<S: Space> ForeignArray<S> {
 
     /// The object kept alive for the memory, if any.
     pub fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        self.owner.as_ref().map(|o| o.bind(py).clone())
+        self.owner.as_ref().and_then(|o| o.bind(py))
     }
 
     /// The data pointer.
