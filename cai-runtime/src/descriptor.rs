@@ -677,9 +677,20 @@ impl<S: Space> DescriptorBuilder<'_, S> {
             return Err(DescriptorError::NullData { shape });
         }
         let has_mask = self.mask.is_some();
+        let (typestr, descr) = (self.dtype.typestr(), self.dtype.descr());
+        // A struct's fields must fit its size: `DType`'s fields are public, so a hand-made one
+        // could describe more bytes than its items have (a consumer would read past them).
+        if matches!(self.dtype, DType::Struct(_)) && descr.itemsize() != Some(typestr.itemsize()) {
+            return Err(DescriptorError::DescrSize {
+                descr_size: descr.itemsize(),
+                descr,
+                typestr,
+                itemsize: typestr.itemsize(),
+            });
+        }
         let descriptor = ArrayDescriptor {
-            typestr: self.dtype.typestr(),
-            descr: Some(self.dtype.descr()),
+            typestr,
+            descr: Some(descr),
             data: Data {
                 ptr,
                 readonly: self.readonly || !self.writable,
@@ -719,6 +730,33 @@ impl<S: Space> DescriptorBuilder<'_, S> {
 mod tests {
     use super::*;
     use crate::memory::RawDeviceMemory;
+
+    #[test]
+    fn a_hand_made_struct_dtype_whose_fields_leave_its_size_is_refused() {
+        use crate::element::{FieldDType, StructDType};
+        static F8: DType = DType::Scalar(TypeStr::new(
+            crate::typestr::ByteOrder::Little,
+            crate::typestr::Kind::Float,
+            8,
+        ));
+        static FIELDS: [FieldDType; 1] = [FieldDType {
+            name: "a",
+            offset: 4096,
+            dtype: &F8,
+            shape: &[],
+        }];
+        static BOGUS: DType = DType::Struct(StructDType {
+            size: 4,
+            fields: &FIELDS,
+        });
+        let bytes = vec![0u8; 64];
+        let e = DescriptorBuilder::host(&bytes)
+            .dtype(&BOGUS)
+            .shape([16])
+            .build()
+            .unwrap_err();
+        assert!(matches!(e, DescriptorError::DescrSize { .. }), "{e}");
+    }
 
     fn dev(len: usize) -> RawDeviceMemory<f32> {
         // SAFETY: never dereferenced; these tests only compute descriptors.

@@ -85,4 +85,43 @@ fn allocations_and_streams_never_outlive_their_context() {
     let there =
         DeviceAllocation::on_device(0, 16, false).expect("allocated in the primary context");
     drop(there);
+
+    // 4. Whatever the closure does to this thread's context stack, the context before it is
+    // current after it: a context pushed and left (cuCtxCreate pushes), another bound.
+    let current = || cudarc::driver::result::ctx::get_current().expect("cuCtxGetCurrent");
+    let primary = CudaContext::new(0).expect("primary context");
+    let before = current();
+    let leaked = std::cell::RefCell::new(Vec::new());
+    let push_one = || -> Result<(), DriverError> {
+        let own = CudaContext::new_non_primary(0, 0).expect("a context of our own");
+        // Left on the stack (and alive: its drop would destroy it, binding it first).
+        leaked.borrow_mut().push(own);
+        Ok(())
+    };
+    cuda::with_device(0, push_one).unwrap();
+    assert_eq!(
+        current(),
+        before,
+        "device 0, current already: a pushed context stayed"
+    );
+    if cuda::device_count().unwrap() >= 2 {
+        cuda::with_device(1, push_one).unwrap();
+        assert_eq!(current(), before, "device 1: a pushed context stayed");
+        cuda::with_device(0, || {
+            let _ = CudaContext::new(1).expect("device 1's primary context, bound");
+            Ok::<(), DriverError>(())
+        })
+        .unwrap();
+        assert_eq!(
+            current(),
+            before,
+            "device 0: device 1's context stayed current"
+        );
+    } else {
+        eprintln!("part 4 with two devices skipped: one device here");
+    }
+    for own in leaked.into_inner() {
+        std::mem::forget(own);
+    }
+    drop(primary);
 }

@@ -536,3 +536,35 @@ def test_a_dimension_past_numpys_limit_is_refused_even_with_no_items():
     for shape in [(2**63, 0), (0, 2**64 - 1)]:
         with pytest.raises(ValueError, match="too large|overflows"):
             cai.zeros(shape)
+
+
+@pytest.mark.parametrize(
+    "descr, typestr",
+    [
+        ("[(f'a{i}', '|u1', T) for i in range(300)]", "|V300"),
+        ("[('a', '<f4', (1,) * 65)]", "|V4"),
+        # A list shared 8 ways at each of 12 levels: about 100 objects, 8**12 entries.
+        (
+            "(lambda f: f(f, 12))(lambda f, n: [('x', '|u1')] if n == 0 else "
+            "[(f'l{i}', s) for i, s in enumerate([f(f, n - 1)] * 8)])",
+            "|V8",
+        ),
+    ],
+    ids=["huge sub-array shapes", "65-dimensional sub-array", "shared nested lists"],
+)
+def test_a_small_descr_standing_for_huge_ones_is_refused(descr, typestr):
+    rc, out, err = run_limited(
+        f"""
+        T = (1,) * 1_000_000
+        descr = {descr}
+        class O:
+            __array_interface__ = {{"shape": (1,), "typestr": "{typestr}", "descr": descr,
+                                    "data": (np.zeros(64).ctypes.data, False), "version": 3}}
+        try:
+            cai.as_host_array(O())
+        except ValueError as e:
+            print("ValueError:", str(e)[-160:])
+        """
+    )
+    assert rc == 0, err[-2000:]
+    assert "ValueError:" in out and ("64" in out or "65536" in out), out

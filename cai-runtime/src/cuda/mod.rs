@@ -214,28 +214,112 @@ fn device_of_current_context() -> Result<u32, DriverError> {
 }
 
 /// Runs `f` (which may make another context current, as cudarc's calls do), then makes the
-/// context before it current again: the driver's own record of it, the context stack, is what
-/// restores it (the context is pushed again before `f` and popped after), so a context `f`
-/// destroys meanwhile is never handed back to the driver by this crate.
+/// context before it current again (even if `f` panics), through the driver's own record of it
+/// ([`Restore`]): the context current now is pushed again before `f` and popped back to after.
+/// (Where another thread destroyed that context while it was current here, the driver says so,
+/// `CUDA_ERROR_CONTEXT_IS_DESTROYED`, as its documentation gives for such a context: then there
+/// is nothing to restore.)
 #[cfg(feature = "cudarc")]
 pub(crate) fn keeping_current_context<R>(f: impl FnOnce() -> R) -> R {
     let mut previous: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: a valid out-pointer.
-    let known = unsafe { ffi::cuCtxGetCurrent(&mut previous) }.is_ok();
-    // SAFETY: the context current this moment (the driver just said so), pushed again.
-    let pushed =
-        known && !previous.is_null() && unsafe { ffi::cuCtxPushCurrent_v2(previous) }.is_ok();
+    let restore = match unsafe { ffi::cuCtxGetCurrent(&mut previous) } {
+        Err(_) => Restore::Nothing,
+        Ok(()) if previous.is_null() => Restore::Unbind,
+        // SAFETY: the context current this moment (the driver just said so), pushed again.
+        Ok(()) => match unsafe { ffi::cuCtxPushCurrent_v2(previous) } {
+            Ok(()) => Restore::PopTo(previous),
+            Err(_) => Restore::Nothing,
+        },
+    };
+    let guard = RestoreGuard(restore);
     let out = f();
-    if pushed {
-        let mut popped: ffi::CUcontext = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; pops what `f` left on top of the copy pushed above.
-        let _ = unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) };
-    } else if known && previous.is_null() {
-        // None was current: none is again (no handle is involved).
-        // SAFETY: null unbinds the current context, whatever it is.
-        let _ = unsafe { ffi::cuCtxSetCurrent(std::ptr::null_mut()) };
-    }
+    let _ = guard.finish();
     out
+}
+
+/// How the context current before a call is made current again after it, whatever the call did
+/// to this thread's context stack, and without handing the driver a context the call may have
+/// destroyed meanwhile.
+#[derive(Clone, Copy)]
+enum Restore {
+    /// A context was pushed over `previous`: pop until `previous` is current again (the
+    /// driver's own record of it), at most [`Restore::MAX_POPS`] times; what the call pushed
+    /// and left is popped too.
+    PopTo(ffi::CUcontext),
+    /// `ctx`, a live context (a retained primary context, or the caller's), was current
+    /// before and nothing was pushed: made current again if the call changed that.
+    Reset(ffi::CUcontext),
+    /// No context was current before: none is again.
+    #[cfg_attr(not(feature = "cudarc"), allow(dead_code))]
+    Unbind,
+    /// Nothing to do.
+    Nothing,
+}
+
+impl Restore {
+    const MAX_POPS: usize = 16;
+
+    fn apply(self) -> Result<(), DriverError> {
+        let current = || -> Result<ffi::CUcontext, DriverError> {
+            let mut now: ffi::CUcontext = std::ptr::null_mut();
+            // SAFETY: a valid out-pointer.
+            unsafe { ffi::cuCtxGetCurrent(&mut now) }?;
+            Ok(now)
+        };
+        match self {
+            Restore::Nothing => Ok(()),
+            Restore::Unbind => {
+                if !current()?.is_null() {
+                    // SAFETY: null unbinds whatever context is current (no handle is passed).
+                    unsafe { ffi::cuCtxSetCurrent(std::ptr::null_mut()) }?;
+                }
+                Ok(())
+            }
+            Restore::Reset(ctx) => {
+                if current()? != ctx {
+                    // SAFETY: `ctx` is live (this variant's contract).
+                    unsafe { ffi::cuCtxSetCurrent(ctx) }?;
+                }
+                Ok(())
+            }
+            Restore::PopTo(previous) => {
+                for _ in 0..Self::MAX_POPS {
+                    if current()?.is_null() {
+                        // The stack is empty: the call took the context before off it (it
+                        // destroyed it, say), and there is none to make current again.
+                        return Ok(());
+                    }
+                    let mut popped: ffi::CUcontext = std::ptr::null_mut();
+                    // SAFETY: a valid out-pointer; pops this thread's top context (no handle
+                    // is passed).
+                    unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) }?;
+                    if current()? == previous {
+                        return Ok(());
+                    }
+                }
+                Err(DriverError {
+                    operation: "cuCtxPopCurrent (the context before was not found again)",
+                    code: DriverError::CUDA_ERROR_INVALID_CONTEXT,
+                })
+            }
+        }
+    }
+}
+
+/// Applies its [`Restore`] when dropped, so that a panic restores the context too.
+struct RestoreGuard(Restore);
+
+impl RestoreGuard {
+    fn finish(mut self) -> Result<(), DriverError> {
+        std::mem::replace(&mut self.0, Restore::Nothing).apply()
+    }
+}
+
+impl Drop for RestoreGuard {
+    fn drop(&mut self) {
+        let _ = std::mem::replace(&mut self.0, Restore::Nothing).apply();
+    }
 }
 
 /// Runs `f` with device `ordinal`'s primary context current on this thread (retained for the
@@ -250,44 +334,32 @@ pub fn with_device<R, E: From<DriverError>>(
     with_context(ctx as ffi::CUcontext, f)
 }
 
-/// Runs `f` with `ctx` current on this thread, then restores the previous context. `ctx` is
-/// pushed on the driver's context stack and popped after `f` (even if `f` panics): the driver's
-/// own record restores the context before, so that one `f` destroys meanwhile (or another
-/// thread does) is never handed back to the driver by this crate.
+/// Runs `f` with `ctx` current on this thread, then makes the context before current again
+/// (even if `f` panics). `ctx` is pushed on the driver's context stack, and popped back to the
+/// context before after `f` ([`Restore`]), so that one `f` (or another thread) destroys
+/// meanwhile is never handed to the driver by this crate; where `ctx` is current already, it is
+/// made current again if `f` changed that.
 fn with_context<R, E: From<DriverError>>(
     ctx: ffi::CUcontext,
     f: impl FnOnce() -> Result<R, E>,
 ) -> Result<R, E> {
+    if ctx.is_null() {
+        return f();
+    }
     let mut previous: ffi::CUcontext = std::ptr::null_mut();
     // SAFETY: valid out-pointer.
     unsafe { ffi::cuCtxGetCurrent(&mut previous) }?;
-    if previous == ctx || ctx.is_null() {
-        return f();
-    }
-    // SAFETY: `ctx` comes from the driver (a stream's or a pointer's context, or a primary
-    // context this crate retains) and is alive while the object it was read from is.
-    unsafe { ffi::cuCtxPushCurrent_v2(ctx) }?;
-    /// Pops the context pushed above when dropped: after `f`, and if `f` panics.
-    struct Pop(bool);
-    impl Pop {
-        fn pop(&mut self) -> Result<(), DriverError> {
-            if !std::mem::replace(&mut self.0, false) {
-                return Ok(());
-            }
-            let mut popped: ffi::CUcontext = std::ptr::null_mut();
-            // SAFETY: a valid out-pointer; pops the top of this thread's stack, which is the
-            // context pushed above or whatever `f` made current in its place.
-            unsafe { ffi::cuCtxPopCurrent_v2(&mut popped) }
-        }
-    }
-    impl Drop for Pop {
-        fn drop(&mut self) {
-            let _ = self.pop();
-        }
-    }
-    let mut guard = Pop(true);
+    let restore = if previous == ctx {
+        Restore::Reset(ctx)
+    } else {
+        // SAFETY: `ctx` comes from the driver (a stream's or a pointer's context, or a primary
+        // context this crate retains) and is alive while the object it was read from is.
+        unsafe { ffi::cuCtxPushCurrent_v2(ctx) }?;
+        Restore::PopTo(previous)
+    };
+    let guard = RestoreGuard(restore);
     let out = f();
-    let restored = guard.pop();
+    let restored = guard.finish();
     let out = out?;
     restored.map(|()| out).map_err(E::from)
 }

@@ -146,57 +146,60 @@ pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
     }
 }
 
-/// Runs `f`, foreign code that may run Python (a DLPack producer's deleter, an exporter's
-/// buffer release), with this thread's pending exception put aside and restored afterwards, as
-/// NumPy and DLPack's reference deleter do: a drop can run while the user's exception is being
-/// raised (the `TypeError` of `float(view)` with the view a temporary), and Python code run
-/// then would see it as its own, then lose it (`SystemError: error return without exception
-/// set`). An exception `f` leaves set is reported through `sys.unraisablehook`, naming `what`,
-/// as CPython reports the errors of destructors. Where the thread has no Python state (a Rust
-/// thread), or the interpreter cannot be attached to (not started, finalizing), `f` runs as it
-/// is.
+/// Runs `f`, foreign code that may run Python (a DLPack producer's deleter, the release of an
+/// import's owner or of a buffer), with this thread's pending exception put aside and restored
+/// afterwards, as NumPy and DLPack's reference deleter do: a drop can run while the user's
+/// exception is being raised (the `TypeError` of `float(view)` with the view a temporary), and
+/// Python code run then would see it as its own, then lose it (`SystemError: error return
+/// without exception set`). An exception `f` leaves set is reported through
+/// `sys.unraisablehook`, naming `what`, as CPython reports the errors of destructors.
+///
+/// The exception is put aside before PyO3 attaches the thread (attaching runs the releases PyO3
+/// deferred, which are foreign code too), and `f` then runs attached, so that what it releases
+/// is released at once. Where the thread has no Python state (a Rust thread), or the
+/// interpreter is not running, `f` runs as it is.
 #[allow(deprecated)] // PyErr_Fetch/Restore: the stable ABI of Python 3.11 has no other.
 pub fn calling_foreign_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
     use pyo3::ffi;
-    // A thread Python has no state for (a Rust thread that never attached, or no longer is)
-    // has no exception pending: `f` runs as it is, without taking the GIL for nothing.
-    // SAFETY: PyGILState_GetThisThreadState may be called without the GIL: it reads this
-    // thread's slot.
-    if unsafe { ffi::PyGILState_GetThisThreadState() }.is_null() {
+    // SAFETY: both may be called without the GIL: they read this thread's slot and a flag.
+    let python_thread =
+        unsafe { !ffi::PyGILState_GetThisThreadState().is_null() && ffi::Py_IsInitialized() != 0 };
+    if !python_thread {
         return f();
     }
-    // Attaching is a counter's check where the thread is attached already (the usual case: a
-    // view dropped by Python), and asking for a pending exception one C call; only one that is
-    // set is put aside.
-    let pending = pyo3::Python::try_attach(|_| {
-        // SAFETY: attached; PyErr_Occurred only reads the thread's state.
-        if unsafe { ffi::PyErr_Occurred() }.is_null() {
-            return None;
+    // SAFETY: the interpreter runs and this thread has a Python state: Ensure attaches it (only
+    // counting where it is attached already), running no Python code.
+    let gil = unsafe { ffi::PyGILState_Ensure() };
+    let mut pending = [std::ptr::null_mut(); 3];
+    // SAFETY: attached; PyErr_Occurred only reads the thread's state, and PyErr_Fetch moves the
+    // pending exception (if any) into the valid out-pointers, its references now ours.
+    unsafe {
+        if !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Fetch(&mut pending[0], &mut pending[1], &mut pending[2]);
         }
-        let mut e = [std::ptr::null_mut(); 3];
-        // SAFETY: attached; the three out-pointers are valid. The pending exception moves into
-        // them, its references now ours.
-        unsafe { ffi::PyErr_Fetch(&mut e[0], &mut e[1], &mut e[2]) };
-        Some(e)
-    });
-    let out = f();
-    // Where the interpreter could not be attached to before, nothing was put aside; whether
-    // `f` left an exception set is asked all the same.
-    let pending = pending.flatten();
-    let _ = pyo3::Python::try_attach(|py| {
-        // SAFETY: attached; PyErr_Occurred only reads the thread's state.
-        if !unsafe { ffi::PyErr_Occurred() }.is_null() {
-            let context = pyo3::types::PyString::new(py, what);
-            // SAFETY: attached, an exception is set (checked above), and `context` is a live
-            // object; WriteUnraisable reports the exception and clears it.
-            unsafe { ffi::PyErr_WriteUnraisable(context.as_ptr()) };
+    }
+    let mut f = Some(f);
+    let attached = pyo3::Python::try_attach(|_| f.take().map(|f| f()));
+    let out = match (attached.flatten(), f) {
+        (Some(out), _) => out,
+        // PyO3 refuses to attach (during a garbage collector's traversal): as it is.
+        (None, Some(f)) => f(),
+        // `f` is taken only by the closure, whose result is then `Some`.
+        (None, None) => unreachable!("the foreign code ran but returned nothing"),
+    };
+    // SAFETY: still attached (Ensure above). An exception `f` left is reported and cleared,
+    // then the pending one (all null when there was none: nothing is set) handed back; the GIL
+    // state is released as Ensure took it.
+    unsafe {
+        if !ffi::PyErr_Occurred().is_null() {
+            let context = ffi::PyUnicode_FromStringAndSize(what.as_ptr().cast(), what.len() as _);
+            ffi::PyErr_WriteUnraisable(context);
+            ffi::Py_XDECREF(context);
         }
-        if let Some([kind, value, traceback]) = pending {
-            // SAFETY: attached, no exception set (reported above); the references fetched
-            // above are handed back.
-            unsafe { ffi::PyErr_Restore(kind, value, traceback) };
-        }
-    });
+        let [kind, value, traceback] = pending;
+        ffi::PyErr_Restore(kind, value, traceback);
+        ffi::PyGILState_Release(gil);
+    }
     out
 }
 
@@ -226,6 +229,41 @@ mod tests {
             // What foreign code leaves set is reported (sys.unraisablehook), not left pending.
             calling_foreign_code("a test", || PyValueError::new_err("left").restore(py));
             assert!(!PyErr::occurred(py));
+        });
+    }
+
+    #[test]
+    fn releases_pyo3_deferred_run_with_the_pending_exception_put_aside() {
+        use std::sync::atomic::{AtomicU8, Ordering};
+        // 0: not released yet; 1: released with no exception pending; 2: with one pending.
+        static RELEASED: AtomicU8 = AtomicU8::new(0);
+        Python::initialize();
+        Python::attach(|py| {
+            let capsule = pyo3::types::PyCapsule::new_with_value_and_destructor(
+                py,
+                0u8,
+                c"cai.test",
+                |_, _| {
+                    // SAFETY: a capsule is released attached; PyErr_Occurred reads the state.
+                    let pending = !unsafe { pyo3::ffi::PyErr_Occurred() }.is_null();
+                    RELEASED.store(1 + u8::from(pending), Ordering::SeqCst);
+                },
+            )
+            .unwrap()
+            .unbind();
+            // Dropped on a thread Python has no state for: PyO3 defers its release to the next
+            // time a thread attaches.
+            std::thread::spawn(move || drop(capsule)).join().unwrap();
+            assert_eq!(RELEASED.load(Ordering::SeqCst), 0);
+            PyValueError::new_err("the user's").restore(py);
+            calling_foreign_code("a test", || ());
+            assert_eq!(
+                RELEASED.load(Ordering::SeqCst),
+                1,
+                "released with the user's exception set"
+            );
+            let e = PyErr::take(py).expect("the user's exception, restored");
+            assert_eq!(e.value(py).to_string(), "the user's");
         });
     }
 

@@ -46,6 +46,12 @@ use crate::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncPlan};
 
 /// A foreign array: the spec's `from_cuda_array_interface` / `as_cuda_array` result in Rust
 /// (and the same for `__array_interface__` with [`Host`]).
+///
+/// It may be dropped on any thread. Its owner and the Python objects it holds are then released
+/// as PyO3 releases them (at once where the thread is attached, else the next time a thread
+/// attaches); a buffer it holds (a host `data` shared through the buffer protocol) and a DLPack
+/// producer's deleter need the GIL where they run, as their release is Python's: do not drop
+/// such an import on a thread that the GIL's holder waits for.
 #[derive(Debug)]
 pub struct ForeignArray<S: Space> {
     descriptor: ArrayDescriptor<S>,

@@ -433,6 +433,23 @@ fn int_sequence<T: TryFrom<i128>>(
     what: &str,
     notes: &mut Vec<Problem>,
 ) -> Result<Vec<T>, Problem> {
+    // At most one entry per dimension of an array (NumPy's limit), told before any is read.
+    let len = v
+        .cast::<PyTuple>()
+        .map(|t| t.len())
+        .or_else(|_| v.cast::<PyList>().map(|l| l.len()))
+        .unwrap_or(0);
+    if len > MAX_NDIM {
+        return Err(Problem::new(
+            key,
+            ExcKind::Value,
+            rule,
+            format!(
+                "{} has {len} entries, but an array has at most {MAX_NDIM} dimensions (NumPy's limit)",
+                show(v)
+            ),
+        ));
+    }
     // A problem or note about an item names the sequence and the item's index.
     let at =
         |i: usize, p: &mut Problem| p.message = format!("{} has item {i} = {}", show(v), p.message);
@@ -574,13 +591,20 @@ pub(super) fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<Typ
 
 /// Reads a `descr` list (NumPy's `dtype.descr`), raising the import's exception.
 pub fn parse_descr(v: &Bound<'_, PyAny>) -> PyResult<Descr> {
-    descr("descr", v, 0, &mut Vec::new()).map_err(|p| p.to_pyerr())
+    let mut budget = MAX_DESCR_ENTRIES;
+    descr("descr", v, 0, &mut budget, &mut Vec::new()).map_err(|p| p.to_pyerr())
 }
+
+/// The most entries a `descr` list may have in all, a nested list counted each time it
+/// appears: a few shared lists nested in one another stand for exponentially many entries,
+/// which are refused rather than built.
+const MAX_DESCR_ENTRIES: usize = 1 << 16;
 
 fn descr(
     key: &str,
     v: &Bound<'_, PyAny>,
     depth: usize,
+    budget: &mut usize,
     notes: &mut Vec<Problem>,
 ) -> Result<Descr, Problem> {
     let rule = rules::DESCR;
@@ -606,6 +630,17 @@ fn descr(
     })?;
     // A snapshot of the entries, taken running no Python code: a sub-array shape's
     // `__index__` may grow the list while it is read, which would then never end.
+    if list.len() > *budget {
+        return Err(Problem::new(
+            key,
+            ExcKind::Value,
+            rule,
+            format!(
+                "has more than {MAX_DESCR_ENTRIES} entries in all (a nested list counts each time it appears)"
+            ),
+        ));
+    }
+    *budget -= list.len();
     let entries: Vec<_> = list.iter().collect();
     let mut fields = Vec::with_capacity(entries.len());
     for (i, item) in entries.into_iter().enumerate() {
@@ -644,7 +679,7 @@ fn descr(
         };
         let fmt = t.get_item(1).map_err(|_| bad("has no format".into()))?;
         let format = if fmt.is_instance_of::<PyList>() {
-            DescrFormat::Nested(descr(&k, &fmt, depth + 1, notes)?)
+            DescrFormat::Nested(descr(&k, &fmt, depth + 1, budget, notes)?)
         } else {
             DescrFormat::Type(typestr(&k, &fmt, rule)?)
         };
@@ -925,7 +960,14 @@ fn parse_at<S: Space>(
         {
             typestr.map(|t| Some(Descr::simple(t)))
         }
-        Some(v) => ok(descr("descr", &v, 0, &mut problems), &mut problems).map(Some),
+        Some(v) => {
+            let mut budget = MAX_DESCR_ENTRIES;
+            ok(
+                descr("descr", &v, 0, &mut budget, &mut problems),
+                &mut problems,
+            )
+            .map(Some)
+        }
     };
     let mut held = Held::default();
     let mask = match entries.take("mask") {
