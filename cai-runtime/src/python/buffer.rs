@@ -38,44 +38,26 @@ pub struct Held {
     buffers: Vec<HeldBuffer>,
     /// Consumed DLPack tensors, whose deleters run when this drops.
     tensors: Vec<super::dlpack::ImportedTensor>,
+    /// An import's owner, released last.
+    owner: Option<Py<PyAny>>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         // Releasing a foreign object can run its code (an extension type's deallocation that
         // calls Python, a DLPack deleter, a buffer's release), and this may drop while the
-        // user's exception is being raised (the view a temporary): put it aside meanwhile.
-        if !(self.objects.is_empty() && self.buffers.is_empty() && self.tensors.is_empty()) {
+        // user's exception is being raised (the view a temporary): put it aside meanwhile, once
+        // for everything.
+        let nothing = self.objects.is_empty()
+            && self.buffers.is_empty()
+            && self.tensors.is_empty()
+            && self.owner.is_none();
+        if !nothing {
             super::errors::calling_foreign_code("the release of what an import held", || {
                 self.objects.clear();
                 self.buffers.clear();
                 self.tensors.clear();
-            });
-        }
-    }
-}
-
-/// An object an import keeps alive (its owner), released as [`Held`]'s objects are: with the
-/// user's pending exception put aside, since its deallocation may run its code (cuda.core's
-/// `Buffer` frees its memory through Python).
-#[derive(Debug)]
-pub(crate) struct Kept(Option<Py<PyAny>>);
-
-impl Kept {
-    pub(crate) fn new(obj: &Bound<'_, PyAny>) -> Kept {
-        Kept(Some(obj.clone().unbind()))
-    }
-
-    pub(crate) fn bind<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        self.0.as_ref().map(|o| o.bind(py).clone())
-    }
-}
-
-impl Drop for Kept {
-    fn drop(&mut self) {
-        if let Some(obj) = self.0.take() {
-            super::errors::calling_foreign_code("the release of an imported array's owner", || {
-                drop(obj)
+                drop(self.owner.take());
             });
         }
     }
@@ -85,6 +67,24 @@ impl Held {
     /// Keeps `obj` alive (until this drops, with the user's pending exception put aside).
     pub fn object(&mut self, obj: &Bound<'_, PyAny>) {
         self.objects.push(obj.clone().unbind());
+    }
+
+    /// Holds `owner` as the import's owner (released last).
+    pub(crate) fn set_owner(&mut self, owner: Option<&Bound<'_, PyAny>>) {
+        self.owner = owner.map(|o| o.clone().unbind());
+    }
+
+    /// The import's owner.
+    pub(crate) fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        self.owner.as_ref().map(|o| o.bind(py).clone())
+    }
+
+    /// Takes everything held but the owner.
+    pub(crate) fn take_all_but_owner(&mut self) -> Held {
+        let owner = self.owner.take();
+        let taken = std::mem::take(self);
+        self.owner = owner;
+        taken
     }
 
     /// Keeps what descriptor `desc` holds as it is now: its entries (the producer may change
@@ -111,11 +111,12 @@ impl Held {
         self.tensors.push(tensor);
     }
 
-    /// Takes over everything `other` holds.
+    /// Takes over everything `other` holds (its owner as an object kept).
     pub(crate) fn extend(&mut self, mut other: Held) {
         self.objects.append(&mut other.objects);
         self.buffers.append(&mut other.buffers);
         self.tensors.append(&mut other.tensors);
+        self.objects.extend(other.owner.take());
     }
 
     /// The buffers held (host bytes shared through the buffer protocol).
@@ -127,18 +128,9 @@ impl Held {
 /// A buffer held through the buffer protocol: contiguous bytes that stay where they are until
 /// it is dropped.
 pub struct HeldBuffer {
-    /// Released in `drop`, with the user's pending exception put aside: the release runs the
-    /// exporter's code (`__release_buffer__`).
-    buffer: std::mem::ManuallyDrop<PyUntypedBuffer>,
-}
-
-impl Drop for HeldBuffer {
-    fn drop(&mut self) {
-        super::errors::calling_foreign_code("the release of a held buffer", || {
-            // SAFETY: dropped once, here; the field is not used after.
-            unsafe { std::mem::ManuallyDrop::drop(&mut self.buffer) }
-        });
-    }
+    /// Released when dropped (the exporter's code, `__release_buffer__`, may run): as part of
+    /// a `Held`, whose release puts the user's pending exception aside.
+    buffer: PyUntypedBuffer,
 }
 
 impl HeldBuffer {
@@ -174,9 +166,7 @@ impl HeldBuffer {
                 ),
             ));
         }
-        Ok(HeldBuffer {
-            buffer: std::mem::ManuallyDrop::new(buffer),
-        })
+        Ok(HeldBuffer { buffer })
     }
 
     /// Address of the first byte.

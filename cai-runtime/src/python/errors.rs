@@ -154,53 +154,52 @@ pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
 /// without exception set`). An exception `f` leaves set is reported through
 /// `sys.unraisablehook`, naming `what`, as CPython reports the errors of destructors.
 ///
-/// The exception is put aside before PyO3 attaches the thread (attaching runs the releases PyO3
-/// deferred, which are foreign code too), and `f` then runs attached, so that what it releases
-/// is released at once. Where the thread has no Python state (a Rust thread), or the
-/// interpreter is not running, `f` runs as it is.
+/// Where the thread has no Python state (a Rust thread), `f` runs as it is, taking no GIL.
+/// (PyO3 runs the releases it deferred from such threads whenever a thread attaches, before any
+/// code of the caller's: those run with a pending exception set, as in every PyO3 extension,
+/// whose deallocations attach that way too.)
 #[allow(deprecated)] // PyErr_Fetch/Restore: the stable ABI of Python 3.11 has no other.
+#[inline]
 pub fn calling_foreign_code<R>(what: &str, f: impl FnOnce() -> R) -> R {
     use pyo3::ffi;
-    // SAFETY: both may be called without the GIL: they read this thread's slot and a flag.
-    let python_thread =
-        unsafe { !ffi::PyGILState_GetThisThreadState().is_null() && ffi::Py_IsInitialized() != 0 };
-    if !python_thread {
+    // SAFETY: may be called without the GIL: it reads this thread's slot.
+    if unsafe { ffi::PyGILState_GetThisThreadState() }.is_null() {
         return f();
     }
-    // SAFETY: the interpreter runs and this thread has a Python state: Ensure attaches it (only
-    // counting where it is attached already), running no Python code.
-    let gil = unsafe { ffi::PyGILState_Ensure() };
-    let mut pending = [std::ptr::null_mut(); 3];
-    // SAFETY: attached; PyErr_Occurred only reads the thread's state, and PyErr_Fetch moves the
-    // pending exception (if any) into the valid out-pointers, its references now ours.
-    unsafe {
-        if !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Fetch(&mut pending[0], &mut pending[1], &mut pending[2]);
-        }
-    }
     let mut f = Some(f);
-    let attached = pyo3::Python::try_attach(|_| f.take().map(|f| f()));
-    let out = match (attached.flatten(), f) {
+    let attached = pyo3::Python::try_attach(|py| {
+        let f = f.take()?;
+        let mut pending = None;
+        // SAFETY: attached; PyErr_Occurred only reads the thread's state, and PyErr_Fetch moves
+        // the pending exception into the valid out-pointers, its references now ours.
+        unsafe {
+            if !ffi::PyErr_Occurred().is_null() {
+                let mut e = [std::ptr::null_mut(); 3];
+                ffi::PyErr_Fetch(&mut e[0], &mut e[1], &mut e[2]);
+                pending = Some(e);
+            }
+        }
+        let out = f();
+        // SAFETY: attached. An exception `f` left is reported and cleared (WriteUnraisable takes
+        // a live context object), then the pending one handed back.
+        unsafe {
+            if !ffi::PyErr_Occurred().is_null() {
+                let context = pyo3::types::PyString::new(py, what);
+                ffi::PyErr_WriteUnraisable(context.as_ptr());
+            }
+            if let Some([kind, value, traceback]) = pending {
+                ffi::PyErr_Restore(kind, value, traceback);
+            }
+        }
+        Some(out)
+    });
+    match (attached.flatten(), f) {
         (Some(out), _) => out,
-        // PyO3 refuses to attach (during a garbage collector's traversal): as it is.
+        // Not attachable (the interpreter stopped, or a garbage collector's traversal): as it is.
         (None, Some(f)) => f(),
         // `f` is taken only by the closure, whose result is then `Some`.
         (None, None) => unreachable!("the foreign code ran but returned nothing"),
-    };
-    // SAFETY: still attached (Ensure above). An exception `f` left is reported and cleared,
-    // then the pending one (all null when there was none: nothing is set) handed back; the GIL
-    // state is released as Ensure took it.
-    unsafe {
-        if !ffi::PyErr_Occurred().is_null() {
-            let context = ffi::PyUnicode_FromStringAndSize(what.as_ptr().cast(), what.len() as _);
-            ffi::PyErr_WriteUnraisable(context);
-            ffi::Py_XDECREF(context);
-        }
-        let [kind, value, traceback] = pending;
-        ffi::PyErr_Restore(kind, value, traceback);
-        ffi::PyGILState_Release(gil);
     }
-    out
 }
 
 #[cfg(test)]
@@ -229,41 +228,6 @@ mod tests {
             // What foreign code leaves set is reported (sys.unraisablehook), not left pending.
             calling_foreign_code("a test", || PyValueError::new_err("left").restore(py));
             assert!(!PyErr::occurred(py));
-        });
-    }
-
-    #[test]
-    fn releases_pyo3_deferred_run_with_the_pending_exception_put_aside() {
-        use std::sync::atomic::{AtomicU8, Ordering};
-        // 0: not released yet; 1: released with no exception pending; 2: with one pending.
-        static RELEASED: AtomicU8 = AtomicU8::new(0);
-        Python::initialize();
-        Python::attach(|py| {
-            let capsule = pyo3::types::PyCapsule::new_with_value_and_destructor(
-                py,
-                0u8,
-                c"cai.test",
-                |_, _| {
-                    // SAFETY: a capsule is released attached; PyErr_Occurred reads the state.
-                    let pending = !unsafe { pyo3::ffi::PyErr_Occurred() }.is_null();
-                    RELEASED.store(1 + u8::from(pending), Ordering::SeqCst);
-                },
-            )
-            .unwrap()
-            .unbind();
-            // Dropped on a thread Python has no state for: PyO3 defers its release to the next
-            // time a thread attaches.
-            std::thread::spawn(move || drop(capsule)).join().unwrap();
-            assert_eq!(RELEASED.load(Ordering::SeqCst), 0);
-            PyValueError::new_err("the user's").restore(py);
-            calling_foreign_code("a test", || ());
-            assert_eq!(
-                RELEASED.load(Ordering::SeqCst),
-                1,
-                "released with the user's exception set"
-            );
-            let e = PyErr::take(py).expect("the user's exception, restored");
-            assert_eq!(e.value(py).to_string(), "the user's");
         });
     }
 

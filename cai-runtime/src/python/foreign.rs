@@ -30,7 +30,7 @@ use std::marker::PhantomData;
 use bytemuck::{AnyBitPattern, NoUninit};
 use pyo3::prelude::*;
 
-use super::buffer::{Held, Kept};
+use super::buffer::Held;
 #[cfg(feature = "cuda")]
 use super::errors::stream_error;
 use super::fast;
@@ -56,13 +56,10 @@ use crate::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncPlan};
 pub struct ForeignArray<S: Space> {
     descriptor: ArrayDescriptor<S>,
     layout: Layout,
-    /// What the bytes depend on besides the owner: the descriptor dict's entries, masks,
-    /// buffers (host `data` shared through the buffer protocol); dropping the view releases
-    /// them.
+    /// The owner, and what the bytes depend on besides it: the descriptor dict's entries,
+    /// masks, buffers (host `data` shared through the buffer protocol); dropping the view
+    /// releases them, the user's pending exception put aside meanwhile.
     held: Held,
-    /// Dropped after `held` (fields drop in order), each putting the user's pending exception
-    /// aside while it releases foreign objects.
-    owner: Option<Kept>,
     options: ImportOptions,
     sync_plan: SyncPlan,
     attributes: Option<PointerAttributes>,
@@ -210,11 +207,11 @@ impl<S: Space> ForeignArray<S> {
                 (descriptor, layout)
             }
         };
+        held.set_owner(owner);
         let mut a = ForeignArray {
             descriptor,
             layout,
             held,
-            owner: owner.map(Kept::new),
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
@@ -264,11 +261,12 @@ impl<S: Space> ForeignArray<S> {
         ordered: bool,
         device_id: Option<u32>,
     ) -> PyResult<Self> {
+        let mut held = held;
+        held.set_owner(Some(owner));
         let mut a = ForeignArray {
             descriptor,
             layout,
             held,
-            owner: Some(Kept::new(owner)),
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
@@ -445,7 +443,7 @@ impl<S: Space> ForeignArray<S> {
     /// through it (its typed views, copies, pointers) only while the returned [`Held`] and the
     /// owner are alive.
     pub unsafe fn take_held(&mut self) -> Held {
-        std::mem::take(&mut self.held)
+        self.held.take_all_but_owner()
     }
 
     /// Keeps `obj` alive with the view (something else the bytes depend on: the dict an
@@ -456,7 +454,7 @@ impl<S: Space> ForeignArray<S> {
 
     /// The object kept alive for the memory, if any.
     pub fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        self.owner.as_ref().and_then(|o| o.bind(py))
+        self.held.owner(py)
     }
 
     /// The data pointer.

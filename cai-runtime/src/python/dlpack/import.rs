@@ -53,32 +53,28 @@ impl fmt::Debug for ImportedTensor {
 
 impl Drop for ImportedTensor {
     fn drop(&mut self) {
-        let (ptr, versioned) = (self.ptr, self.versioned);
         // The deleter is the producer's code, which may run Python (a ctypes or Cython
-        // deleter, cuda.core's buffer freeing itself): run with the user's pending exception
-        // (if any) put aside.
-        crate::python::errors::calling_foreign_code(
-            "the deleter of an imported DLPack tensor",
-            || {
-                // SAFETY: `ptr` is the managed tensor a consumed capsule held, whose deleter nobody
-                // has called (the capsule was renamed, so its destructor does not): called once,
-                // here. The deleter field is at the same place in every version of the versioned
-                // struct, so it is read even where the version is one cai does not read otherwise.
-                unsafe {
-                    if versioned {
-                        let p = ptr.as_ptr().cast::<DLManagedTensorVersioned>();
-                        if let Some(deleter) = (*p).deleter {
-                            deleter(p);
-                        }
-                    } else {
-                        let p = ptr.as_ptr().cast::<DLManagedTensor>();
-                        if let Some(deleter) = (*p).deleter {
-                            deleter(p);
-                        }
-                    }
+        // deleter, cuda.core's buffer freeing itself): a tensor is held by an import's `Held`,
+        // whose release puts the user's pending exception aside meanwhile (one refused while
+        // being imported is dropped before any exception is set).
+        //
+        // SAFETY: `ptr` is the managed tensor a consumed capsule held, whose deleter nobody
+        // has called (the capsule was renamed, so its destructor does not): called once, here.
+        // The deleter field is at the same place in every version of the versioned struct, so
+        // it is read even where the version is one cai does not read otherwise.
+        unsafe {
+            if self.versioned {
+                let p = self.ptr.as_ptr().cast::<DLManagedTensorVersioned>();
+                if let Some(deleter) = (*p).deleter {
+                    deleter(p);
                 }
-            },
-        );
+            } else {
+                let p = self.ptr.as_ptr().cast::<DLManagedTensor>();
+                if let Some(deleter) = (*p).deleter {
+                    deleter(p);
+                }
+            }
+        }
     }
 }
 
