@@ -47,6 +47,18 @@ def run_limited(code, timeout=60, memory=2 << 30):
     return done.returncode, done.stdout, done.stderr
 
 
+def value_error_of(code, before=""):
+    """Runs `before`, then `code`, in a limited interpreter (see `run_limited`): the message of
+    the ValueError `code` raised; the test fails on a crash or on any other outcome."""
+    body = textwrap.indent(textwrap.dedent(code), "    ")
+    rc, out, err = run_limited(
+        textwrap.dedent(before) + f"try:\n{body}\nexcept ValueError as e:\n    print('ValueError:', str(e)[-200:])\n"
+    )
+    assert rc == 0, err[-2000:]
+    assert "ValueError:" in out, out
+    return out
+
+
 # ---- 1. deleters that run Python code while an exception is set -------------------------------
 
 
@@ -183,15 +195,7 @@ ENDLESS = {
 
 @pytest.mark.parametrize("case", sorted(ENDLESS))
 def test_endless_iterables_are_refused_naming_the_argument(case):
-    code = f"""
-        try:
-{textwrap.indent(textwrap.dedent(ENDLESS[case]), " " * 12)}
-        except ValueError as e:
-            print("ValueError:", e)
-    """
-    rc, out, err = run_limited(code)
-    assert rc == 0, err[-2000:]
-    assert "ValueError:" in out and "64" in out, out
+    assert "64" in value_error_of(ENDLESS[case])
 
 
 @pytest.mark.parametrize(
@@ -223,7 +227,7 @@ LYING = {
 @pytest.mark.parametrize("where", sorted(LYING))
 @pytest.mark.parametrize("length", [sys.maxsize, 2**40, 65])
 def test_a_lying_len_is_never_used_to_allocate(where, length):
-    code = f"""
+    liar = f"""
         class Liar:
             def __len__(s):
                 return {length}
@@ -232,14 +236,8 @@ def test_a_lying_len_is_never_used_to_allocate(where, length):
             def __getitem__(s, i):
                 if i: raise IndexError(i)
                 return 'I'
-        try:
-{textwrap.indent(textwrap.dedent(LYING[where]), " " * 12)}
-        except ValueError as e:
-            print("ValueError:", e)
     """
-    rc, out, err = run_limited(code)
-    assert rc == 0, err[-2000:]
-    assert "ValueError:" in out and "dims" in out, out
+    assert "dims" in value_error_of(LYING[where], before=liar)
 
 
 def test_a_len_that_raises_propagates():
@@ -513,16 +511,8 @@ def test_an_error_raised_by_an_owners_dtype_propagates():
     ids=["dims keyword", "__gt_dims__", "entry dims"],
 )
 def test_dims_given_as_a_long_str_are_refused_before_splitting(code):
-    rc, out, err = run_limited(
-        f"""
-        try:
-{textwrap.indent(textwrap.dedent(code), " " * 12)}
-        except ValueError as e:
-            print("ValueError:", str(e)[-120:])
-        """
-    )
-    assert rc == 0, err[-2000:]
-    assert "ValueError:" in out and "200000000 letters" in out and "64" in out, out
+    out = value_error_of(code)
+    assert "200000000 letters" in out and "64" in out, out
 
 
 def test_a_zero_dimensional_storage_or_view_is_not_iterable():
@@ -553,18 +543,12 @@ def test_a_dimension_past_numpys_limit_is_refused_even_with_no_items():
     ids=["huge sub-array shapes", "65-dimensional sub-array", "shared nested lists"],
 )
 def test_a_small_descr_standing_for_huge_ones_is_refused(descr, typestr):
-    rc, out, err = run_limited(
-        f"""
+    before = f"""
         T = (1,) * 1_000_000
         descr = {descr}
         class O:
             __array_interface__ = {{"shape": (1,), "typestr": "{typestr}", "descr": descr,
                                     "data": (np.zeros(64).ctypes.data, False), "version": 3}}
-        try:
-            cai.as_host_array(O())
-        except ValueError as e:
-            print("ValueError:", str(e)[-160:])
-        """
-    )
-    assert rc == 0, err[-2000:]
-    assert "ValueError:" in out and ("64" in out or "65536" in out), out
+    """
+    out = value_error_of("cai.as_host_array(O())", before=before)
+    assert "64" in out or "65536" in out, out
