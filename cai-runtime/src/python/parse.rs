@@ -171,6 +171,12 @@ pub fn type_error_or(e: PyErr, ours: impl FnOnce() -> PyErr) -> PyErr {
     }
 }
 
+/// "`shown`: `count`, but an array has at most 64 dimensions": the words every reader of
+/// per-dimension values refuses too many with (`count` says what: "65 entries").
+fn too_many_dims(shown: &str, count: impl std::fmt::Display) -> String {
+    format!("{shown}: {count}, but an array has at most {MAX_NDIM} dimensions (NumPy's limit)")
+}
+
 /// `f` applied to each item of `v`, a foreign sequence or iterable with one entry per
 /// dimension (a shape, a halo, dimension names...), the argument being `key`: at most
 /// [`MAX_NDIM`] items are read, and one more only to tell that there are more (then a
@@ -188,8 +194,8 @@ pub fn dimension_items<'py, T, C: FromIterator<T>>(
 ) -> PyResult<C> {
     let too_many = |n: &dyn std::fmt::Display| {
         PyValueError::new_err(format!(
-            "{key} = {}: {n} entries, but an array has at most {MAX_NDIM} dimensions (NumPy's limit)",
-            show(v)
+            "{key} = {}",
+            too_many_dims(&show(v), format!("{n} entries"))
         ))
     };
     if let Ok(t) = v.cast::<PyTuple>() {
@@ -247,11 +253,9 @@ pub fn dimension_letters(key: &str, s: &Bound<'_, PyString>) -> PyResult<Vec<Str
     let text = s.to_str()?;
     let n = text.chars().take(MAX_NDIM + 1).count();
     if n > MAX_NDIM {
-        return Err(PyValueError::new_err(format!(
-            "{key} = {}: {} letters, but an array has at most {MAX_NDIM} dimensions (NumPy's limit)",
-            show(s.as_any()),
-            text.chars().count()
-        )));
+        let letters = format!("{} letters", text.chars().count());
+        let message = too_many_dims(&show(s.as_any()), letters);
+        return Err(PyValueError::new_err(format!("{key} = {message}")));
     }
     Ok(text.chars().map(String::from).collect())
 }
@@ -444,10 +448,7 @@ fn int_sequence<T: TryFrom<i128>>(
             key,
             ExcKind::Value,
             rule,
-            format!(
-                "{} has {len} entries, but an array has at most {MAX_NDIM} dimensions (NumPy's limit)",
-                show(v)
-            ),
+            too_many_dims(&show(v), format!("{len} entries")),
         ));
     }
     // A problem or note about an item names the sequence and the item's index.
@@ -591,8 +592,13 @@ pub(super) fn typestr(key: &str, v: &Bound<'_, PyAny>, rule: Rule) -> Result<Typ
 
 /// Reads a `descr` list (NumPy's `dtype.descr`), raising the import's exception.
 pub fn parse_descr(v: &Bound<'_, PyAny>) -> PyResult<Descr> {
+    descr_entry(v, &mut Vec::new()).map_err(|p| p.to_pyerr())
+}
+
+/// A descriptor's `descr` entry, read with the whole budget of entries.
+fn descr_entry(v: &Bound<'_, PyAny>, notes: &mut Vec<Problem>) -> Result<Descr, Problem> {
     let mut budget = MAX_DESCR_ENTRIES;
-    descr("descr", v, 0, &mut budget, &mut Vec::new()).map_err(|p| p.to_pyerr())
+    descr("descr", v, 0, &mut budget, notes)
 }
 
 /// The most entries a `descr` list may have in all, a nested list counted each time it
@@ -628,8 +634,6 @@ fn descr(
             ),
         )
     })?;
-    // A snapshot of the entries, taken running no Python code: a sub-array shape's
-    // `__index__` may grow the list while it is read, which would then never end.
     if list.len() > *budget {
         return Err(Problem::new(
             key,
@@ -641,6 +645,8 @@ fn descr(
         ));
     }
     *budget -= list.len();
+    // A snapshot of the entries, taken running no Python code: a sub-array shape's
+    // `__index__` may grow the list while it is read, which would then never end.
     let entries: Vec<_> = list.iter().collect();
     let mut fields = Vec::with_capacity(entries.len());
     for (i, item) in entries.into_iter().enumerate() {
@@ -960,14 +966,7 @@ fn parse_at<S: Space>(
         {
             typestr.map(|t| Some(Descr::simple(t)))
         }
-        Some(v) => {
-            let mut budget = MAX_DESCR_ENTRIES;
-            ok(
-                descr("descr", &v, 0, &mut budget, &mut problems),
-                &mut problems,
-            )
-            .map(Some)
-        }
+        Some(v) => ok(descr_entry(&v, &mut problems), &mut problems).map(Some),
     };
     let mut held = Held::default();
     let mask = match entries.take("mask") {
