@@ -1,9 +1,11 @@
 """DLPack's C structures (dlpack.h 1.x) in ctypes, for reading capsules and for building
-producers of any tensor, well-formed or not, whose deleter counts its calls. Used by the host
+producers of any tensor, well-formed or not, whose deleter runs Python code (as cuda.core's
+Buffer's does): it counts its calls, records the exception pending at each, and raises when told. Used by the host
 suite (tests/python/test_dlpack.py) and the GPU suite (tests/gpu/test_dlpack.py; the bundle
 carries this file)."""
 
 import ctypes
+import sys
 
 
 class DLDevice(ctypes.Structure):
@@ -78,7 +80,9 @@ def managed(capsule):
 
 class Producer:
     """A DLPack producer made with ctypes: a tensor of any fields, over memory `keep` holds,
-    whose deleter counts its calls."""
+    whose deleter counts its calls (`deleted`), records the exception pending at each
+    (`pending`: `None` when there was none, as there must be) and raises `RuntimeError` if
+    `raise_in_deleter`."""
 
     def __init__(
         self,
@@ -95,6 +99,7 @@ class Producer:
         ndim=None,
         name=None,
         legacy_only=False,
+        raise_in_deleter=False,
     ):
         self.keep = keep
         self.deleted = 0
@@ -110,9 +115,14 @@ class Producer:
         self.ndim = len(shape) if ndim is None else ndim
         self.name = name
         self.legacy_only = legacy_only
+        self.pending = []
 
         def delete(_):
             self.deleted += 1
+            # Python code that a pending exception breaks: a call, an import, a lookup.
+            self.pending.append(sys.exc_info()[0])
+            if raise_in_deleter:
+                raise RuntimeError("the deleter failed")
 
         self._deleter = DELETER(delete)
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cai
-from dlpack_producer import DELETER, Producer
+from dlpack_producer import Producer
 
 EXAMPLES = max(int(os.environ.get("CAI_FUZZ_EXAMPLES", "10000")) // 10, 200)
 LIMIT = 3 << 30
@@ -161,23 +161,6 @@ def test_data_interface_entries_from_any_iterable(which, n, data):
 # ---- deleters that run Python code --------------------------------------------------------------
 
 
-class Hostile(Producer):
-    """A producer whose deleter runs Python code: it counts, records whether an exception was
-    pending, and raises when told."""
-
-    def __init__(self, raises, **kwargs):
-        super().__init__(np.arange(6.0), **kwargs)
-        self.pending = []
-
-        def delete(_):
-            self.deleted += 1
-            self.pending.append(sys.exc_info()[0])
-            if raises:
-                raise RuntimeError("deleter")
-
-        self._deleter = DELETER(delete)
-
-
 FAILURES = {
     "float": (lambda v, s: float(v), TypeError),
     "get out of bounds": (lambda v, s: v.get((99,)), IndexError),
@@ -200,7 +183,7 @@ FAILURES = {
 )
 def test_deleters_that_run_python_never_lose_the_users_exception(failure, raises, legacy, over):
     call, expected = FAILURES[failure]
-    p = Hostile(raises, legacy_only=legacy)
+    p = Producer(np.arange(6.0), raise_in_deleter=raises, legacy_only=legacy)
 
     def attempt():
         # The view and storage are this frame's: gone with it (and its exception's traceback).
