@@ -102,6 +102,13 @@ static int initialized;
             return FAIL(NOT_INITIALIZED, "cuInit was not called");                             \
     } while (0)
 
+/* An ordinal names one of the emulated devices. */
+#define NEED_DEVICE(dev)                                                                       \
+    do {                                                                                       \
+        if ((dev) < 0 || (dev) >= device_count)                                                \
+            return FAIL(INVALID_DEVICE, "device %d", (dev));                                   \
+    } while (0)
+
 /* ---- contexts -------------------------------------------------------------------------- */
 
 struct emu_stream;
@@ -605,8 +612,7 @@ typedef struct {
 
 CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
     NEED_INIT;
-    if (dev < 0 || dev >= device_count)
-        return FAIL(INVALID_DEVICE, "device %d", dev);
+    NEED_DEVICE(dev);
     if (!uuid)
         return FAIL(INVALID_VALUE, "null out-pointer");
     static const char prefix[15] = "cai-cuda-emu-01";
@@ -639,8 +645,7 @@ CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
     NEED_INIT;
-    if (dev < 0 || dev >= device_count)
-        return FAIL(INVALID_DEVICE, "device %d", dev);
+    NEED_DEVICE(dev);
     if (!name || len <= 0)
         return FAIL(INVALID_VALUE, "no room for the name");
     snprintf(name, (size_t)len, "cai CUDA emulator (host memory)");
@@ -649,8 +654,7 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev) {
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     NEED_INIT;
-    if (dev < 0 || dev >= device_count)
-        return FAIL(INVALID_DEVICE, "device %d", dev);
+    NEED_DEVICE(dev);
     if (!bytes)
         return FAIL(INVALID_VALUE, "null out-pointer");
     *bytes = TOTAL_MEMORY;
@@ -729,8 +733,7 @@ static const struct {
 
 CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev) {
     NEED_INIT;
-    if (dev < 0 || dev >= device_count)
-        return FAIL(INVALID_DEVICE, "device %d", dev);
+    NEED_DEVICE(dev);
     if (!value)
         return FAIL(INVALID_VALUE, "null out-pointer");
     for (size_t i = 0; i < sizeof h100 / sizeof *h100; i++) {
@@ -746,8 +749,7 @@ CUresult cuDeviceGetAttribute(int *value, int attribute, CUdevice dev) {
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
     LOCKED;
     NEED_INIT;
-    if (dev < 0 || dev >= device_count)
-        return FAIL(INVALID_DEVICE, "device %d", dev);
+    NEED_DEVICE(dev);
     if (!ctx)
         return FAIL(INVALID_VALUE, "null out-pointer");
     struct emu_ctx *primary = &primaries[dev];
@@ -791,8 +793,7 @@ static void destroy_ctx(struct emu_ctx *c) {
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     LOCKED;
     NEED_INIT;
-    if (dev < 0 || dev >= device_count)
-        return FAIL(INVALID_DEVICE, "device %d", dev);
+    NEED_DEVICE(dev);
     struct emu_ctx *primary = &primaries[dev];
     if (primary->refcount == 0)
         return FAIL(INVALID_CONTEXT, "the primary context is not retained");
@@ -808,8 +809,7 @@ CUresult cuCtxCreate_v2(CUcontext *out, unsigned flags, CUdevice dev) {
     (void)flags;
     LOCKED;
     NEED_INIT;
-    if (dev < 0 || dev >= device_count)
-        return FAIL(INVALID_DEVICE, "device %d", dev);
+    NEED_DEVICE(dev);
     if (!out)
         return FAIL(INVALID_VALUE, "null out-pointer");
     if (ctx_depth == (int)(sizeof ctx_stack / sizeof *ctx_stack))
