@@ -51,6 +51,9 @@ pub fn derive_gt_data_interface(input: TokenStream) -> TokenStream {
 /// `__array_struct__`) property to it, with DLPack's `__dlpack__` and `__dlpack_device__`
 /// (the device memory's where both are given; `no_dlpack` leaves them out),
 /// so classes with their own methods need neither a second block nor `multiple-pymethods`.
+/// The class implements the derived traits of the sides it names, or, with `exporter`,
+/// `cai_runtime::python::Exporter` (sides known at run time: each side's methods raise
+/// `AttributeError` where the object has none).
 #[cfg(feature = "python")]
 #[proc_macro_attribute]
 pub fn pymethods(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -5,7 +5,7 @@
 use crate::args::{self, arg};
 use crate::cuda;
 use cai_runtime::python::{self as cpy, AnyBitPattern, ForeignArray};
-use cai_runtime::{Device, Element, Host, Stream, TypeStr};
+use cai_runtime::{DescriptorError, Device, Element, Host, Stream, TypeStr};
 use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
@@ -48,7 +48,43 @@ impl ArrayView {
     }
 }
 
-#[pymethods]
+/// The import's one side. Its descriptor is vouched for: the producer answers for its memory
+/// and stream (the protocols' trust), kept alive by this view (owner, dicts, buffers, tensors),
+/// which every export keeps.
+impl cpy::Exporter for ArrayView {
+    fn device(&self) -> Option<Result<cpy::Export<'_, Device>, DescriptorError>> {
+        match &self.0 {
+            // SAFETY: as above: a producer's descriptor, of memory this view keeps alive.
+            Imported::Cuda(a) => Some(Ok(unsafe { cpy::Export::vouched(a.descriptor().clone()) })),
+            Imported::Host(_) => None,
+        }
+    }
+    fn host(&self) -> Option<Result<cpy::Export<'_, Host>, DescriptorError>> {
+        match &self.0 {
+            // SAFETY: as above.
+            Imported::Host(a) => Some(Ok(unsafe { cpy::Export::vouched(a.descriptor().clone()) })),
+            Imported::Cuda(_) => None,
+        }
+    }
+    fn dlpack_side(&self, _: Option<cpy::DlpackDevice>) -> cpy::Side {
+        match self.0 {
+            Imported::Cuda(_) => cpy::Side::Device,
+            Imported::Host(_) => cpy::Side::Host,
+        }
+    }
+    fn absent(&self, side: cpy::Side) -> String {
+        match side {
+            cpy::Side::Device => "a HostArrayView has no device memory: use __array_interface__",
+            cpy::Side::Host => "a CudaArrayView has no host memory: use __cuda_array_interface__",
+        }
+        .into()
+    }
+}
+
+/// The protocols (the generated methods: `__cuda_array_interface__` of a `CudaArrayView`,
+/// `__array_interface__` and `__array_struct__` of a `HostArrayView`, DLPack of both), each
+/// re-exporting the imported descriptor; a mask's holder keeps the view.
+#[cai_runtime::pymethods(cuda, host, exporter)]
 impl ArrayView {
     /// Size of each dimension.
     #[getter]
@@ -143,36 +179,6 @@ impl ArrayView {
                 .transpose(),
         }
     }
-    /// DLPack: the imported memory as a capsule, which keeps this view (and so the producer)
-    /// alive: a bridge from a CUDA-Array-Interface-only producer to DLPack consumers and back.
-    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__<'py>(
-        slf: &Bound<'py, Self>,
-        stream: Option<&Bound<'py, PyAny>>,
-        max_version: Option<&Bound<'py, PyAny>>,
-        dl_device: Option<&Bound<'py, PyAny>>,
-        copy: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let request = cpy::DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
-        // SAFETY: the import's descriptor, whose producer answers for its memory (the
-        // protocols' trust, module `foreign` of cai-runtime), kept alive by this view (owner,
-        // dicts, buffers, tensors), which the capsule keeps.
-        unsafe {
-            match &slf.get().0 {
-                Imported::Cuda(a) => cpy::descriptor_dlpack(slf.as_any(), a.descriptor(), &request),
-                Imported::Host(a) => cpy::descriptor_dlpack(slf.as_any(), a.descriptor(), &request),
-            }
-        }
-    }
-
-    /// DLPack's `(device_type, device_id)` of the imported memory.
-    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-        match &self.0 {
-            Imported::Cuda(a) => cpy::descriptor_dlpack_device(a.descriptor()),
-            Imported::Host(a) => cpy::descriptor_dlpack_device(a.descriptor()),
-        }
-    }
-
     fn __repr__(&self) -> String {
         let (layout, typestr, data, _) = self.descriptor_parts();
         let kind = match self.0 {
@@ -302,12 +308,6 @@ impl CudaArrayView {
         Self::release(slf)?;
         Ok(false)
     }
-    /// The descriptor, re-exported (the view keeps the owner alive, so consumers of the view
-    /// are safe; a mask's holder keeps the view).
-    #[getter]
-    fn __cuda_array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-        cpy::to_dict_kept(slf.py(), cuda_of(slf).descriptor(), Some(slf.as_any()))
-    }
 }
 
 fn read_item<'py, T>(
@@ -420,13 +420,6 @@ impl HostArrayView {
         Err(PyTypeError::new_err(format!(
             "set() writes native-order integer, float and complex items; typestr is '{t}'"
         )))
-    }
-
-    /// The descriptor, re-exported (the view keeps the owner alive; a mask's holder keeps the
-    /// view).
-    #[getter]
-    fn __array_interface__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyDict>> {
-        cpy::to_dict_kept(slf.py(), host_of(slf).descriptor(), Some(slf.as_any()))
     }
 }
 

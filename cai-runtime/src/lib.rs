@@ -121,6 +121,10 @@ pub mod __private {
     #[cfg(feature = "python")]
     impl<T: pyo3::PyClass> PythonNeedsPyClass for T {}
 
+    // What the generated protocol methods call.
+    #[cfg(feature = "python")]
+    pub use crate::python::protocol::{Derived, methods as protocol};
+
     // For cai's own crates (cai-gt, cai-py): not a public API.
     #[cfg(feature = "python")]
     pub use crate::python::errors::calling_foreign_code;

@@ -80,7 +80,12 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
     let (impl_generics, ty_generics, _) = cont.generics.split_for_impl();
     let where_clause = bounds.where_clause(cont.generics);
     let python = plan.common.python.map(|at| {
-        let getter = super::python::getter(super::python::Property::Gt, &rt);
+        let getter = super::python::methods(
+            &[super::python::Property::Gt],
+            false,
+            super::python::Source::Traits,
+            &rt,
+        );
         super::python::derived_pymethods(ident, getter, &rt, at)
     });
     quote! {

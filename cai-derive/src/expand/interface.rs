@@ -236,12 +236,13 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
     let where_clause = bounds.where_clause(cont.generics);
     let python = plan.common.python.map(|at| {
         let property = super::python::Property::from(protocol);
-        let getter = super::python::getter(property, krate);
-        let dlpack = plan
-            .common
-            .dlpack
-            .then(|| super::python::dlpack_methods(property, krate));
-        super::python::derived_pymethods(ident, quote!(#getter #dlpack), krate, at)
+        let methods = super::python::methods(
+            &[property],
+            plan.common.dlpack,
+            super::python::Source::Traits,
+            krate,
+        );
+        super::python::derived_pymethods(ident, methods, krate, at)
     });
     quote! {
         #[automatically_derived]

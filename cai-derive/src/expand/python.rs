@@ -27,80 +27,115 @@ impl From<Protocol> for Property {
     }
 }
 
-/// The getter methods for one property (`Host`: `__array_interface__` and NumPy's
-/// `__array_struct__`). `krate` is the path to cai-runtime; `Gt`'s getter is cai-gt's.
-pub fn getter(property: Property, krate: &TokenStream) -> TokenStream {
-    let pyo3 = quote!(#krate::__private::pyo3);
-    let (name, body, doc) = match property {
-        Property::Cuda => (
-            quote!(__cuda_array_interface__),
-            quote!(#krate::python::cuda_array_interface(slf.py(), &*slf.try_borrow()?, Some(slf.as_any()))),
-            "The CUDA Array Interface (version 3) descriptor of this object's device memory.",
-        ),
-        Property::Host => (
-            quote!(__array_interface__),
-            quote!(#krate::python::array_interface(slf.py(), &*slf.try_borrow()?, Some(slf.as_any()))),
-            "The NumPy array interface (version 3) descriptor of this object's memory.",
-        ),
-        Property::Gt => {
-            return quote! {
-                #[doc = "GDP-3's data interface: the buffers per device (None: host, \"gpu\"), with dims, halo and hooks."]
-                #[getter]
-                fn __gt_data_interface__<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
-                    ::cai_gt::python::gt_data_interface(slf)
-                }
-            };
-        }
-    };
-    let dict_getter = quote! {
-        #[doc = #doc]
-        #[getter]
-        fn #name<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
-            #body
-        }
-    };
-    if property != Property::Host {
-        return dict_getter;
-    }
-    // NumPy reads the C-struct form first (cai_runtime::python::array_struct).
-    quote! {
-        #dict_getter
-        #[doc = "NumPy's C-struct form of `__array_interface__` (a capsule), which NumPy reads first."]
-        #[getter]
-        fn __array_struct__<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
-            #krate::python::array_struct(slf.as_any(), &*slf.try_borrow()?)
-        }
-    }
+/// Where the generated methods find what the object exports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The derived traits (`CudaArrayInterface`, `ArrayInterface`) the class implements, one per
+    /// property asked for.
+    Traits,
+    /// The class implements `cai_runtime::python::Exporter` (`exporter`).
+    Exporter,
 }
 
-/// `__dlpack__` and `__dlpack_device__` for a class whose `__cuda_array_interface__`
-/// (`Cuda`) or `__array_interface__` (`Host`) the derive or attribute adds: the same
-/// descriptor as a DLPack capsule.
-pub fn dlpack_methods(property: Property, krate: &TokenStream) -> TokenStream {
+/// The getters each property adds (`Gt`'s is cai-gt's, below): name and doc. Each is the
+/// runtime's `__private::protocol::<name>` over the object's `Exporter`: a protocol getter is
+/// one line here.
+const GETTERS: &[(Property, &str, &str)] = &[
+    (
+        Property::Cuda,
+        "__cuda_array_interface__",
+        "The CUDA Array Interface (version 3) descriptor of this object's device memory.",
+    ),
+    (
+        Property::Host,
+        "__array_interface__",
+        "The NumPy array interface (version 3) descriptor of this object's host memory.",
+    ),
+    (
+        Property::Host,
+        "__array_struct__",
+        "NumPy's C-struct form of `__array_interface__` (a capsule), which NumPy reads first.",
+    ),
+];
+
+/// Every protocol method for `properties`, in one `impl` body: their getters, and DLPack's
+/// `__dlpack__` and `__dlpack_device__` (where `dlpack` and a property has memory to export).
+/// The same for every class, derived or not; only `source` differs.
+pub fn methods(
+    properties: &[Property],
+    dlpack: bool,
+    source: Source,
+    krate: &TokenStream,
+) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
-    let (export, device) = match property {
-        Property::Cuda => (quote!(cuda_dlpack), quote!(cuda_dlpack_device)),
-        Property::Host => (quote!(host_dlpack), quote!(host_dlpack_device)),
-        Property::Gt => return TokenStream::new(),
+    let has = |p| properties.contains(&p);
+    let side = |p, tr| {
+        if has(p) {
+            quote!(::core::option::Option::Some(&*this as &dyn #krate::#tr))
+        } else {
+            quote!(::core::option::Option::None)
+        }
     };
-    quote! {
-        #[doc = "DLPack (the Python Array API standard's `__dlpack__`): this object's memory as a capsule, shared (or copied with `copy=True`, or to the host with `dl_device=(1, 0)`), the consumer's `stream` made to wait for pending work."]
-        #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-        fn __dlpack__<'py>(
-            slf: &#pyo3::Bound<'py, Self>,
-            stream: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-            max_version: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-            dl_device: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-            copy: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-        ) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
-            let request = #krate::python::DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
-            #krate::python::#export(slf.as_any(), &*slf.try_borrow()?, &request)
+    let bind = match source {
+        Source::Exporter => quote! {
+            let this = slf.try_borrow()?;
+            let e: &dyn #krate::python::Exporter = &*this;
+        },
+        Source::Traits => {
+            let (device, host) = (
+                side(Property::Cuda, quote!(CudaArrayInterface)),
+                side(Property::Host, quote!(ArrayInterface)),
+            );
+            quote! {
+                let this = slf.try_borrow()?;
+                let e = &#krate::__private::Derived { device: #device, host: #host };
+            }
         }
-        #[doc = "DLPack's `(device_type, device_id)` of this object's memory: `(1, 0)` for host memory, `(2, n)` for device `n`'s, `(13, n)` managed, `(3, 0)` registered host memory."]
-        fn __dlpack_device__(slf: &#pyo3::Bound<'_, Self>) -> #pyo3::PyResult<(i32, i32)> {
-            #krate::python::#device(&*slf.try_borrow()?)
-        }
+    };
+    let protocol = quote!(#krate::__private::protocol);
+    let mut out = TokenStream::new();
+    for (_, name, doc) in GETTERS.iter().filter(|(p, _, _)| has(*p)) {
+        let name = syn::Ident::new(name, Span::call_site());
+        out.extend(quote! {
+            #[doc = #doc]
+            #[getter]
+            fn #name<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
+                #bind
+                #protocol::#name(slf.as_any(), e).map(#pyo3::Bound::into_any)
+            }
+        });
     }
+    if dlpack && (has(Property::Cuda) || has(Property::Host)) {
+        out.extend(quote! {
+            #[doc = "DLPack (the Python Array API standard's `__dlpack__`): this object's memory as a capsule, shared (or copied with `copy=True`, or to the host with `dl_device=(1, 0)`), the consumer's `stream` made to wait for pending work."]
+            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
+            fn __dlpack__<'py>(
+                slf: &#pyo3::Bound<'py, Self>,
+                stream: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+                max_version: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+                dl_device: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+                copy: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
+            ) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
+                #bind
+                #protocol::__dlpack__(slf.as_any(), e, stream, max_version, dl_device, copy)
+            }
+            #[doc = "DLPack's `(device_type, device_id)` of the memory `__dlpack__` exports: `(1, 0)` for host memory, `(2, n)` for device `n`'s, `(13, n)` managed, `(3, 0)` registered host memory."]
+            fn __dlpack_device__(slf: &#pyo3::Bound<'_, Self>) -> #pyo3::PyResult<(i32, i32)> {
+                #bind
+                #protocol::__dlpack_device__(e)
+            }
+        });
+    }
+    if has(Property::Gt) {
+        out.extend(quote! {
+            #[doc = "GDP-3's data interface: the buffers per device (None: host, \"gpu\"), with dims, halo and hooks."]
+            #[getter]
+            fn __gt_data_interface__<'py>(slf: &#pyo3::Bound<'py, Self>) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::types::PyDict>> {
+                ::cai_gt::python::gt_data_interface(slf)
+            }
+        });
+    }
+    out
 }
 
 /// What `#[cai(python)]` adds: `items` in a `#[pymethods]` block of `ident` (spanned at the
@@ -156,6 +191,7 @@ pub fn attribute(args: TokenStream, item: TokenStream) -> TokenStream {
 fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let mut protocols = Vec::new();
     let mut dlpack = true;
+    let mut source = Source::Traits;
     let mut krate = quote!(::cai_runtime);
     let parser = syn::meta::parser(|meta| {
         if meta.path.is_ident("cuda") {
@@ -166,6 +202,8 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
             protocols.push(Property::Gt);
         } else if meta.path.is_ident("no_dlpack") {
             dlpack = false;
+        } else if meta.path.is_ident("exporter") {
+            source = Source::Exporter;
         } else if meta.path.is_ident("crate") {
             let s: syn::LitStr = meta.value()?.parse()?;
             let p: syn::Path = s.parse()?;
@@ -176,13 +214,13 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
                 .get_ident()
                 .map(ToString::to_string)
                 .unwrap_or_default();
-            let hint = ["cuda", "host", "gt", "no_dlpack"]
+            let hint = ["cuda", "host", "gt", "no_dlpack", "exporter"]
                 .into_iter()
                 .find(|k| strsim::jaro_winkler(k, &key) > 0.8)
                 .map(|k| format!("; did you mean `{k}`?"))
                 .unwrap_or_default();
             return Err(meta.error(format!(
-                "unknown argument `{key}`{hint} expected `cuda` (adds __cuda_array_interface__), `host` (adds __array_interface__), `gt` (adds __gt_data_interface__), `no_dlpack` (no __dlpack__ beside `cuda` or `host`), or `crate = \"...\"`"
+                "unknown argument `{key}`{hint} expected `cuda` (adds __cuda_array_interface__), `host` (adds __array_interface__), `gt` (adds __gt_data_interface__), `no_dlpack` (no __dlpack__ beside `cuda` or `host`), `exporter` (the class implements `cai_runtime::python::Exporter`), or `crate = \"...\"`"
             )));
         }
         Ok(())
@@ -206,20 +244,8 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
             "#[cai_runtime::pymethods] goes on an inherent `impl` block (as #[pymethods] does), not a trait impl",
         ));
     }
-    // One `__dlpack__`: the device memory's where the class exports both.
-    let dlpack_of = [Property::Cuda, Property::Host]
-        .into_iter()
-        .find(|p| dlpack && protocols.contains(p));
-    if let Some(p) = dlpack_of {
-        let m = dlpack_methods(p, &krate);
-        let methods: syn::ItemImpl = syn::parse2(quote!(impl __Dlpack { #m }))?;
-        block.items.extend(methods.items);
-    }
-    for p in protocols {
-        let g = getter(p, &krate);
-        // One property may need several methods (`host`: the dict and the C struct).
-        let methods: syn::ItemImpl = syn::parse2(quote!(impl __Getters { #g }))?;
-        block.items.extend(methods.items);
-    }
+    let m = methods(&protocols, dlpack, source, &krate);
+    let methods: syn::ItemImpl = syn::parse2(quote!(impl __Protocols { #m }))?;
+    block.items.extend(methods.items);
     Ok(pymethods_block(quote!(#block), &krate, None))
 }

@@ -137,6 +137,15 @@ class ArrayView:
     def owner(self) -> Optional[object]: ...
     @property
     def mask(self) -> Optional[_Descriptor]: ...
+    @property
+    def __cuda_array_interface__(self) -> _Descriptor:
+        """A ``CudaArrayView``'s descriptor (AttributeError on a ``HostArrayView``)."""
+    @property
+    def __array_interface__(self) -> _Descriptor:
+        """A ``HostArrayView``'s descriptor (AttributeError on a ``CudaArrayView``)."""
+    @property
+    def __array_struct__(self) -> CapsuleType:
+        """A ``HostArrayView``'s descriptor as NumPy's capsule."""
     def __dlpack__(
         self,
         *,
@@ -173,8 +182,6 @@ class CudaArrayView(ArrayView):
     def __enter__(self) -> "CudaArrayView": ...
     def __exit__(self, exc_type: object, exc: object, traceback: object) -> bool:
         """``release()``."""
-    @property
-    def __cuda_array_interface__(self) -> _Descriptor: ...
 
 @final
 class HostArrayView(ArrayView):
@@ -183,8 +190,6 @@ class HostArrayView(ArrayView):
     def tobytes(self) -> bytes: ...
     def get(self, index: Sequence[int]) -> Any: ...
     def set(self, index: Sequence[int], value: Any) -> None: ...
-    @property
-    def __array_interface__(self) -> _Descriptor: ...
 
 @final
 class CudaMask:

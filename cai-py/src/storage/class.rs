@@ -14,9 +14,7 @@ use cai_gt::python::{GtData, HookKind};
 use cai_gt::{GtDevice, Managed, PerDim, Preset, Selected, Storage, StorageError, SyncStatus};
 use cai_runtime::DescriptorError;
 use cai_runtime::python as cpy;
-use cai_runtime::python::ArrayStruct;
-use cai_runtime::{ArrayDescriptor, Space};
-use pyo3::exceptions::{PyAttributeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
@@ -130,42 +128,10 @@ impl PyStorage {
         Ok(object.unbind())
     }
 
-    /// One side's interface dict (`attribute`), that side brought up to date first (GDP-3: a
-    /// read); `AttributeError` with `missing` when the storage has no buffer there.
-    fn interface<'py, S: Space>(
-        &self,
-        py: Python<'py>,
-        attribute: &str,
-        missing: &'static str,
-        bring_up_to_date: fn(&Storage, bool) -> Result<bool, StorageError>,
-        describe: impl FnOnce(&Storage) -> Option<Result<ArrayDescriptor<S>, DescriptorError>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let d = describe(&self.inner)
-            .ok_or_else(|| PyAttributeError::new_err(missing))?
-            .map_err(|e| cpy::export_error(e, attribute))?;
-        bring_up_to_date(&self.inner, false)?;
-        cpy::to_dict(py, &d)
-    }
-
     pub(super) fn dtype<'py>(&self, py: Python<'py>) -> Dtype<'py> {
         Dtype {
             element: self.inner.element().clone(),
             numpy: self.dtype.bind(py).clone(),
-        }
-    }
-
-    /// The side DLPack exports: the only one, or of a mirror the one the consumer asks for
-    /// (`dl_device`), else the device's unless the host side is newer.
-    fn dlpack_on_host(&self, wants: Option<cpy::DlpackDevice>) -> bool {
-        if !self.inner.has_device() {
-            return true;
-        }
-        if !self.inner.has_host() {
-            return false;
-        }
-        match wants {
-            Some(d) => !d.is_cuda(),
-            None => self.inner.sync_status() == Some(SyncStatus::HostDirty),
         }
     }
 
@@ -183,116 +149,65 @@ impl PyStorage {
     }
 }
 
-/// Why a device-only storage has no host interface (an `AttributeError`, so that NumPy goes
-/// on to `__array__`).
-const NO_HOST_BUFFER: &str =
-    "this storage has no host buffer (device=\"gpu\", managed=None): use __cuda_array_interface__";
+/// A storage's sides are its buffers, each vouched for: its own allocations (or the foreign
+/// memory it wraps, kept alive by it), described by its geometry. A side is brought up to date
+/// (GDP-3: a read) before a protocol hands it out.
+impl cpy::Exporter for PyStorage {
+    fn device(&self) -> Option<Result<cpy::Export<'_, cai_runtime::Device>, DescriptorError>> {
+        let d = self.inner.device_descriptor()?;
+        // SAFETY: the storage's device buffer, alive while the storage is (every export keeps
+        // the storage), described by its geometry; it exports no stream.
+        Some(d.map(|d| unsafe { cpy::Export::vouched(d) }))
+    }
+    fn host(&self) -> Option<Result<cpy::Export<'_, cai_runtime::Host>, DescriptorError>> {
+        let d = self.inner.host_descriptor()?;
+        // SAFETY: as above, the host buffer.
+        Some(d.map(|d| unsafe { cpy::Export::vouched(d) }))
+    }
+    /// The only side, or of a mirror the one the consumer asks for (`dl_device`), else the
+    /// device's unless the host side is newer.
+    fn dlpack_side(&self, wants: Option<cpy::DlpackDevice>) -> cpy::Side {
+        let host = if !self.inner.has_device() {
+            true
+        } else if !self.inner.has_host() {
+            false
+        } else {
+            match wants {
+                Some(d) => !d.is_cuda(),
+                None => self.inner.sync_status() == Some(SyncStatus::HostDirty),
+            }
+        };
+        if host {
+            cpy::Side::Host
+        } else {
+            cpy::Side::Device
+        }
+    }
+    /// An `AttributeError`, so that NumPy goes on to `__array__`.
+    fn absent(&self, side: cpy::Side) -> String {
+        match side {
+            cpy::Side::Host => "this storage has no host buffer (device=\"gpu\", managed=None): use __cuda_array_interface__",
+            cpy::Side::Device => "this storage has no device buffer (it lives in host memory): use __array_interface__",
+        }
+        .into()
+    }
+    fn prepare(&self, side: cpy::Side) -> PyResult<()> {
+        match side {
+            cpy::Side::Host => self.inner.device_to_host(false)?,
+            cpy::Side::Device => self.inner.host_to_device(false)?,
+        };
+        Ok(())
+    }
+    /// The storage's own `numpy.dtype` (structured types, bf16 and datetimes exactly).
+    fn numpy_dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        Some(self.dtype.bind(py).clone())
+    }
+}
 
-#[pymethods]
+/// The protocols are the generated methods: each side's, raising `AttributeError` where the
+/// storage has no buffer there, and DLPack's.
+#[cai_runtime::pymethods(cuda, host, exporter)]
 impl PyStorage {
-    /// The NumPy array interface of the host buffer (read after copying newer device data).
-    #[getter]
-    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.interface(
-            py,
-            "__array_interface__",
-            NO_HOST_BUFFER,
-            Storage::device_to_host,
-            Storage::host_descriptor,
-        )
-    }
-
-    /// NumPy's C-struct form of `__array_interface__` (a capsule), which NumPy reads first
-    /// and faster (`array_struct.rs`); after copying newer device data, as the dict.
-    #[getter]
-    fn __array_struct__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        let this = slf.borrow();
-        let data = this
-            .inner
-            .host_ptr()
-            .ok_or_else(|| PyAttributeError::new_err(NO_HOST_BUFFER))?;
-        this.inner.device_to_host(false)?;
-        ArrayStruct {
-            layout: &this.inner.geometry().layout,
-            data,
-            readonly: this.inner.buffers().readonly(),
-            typestr: this.inner.element().typestr(),
-            descr: this.dtype.bind(slf.py()),
-            // The capsule keeps the storage, and so its buffers, alive.
-            exporter: slf.as_any(),
-        }
-        .into_capsule()
-    }
-
-    /// The CUDA Array Interface of the device buffer (read after copying newer host data).
-    #[getter]
-    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.interface(
-            py,
-            "__cuda_array_interface__",
-            "this storage has no device buffer (it lives in host memory): use __array_interface__",
-            Storage::host_to_device,
-            Storage::device_descriptor,
-        )
-    }
-
-    /// DLPack: the storage's memory as a capsule (the Array API standard's `__dlpack__`). A
-    /// mirrored storage exports its device side, unless its host side is newer or the consumer
-    /// asks for the host (`dl_device=(1, 0)`); that side is brought up to date first, as for
-    /// the interfaces.
-    #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-    fn __dlpack__<'py>(
-        slf: &Bound<'py, Self>,
-        stream: Option<&Bound<'py, PyAny>>,
-        max_version: Option<&Bound<'py, PyAny>>,
-        dl_device: Option<&Bound<'py, PyAny>>,
-        copy: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let request = cpy::DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
-        let this = slf.borrow();
-        let export = |e| cpy::export_error(e, "__dlpack__");
-        if this.dlpack_on_host(request.dl_device()) {
-            let d = this
-                .inner
-                .host_descriptor()
-                .expect("on the host")
-                .map_err(export)?;
-            this.inner.device_to_host(false)?;
-            // SAFETY: the storage's own host buffer, alive while the storage is (the capsule
-            // keeps it), described by its geometry.
-            unsafe { cpy::descriptor_dlpack(slf.as_any(), &d, &request) }
-        } else {
-            let d = this
-                .inner
-                .device_descriptor()
-                .expect("on the device")
-                .map_err(export)?;
-            this.inner.host_to_device(false)?;
-            // SAFETY: as above, the device buffer.
-            unsafe { cpy::descriptor_dlpack(slf.as_any(), &d, &request) }
-        }
-    }
-
-    /// DLPack's `(device_type, device_id)` of the side `__dlpack__` exports by default.
-    fn __dlpack_device__(&self) -> PyResult<(i32, i32)> {
-        let export = |e| cpy::export_error(e, "__dlpack_device__");
-        if self.dlpack_on_host(None) {
-            let d = self
-                .inner
-                .host_descriptor()
-                .expect("on the host")
-                .map_err(export)?;
-            cpy::descriptor_dlpack_device(&d)
-        } else {
-            let d = self
-                .inner
-                .device_descriptor()
-                .expect("on the device")
-                .map_err(export)?;
-            cpy::descriptor_dlpack_device(&d)
-        }
-    }
-
     /// GDP-3's data interface: `{None: host entry, "gpu": device entry}`, each with `dims`,
     /// `halo`, `acquire` (device_to_host / host_to_device) and `touch` (set_host_modified /
     /// set_device_modified).

@@ -22,9 +22,8 @@ use pyo3::types::PyString;
 use std::ffi::{c_char, c_int, c_void};
 
 use super::Memo;
-use super::export::{descr_list, export_error};
+use super::export::descr_list;
 use crate::descriptor::HostArrayDescriptor;
-use crate::interface::ArrayInterface;
 use crate::layout::Layout;
 use crate::typestr::{ByteOrder, TypeStr};
 
@@ -62,7 +61,7 @@ struct Contents {
 }
 
 /// An array as `__array_struct__` describes it.
-pub struct ArrayStruct<'a, 'py> {
+pub(crate) struct ArrayStruct<'a, 'py> {
     /// Extents and byte strides (one per extent: the capsule never leaves them out, unlike the
     /// dict).
     pub layout: &'a Layout,
@@ -82,7 +81,7 @@ impl<'py> ArrayStruct<'_, 'py> {
     /// The capsule (unnamed, as NumPy asks for it). Like a descriptor dict, it describes:
     /// NumPy trusts `data` as it trusts the dict's, so the address must be the exporter's
     /// memory (as the derives' [`crate::HostMemory`] fields promise).
-    pub fn into_capsule(self) -> PyResult<Bound<'py, PyAny>> {
+    pub(crate) fn into_capsule(self) -> PyResult<Bound<'py, PyAny>> {
         let py = self.descr.py();
         let too_large = |what: &str, n: usize| {
             pyo3::exceptions::PyValueError::new_err(format!(
@@ -191,16 +190,19 @@ fn numpy_dtype(py: Python<'_>, typestr: TypeStr) -> PyResult<Bound<'_, PyAny>> {
     Ok(dtype)
 }
 
-/// The capsule for `d`, whose layout is `layout`, keeping `exporter`.
-fn capsule<'py>(
+/// The capsule for `d`, whose layout is `layout`, keeping `exporter`; NumPy makes the dtype
+/// from `dtype` where the exporter has its own, else from `d`'s type string or `descr`.
+pub(crate) fn capsule<'py>(
     exporter: &Bound<'py, PyAny>,
     d: &HostArrayDescriptor,
     layout: &Layout,
+    dtype: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = exporter.py();
-    let descr = match d.descr.as_ref().filter(|d| !d.is_simple()) {
-        Some(list) => descr_list(py, list)?.into_any(),
-        None => numpy_dtype(py, d.typestr)?,
+    let descr = match (dtype, d.descr.as_ref().filter(|d| !d.is_simple())) {
+        (Some(dtype), _) => dtype,
+        (None, Some(list)) => descr_list(py, list)?.into_any(),
+        (None, None) => numpy_dtype(py, d.typestr)?,
     };
     ArrayStruct {
         layout,
@@ -211,21 +213,4 @@ fn capsule<'py>(
         exporter,
     }
     .into_capsule()
-}
-
-/// The `__array_struct__` capsule of `value`, held by the Python object `exporter` (the
-/// derives' getter passes itself): the capsule keeps `exporter` alive.
-pub fn array_struct<'py, T: ArrayInterface + ?Sized>(
-    exporter: &Bound<'py, PyAny>,
-    value: &T,
-) -> PyResult<Bound<'py, PyAny>> {
-    let built = match value.__cai_builder() {
-        Some(b) => b.and_then(|b| b.build_with_layout()),
-        None => value.array_interface().and_then(|d| {
-            let layout = d.layout()?;
-            Ok((d, layout))
-        }),
-    };
-    let (d, layout) = built.map_err(|e| export_error(e, "__array_struct__"))?;
-    capsule(exporter, &d, &layout)
 }

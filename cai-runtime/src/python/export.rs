@@ -168,7 +168,7 @@ pub fn to_dict_kept<'py, S: Space>(
 
 /// The dict for what a builder builds (a new one on every call); export errors raise
 /// `ValueError`.
-pub fn builder_to_dict<'py, S: Space>(
+pub(crate) fn builder_to_dict<'py, S: Space>(
     py: Python<'py>,
     b: &DescriptorBuilder<'_, S>,
     keep: Option<&Bound<'py, PyAny>>,
@@ -191,7 +191,7 @@ pub fn builder_to_dict<'py, S: Space>(
 /// the streams this crate made are asked about ([`crate::cuda::stream_device`]), and only for
 /// derived exports (a hand-written `CudaArrayInterface` answers for its own stream).
 #[cfg(feature = "cuda")]
-fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<()> {
+pub(crate) fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<()> {
     let Some(stream) = d.stream() else {
         return Ok(());
     };
@@ -206,52 +206,6 @@ fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult
                 stream.as_raw(),
                 d.data.ptr
             )))
-        }
-    }
-}
-
-/// What a value exports: its descriptor (from its builder, or its trait method where it has
-/// none), the layout, and whether an `unsafe` memory trait vouches for its bytes
-/// ([`DescriptorBuilder::vouched`]). Export errors raise `ValueError` naming `S::ATTRIBUTE`.
-pub(crate) struct Exported<S: Space> {
-    pub descriptor: ArrayDescriptor<S>,
-    pub layout: crate::Layout,
-    pub vouched: bool,
-    /// The stream is vouched for too ([`DescriptorBuilder::stream_live`]).
-    pub stream_live: bool,
-}
-
-/// [`Exported`] of a value's builder or trait method.
-pub(crate) fn descriptor_of<S: Space>(
-    builder: Option<Result<DescriptorBuilder<'_, S>, crate::DescriptorError>>,
-    direct: impl FnOnce() -> Result<ArrayDescriptor<S>, crate::DescriptorError>,
-) -> PyResult<Exported<S>> {
-    let err = |e| export_error(e, S::ATTRIBUTE);
-    match builder {
-        Some(b) => {
-            let b = b.map_err(err)?;
-            let (vouched, stream_live) = (b.vouched(), b.stream_live());
-            let (descriptor, layout) = b.build_with_layout().map_err(err)?;
-            #[cfg(feature = "cuda")]
-            if S::DEVICE {
-                refuse_stream_of_another_device(&descriptor)?;
-            }
-            Ok(Exported {
-                descriptor,
-                layout,
-                vouched,
-                stream_live,
-            })
-        }
-        None => {
-            let descriptor = direct().map_err(err)?;
-            let layout = descriptor.layout().map_err(err)?;
-            Ok(Exported {
-                descriptor,
-                layout,
-                vouched: false,
-                stream_live: false,
-            })
         }
     }
 }

@@ -1,18 +1,20 @@
 //! Python glue (feature `python`), on PyO3:
 //!
+//! - `protocol.rs`: the one protocol surface: [`Exporter`] (what a Python object exports, side
+//!   by side) and the body of every protocol method, which `#[cai_runtime::pymethods]` and
+//!   `#[cai(python)]` generate for every class (derived or not).
 //! - `export.rs`: descriptors as the dicts that `__cuda_array_interface__` /
-//!   `__array_interface__` properties return ([`cuda_array_interface`], [`to_dict`]); the
-//!   bodies of the getters the derives generate.
-//! - `array_struct.rs`: NumPy's `__array_struct__` capsule ([`array_struct()`]), which NumPy
-//!   reads before the `__array_interface__` dict.
+//!   `__array_interface__` properties return ([`cuda_array_interface`], [`to_dict`]).
+//! - `array_struct.rs`: NumPy's `__array_struct__` capsule, which NumPy reads before the
+//!   `__array_interface__` dict.
 //! - `parse.rs`: reading foreign descriptor dicts ([`parse()`]), collecting every problem with
 //!   its exception type and spec rule (`rules.rs`); `fast.rs`: the fast path for plain dicts.
 //! - `foreign.rs`: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array`
 //!   in Rust: a validated, typed view that keeps what it reads through alive (`buffer.rs`:
 //!   [`Held`]).
 //! - `check.rs`: the conformance checker ([`check()`]).
-//! - `dlpack/`: DLPack, both directions: capsules for `__dlpack__` ([`descriptor_dlpack`],
-//!   [`DlpackRequest`]) and imports of any producer ([`ForeignArray::from_dlpack_with`]), with
+//! - `dlpack/`: DLPack, both directions: capsules for `__dlpack__` ([`DlpackRequest`]) and
+//!   imports of any producer ([`ForeignArray::from_dlpack_with`]), with
 //!   [`DlpackError`] naming the field and value.
 //! - `errors.rs`: cai's errors as Python exceptions, one `From<E> for PyErr` per error type
 //!   ([`impl_pyerr!`](crate::impl_pyerr)), and the context-naming [`export_error`].
@@ -46,10 +48,13 @@
 //! - `#[cai_runtime::pymethods(cuda)]` (or `host`, or both) in place of `#[pymethods]` on the
 //!   class's own block adds the getter to it.
 //!
-//! Both also add DLPack's `__dlpack__` and `__dlpack_device__` (`dlpack/`: [`cuda_dlpack`],
-//! [`host_dlpack`]; the device memory's where a class exports both), unless told `no_dlpack`:
-//! `#[cai(python, no_dlpack)]`, `#[cai_runtime::pymethods(cuda, no_dlpack)]`. Any DLPack
-//! producer is imported with [`ForeignArray::from_dlpack`].
+//! Both also add DLPack's `__dlpack__` and `__dlpack_device__` (the device memory's where a
+//! class exports both), unless told `no_dlpack`: `#[cai(python, no_dlpack)]`,
+//! `#[cai_runtime::pymethods(cuda, no_dlpack)]`; `host` adds NumPy's `__array_struct__` beside
+//! `__array_interface__`. A class whose sides are known only at run time implements
+//! [`Exporter`] and says so: `#[cai_runtime::pymethods(cuda, host, exporter)]` adds the
+//! protocols of both sides, each raising `AttributeError` where the object has no such side.
+//! Any DLPack producer is imported with [`ForeignArray::from_dlpack`].
 
 // The buffer protocol (host descriptors whose `data` is a buffer, `buffer.rs`) entered the
 // stable ABI in Python 3.11.
@@ -68,21 +73,19 @@ mod fast;
 mod foreign;
 mod memo;
 pub(crate) mod parse;
+pub(crate) mod protocol;
 mod rules;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod testing;
 
-pub use array_struct::{ArrayStruct, array_struct};
 pub use buffer::{Held, HeldBuffer};
 /// The bounds of [`Typed::get`] and [`TypedMut::set`], re-exported so that generic code over
 /// them needs no dependency on bytemuck.
 pub use bytemuck::{AnyBitPattern, NoUninit};
 pub use check::{Violation, check, check_descriptor};
 pub use dlpack::{
-    DLPACK_VERSION, DlpackDevice, DlpackError, DlpackRequest, cuda_dlpack, cuda_dlpack_device,
-    descriptor_dlpack, descriptor_dlpack_device, dlpack_device_of, host_dlpack, host_dlpack_device,
-    live_exports,
+    DLPACK_VERSION, DlpackDevice, DlpackError, DlpackRequest, dlpack_device_of, live_exports,
 };
 pub use errors::export_error;
 pub use export::{add_classes, array_interface, cuda_array_interface, to_dict, to_dict_kept};
@@ -93,3 +96,4 @@ pub use parse::{
     Parsed, Problem, address_argument, int_like, parse, parse_descr, show, stream_argument,
     type_error_or,
 };
+pub use protocol::{Export, Exporter, Side};

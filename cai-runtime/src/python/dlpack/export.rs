@@ -18,10 +18,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyTuple};
 
 use super::{DLPACK_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackDevice, DlpackError, dl_dtype};
-use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
-use crate::interface::{ArrayInterface, CudaArrayInterface};
+use crate::descriptor::{ArrayDescriptor, Space};
 use crate::layout::Layout;
-use crate::python::export::{descriptor_of, export_error};
+use crate::python::protocol::Resolved;
 use crate::stream::Stream;
 
 /// What `__dlpack__`'s consumer asked for, read from its keyword arguments
@@ -413,7 +412,7 @@ fn place_of<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<Place> {
 }
 
 /// `__dlpack_device__` of a descriptor.
-pub fn descriptor_dlpack_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<(i32, i32)> {
+pub(crate) fn descriptor_dlpack_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<(i32, i32)> {
     Ok(place_of(d)?.device.to_pair())
 }
 
@@ -427,27 +426,25 @@ enum Source {
     DeviceCopy { managed: bool },
 }
 
-/// The capsule `__dlpack__` returns for descriptor `d` of `owner`'s memory, as `request` asks:
-/// versioned when the consumer's `max_version` allows, the memory shared (the capsule keeps
-/// `owner` alive until the consumer's deleter call) or copied (`copy=True`, or a `dl_device`
-/// of `kDLCPU` for device memory), the consumer's stream ordered after the producer's `stream`.
-///
-/// # Safety
-/// `d` describes memory that stays valid, for reads (and writes unless read-only), while
-/// `owner` lives: the consumer reads it, and a copy reads it here. Its stream, if a handle, is
-/// a live stream of this process while `owner` lives: cai orders the consumer's after it.
-pub unsafe fn descriptor_dlpack<'py, S: Space>(
+/// The capsule `__dlpack__` returns for `x` of `owner`'s memory, as `request` asks: versioned
+/// when the consumer's `max_version` allows, the memory shared (the capsule keeps `owner` alive
+/// until the consumer's deleter call) or copied (`copy=True`, or a `dl_device` of `kDLCPU` for
+/// device memory), the consumer's stream ordered after the producer's `stream`. A copy is made,
+/// and the producer's stream handed to the driver, only where `x` vouches for them.
+pub(crate) fn dlpack_capsule<'py, S: Space>(
     owner: &Bound<'py, PyAny>,
-    d: &ArrayDescriptor<S>,
+    x: &Resolved<S>,
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let layout = d.layout().map_err(|e| export_error(e, "__dlpack__"))?;
     let trust = Trust {
-        bytes: true,
-        stream: true,
+        bytes: x.vouched,
+        stream: x.stream_live && S::DEVICE,
     };
-    // SAFETY: the caller's contract.
-    unsafe { export_with(owner, d, &layout, request, trust) }
+    // SAFETY: `Resolved`'s flags are set only where something vouches: a builder's `unsafe`
+    // memory traits (`DeviceMemory`, `HostMemory`) and `stream_vouched_by`, or the `unsafe`
+    // `Export::vouched`'s caller, for memory and a stream valid while `owner` lives; without
+    // them, the descriptor is only described to the consumer, as its dict describes it.
+    unsafe { export_with(owner, &x.descriptor, &x.layout, request, trust) }
 }
 
 /// What cai itself may do with an export's memory and stream: read the bytes (a copy), and hand
@@ -460,10 +457,11 @@ struct Trust {
     stream: bool,
 }
 
-/// [`descriptor_dlpack`], with its layout, within what `trust` allows.
+/// [`dlpack_capsule`], with its layout, within what `trust` allows.
 ///
 /// # Safety
-/// As for [`descriptor_dlpack`], for what `trust` says: the bytes are not read here unless
+/// `d` describes memory valid for reads (and writes unless read-only) while `owner` lives,
+/// and its stream, if a handle, is a live stream while it lives, for what `trust` says: the bytes are not read here unless
 /// `trust.bytes`, the stream not handed to the driver unless `trust.stream` (or a default
 /// stream).
 unsafe fn export_with<'py, S: Space>(
@@ -803,49 +801,4 @@ unsafe fn device_copy<S: Space>(
     }
     let ptr = copy.device_ptr().wrapping_add_signed(-(extent.lo as i64));
     Ok((ptr, Keep::Device(copy)))
-}
-
-/// `__dlpack__` of a `CudaArrayInterface` value held by Python object `exporter` (the body of
-/// the getter the derives add).
-pub fn cuda_dlpack<'py, T: CudaArrayInterface + ?Sized>(
-    exporter: &Bound<'py, PyAny>,
-    value: &T,
-    request: &DlpackRequest,
-) -> PyResult<Bound<'py, PyAny>> {
-    let e = descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
-    let trust = Trust {
-        bytes: e.vouched,
-        stream: e.stream_live,
-    };
-    // SAFETY: where `vouched`, an `unsafe` memory trait (`DeviceMemory`) vouches for the
-    // bytes, valid while the value lives, which lives while `exporter` does; where
-    // `stream_live`, the stream field's `LiveStream` vouches for its stream; otherwise the
-    // descriptor is only described to the consumer, as its `__cuda_array_interface__` is.
-    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, trust) }
-}
-
-/// `__dlpack__` of an `ArrayInterface` value; see [`cuda_dlpack`].
-pub fn host_dlpack<'py, T: ArrayInterface + ?Sized>(
-    exporter: &Bound<'py, PyAny>,
-    value: &T,
-    request: &DlpackRequest,
-) -> PyResult<Bound<'py, PyAny>> {
-    let e = descriptor_of::<Host>(value.__cai_builder(), || value.array_interface())?;
-    let trust = Trust {
-        bytes: e.vouched,
-        stream: false,
-    };
-    // SAFETY: as in `cuda_dlpack`, through `HostMemory` (host memory has no stream).
-    unsafe { export_with(exporter, &e.descriptor, &e.layout, request, trust) }
-}
-
-/// `__dlpack_device__` of a `CudaArrayInterface` value.
-pub fn cuda_dlpack_device<T: CudaArrayInterface + ?Sized>(value: &T) -> PyResult<(i32, i32)> {
-    let e = descriptor_of::<Device>(value.__cai_builder(), || value.cuda_array_interface())?;
-    descriptor_dlpack_device(&e.descriptor)
-}
-
-/// `__dlpack_device__` of an `ArrayInterface` value: `(1, 0)`, host memory.
-pub fn host_dlpack_device<T: ArrayInterface + ?Sized>(_: &T) -> PyResult<(i32, i32)> {
-    Ok(DlpackDevice::Cpu.to_pair())
 }

@@ -1,5 +1,5 @@
 //! DLPack, beside the array interfaces: `__dlpack__` / `__dlpack_device__` for every exporter
-//! (`export.rs`: [`descriptor_dlpack`], and the getters' bodies [`cuda_dlpack`], [`host_dlpack`]...), and
+//! (`export.rs`: the capsule of an export, which `protocol.rs`'s methods call), and
 //! imports of any DLPack producer into the same [`ForeignArray`](super::ForeignArray) views
 //! (`import.rs`: [`ForeignArray::from_dlpack`](super::ForeignArray::from_dlpack)).
 //!
@@ -26,10 +26,8 @@ use crate::shown::Shown;
 use crate::structured::Descr;
 use crate::typestr::{ByteOrder, Kind, TypeStr};
 
-pub use export::{
-    DlpackRequest, cuda_dlpack, cuda_dlpack_device, descriptor_dlpack, descriptor_dlpack_device,
-    host_dlpack, host_dlpack_device, live_exports,
-};
+pub use export::{DlpackRequest, live_exports};
+pub(crate) use export::{descriptor_dlpack_device, dlpack_capsule};
 pub(crate) use import::ImportedTensor;
 pub use import::dlpack_device_of;
 

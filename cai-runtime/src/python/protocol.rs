@@ -1,0 +1,287 @@
+//! One protocol surface: what a Python object exports ([`Exporter`]: a descriptor per side,
+//! with what vouches for it), and the body of every protocol method, written once over
+//! `&dyn Exporter`. `#[cai_runtime::pymethods(...)]` and `#[cai(python)]` generate the methods
+//! (cai-derive's `expand/python.rs`), for derived classes and for the `cai` package's own
+//! (views, storages, `DeviceArray`) alike: each protocol reads the same way on every class.
+//!
+//! Adding a protocol: its module beside this one (as `array_struct.rs`, `dlpack/`), its body
+//! here (a `__name__` function in [`methods`]), and its stub in the generator's table.
+
+use pyo3::exceptions::PyAttributeError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::descriptor::{ArrayDescriptor, DescriptorBuilder, Device, Host, Space};
+use crate::error::DescriptorError;
+use crate::interface::{ArrayInterface, CudaArrayInterface};
+use crate::layout::Layout;
+
+use super::DlpackDevice;
+use super::errors::export_error;
+
+/// A side of an export: device memory (`__cuda_array_interface__`) or host memory
+/// (`__array_interface__`, `__array_struct__`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Device memory.
+    Device,
+    /// Host memory.
+    Host,
+}
+
+/// One side's descriptor, with what vouches for the memory and stream it describes: what cai
+/// may do with them beyond describing them (copy the bytes for DLPack, hand the stream to the
+/// driver).
+pub struct Export<'a, S: Space>(Source<'a, S>);
+
+enum Source<'a, S: Space> {
+    /// A builder, which says what vouches for its memory and stream
+    /// ([`DescriptorBuilder::vouched`], [`DescriptorBuilder::stream_live`]).
+    Built(DescriptorBuilder<'a, S>),
+    /// A descriptor nothing vouches for: described, never read nor handed to the driver.
+    Described(ArrayDescriptor<S>),
+    /// A descriptor whose exporter answers for its memory and stream.
+    Vouched(ArrayDescriptor<S>),
+}
+
+/// What a protocol method works from: the descriptor, its layout, and what is vouched for.
+pub(crate) struct Resolved<S: Space> {
+    pub descriptor: ArrayDescriptor<S>,
+    pub layout: Layout,
+    /// The bytes may be read by cai (a DLPack copy).
+    pub vouched: bool,
+    /// The stream may be handed to the driver.
+    pub stream_live: bool,
+}
+
+impl<'a, S: Space> Export<'a, S> {
+    /// What a builder builds; the builder says what vouches for its memory and stream (its
+    /// `DeviceMemory` / `HostMemory` data, `stream_vouched_by`).
+    pub fn built(builder: DescriptorBuilder<'a, S>) -> Self {
+        Export(Source::Built(builder))
+    }
+
+    /// A descriptor that is only described to consumers (as its dict describes it): cai neither
+    /// reads its bytes nor hands its stream to the driver.
+    pub fn described(descriptor: ArrayDescriptor<S>) -> Self {
+        Export(Source::Described(descriptor))
+    }
+
+    /// A descriptor whose memory and stream the exporting object answers for.
+    ///
+    /// # Safety
+    /// While the Python object exporting it lives, `descriptor` describes memory valid for
+    /// reads (and writes unless read-only) by this process (device memory: by the driver), and
+    /// its stream, if a handle, is a live stream of this process.
+    pub unsafe fn vouched(descriptor: ArrayDescriptor<S>) -> Self {
+        Export(Source::Vouched(descriptor))
+    }
+
+    /// Built, with its layout; export errors name `what`.
+    pub(crate) fn resolve(self, what: &str) -> PyResult<Resolved<S>> {
+        let err = |e| export_error(e, what);
+        let (descriptor, layout, vouched, stream_live) = match self.0 {
+            Source::Built(b) => {
+                let (vouched, stream_live) = (b.vouched(), b.stream_live());
+                let (d, layout) = b.build_with_layout().map_err(err)?;
+                #[cfg(feature = "cuda")]
+                if S::DEVICE {
+                    super::export::refuse_stream_of_another_device(&d)?;
+                }
+                (d, layout, vouched, stream_live)
+            }
+            Source::Described(d) => {
+                let layout = d.layout().map_err(err)?;
+                (d, layout, false, false)
+            }
+            Source::Vouched(d) => {
+                let layout = d.layout().map_err(err)?;
+                (d, layout, true, true)
+            }
+        };
+        Ok(Resolved {
+            descriptor,
+            layout,
+            vouched,
+            stream_live,
+        })
+    }
+
+    /// The descriptor's dict (a new one on every call); a mask's holder keeps `exporter`.
+    fn to_dict<'py>(&self, exporter: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+        let py = exporter.py();
+        match &self.0 {
+            Source::Built(b) => super::export::builder_to_dict(py, b, Some(exporter)),
+            Source::Described(d) | Source::Vouched(d) => {
+                super::export::to_dict_kept(py, d, Some(exporter))
+            }
+        }
+    }
+}
+
+/// What a Python object exports, side by side: the one abstraction every protocol method is
+/// written over ([`methods`]). Derived classes export through [`Derived`]; a class with sides
+/// known only at run time (a storage with a host buffer, a device buffer, or both) implements
+/// it and lists the sides it may have: `#[cai_runtime::pymethods(cuda, host, exporter)]`.
+pub trait Exporter {
+    /// The device side's descriptor, or `None` where this object has no device memory (its
+    /// `__cuda_array_interface__` raises `AttributeError` with [`Exporter::absent`]).
+    fn device(&self) -> Option<Result<Export<'_, Device>, DescriptorError>> {
+        None
+    }
+
+    /// The host side's descriptor; see [`Exporter::device`].
+    fn host(&self) -> Option<Result<Export<'_, Host>, DescriptorError>> {
+        None
+    }
+
+    /// The side `__dlpack__` exports for a consumer asking for `wants` (its `dl_device`, or
+    /// `None`), and `__dlpack_device__` names (`wants` = `None`).
+    fn dlpack_side(&self, wants: Option<DlpackDevice>) -> Side;
+
+    /// Why this object has no `side` (the message of the `AttributeError` that tells Python
+    /// it does not expose the protocol).
+    fn absent(&self, side: Side) -> String {
+        match side {
+            Side::Device => "this object exports no device memory".into(),
+            Side::Host => "this object exports no host memory".into(),
+        }
+    }
+
+    /// Called before a protocol hands out `side`'s memory (not by `__dlpack_device__`): a
+    /// mirrored storage copies newer data across.
+    fn prepare(&self, side: Side) -> PyResult<()> {
+        let _ = side;
+        Ok(())
+    }
+
+    /// The `numpy.dtype` `__array_struct__` gives NumPy for the host side's items, where the
+    /// object has its own (`None`: the one of the descriptor's type string or `descr`).
+    fn numpy_dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+        let _ = py;
+        None
+    }
+}
+
+/// The [`Exporter`] of a value implementing the derived traits: the sides it implements, the
+/// device side's for DLPack where it has both.
+pub struct Derived<'a> {
+    /// The device side.
+    pub device: Option<&'a dyn CudaArrayInterface>,
+    /// The host side.
+    pub host: Option<&'a dyn ArrayInterface>,
+}
+
+impl Exporter for Derived<'_> {
+    fn device(&self) -> Option<Result<Export<'_, Device>, DescriptorError>> {
+        let v = self.device?;
+        Some(match v.__cai_builder() {
+            Some(b) => b.map(Export::built),
+            None => v.cuda_array_interface().map(Export::described),
+        })
+    }
+
+    fn host(&self) -> Option<Result<Export<'_, Host>, DescriptorError>> {
+        let v = self.host?;
+        Some(match v.__cai_builder() {
+            Some(b) => b.map(Export::built),
+            None => v.array_interface().map(Export::described),
+        })
+    }
+
+    fn dlpack_side(&self, _: Option<DlpackDevice>) -> Side {
+        if self.device.is_some() {
+            Side::Device
+        } else {
+            Side::Host
+        }
+    }
+}
+
+/// `side`'s export, prepared for use where `prepare`; `AttributeError` where there is none.
+fn side_of<'e, S: Space>(
+    e: &'e dyn Exporter,
+    side: Side,
+    prepare: bool,
+    what: &str,
+    get: impl FnOnce(&'e dyn Exporter) -> Option<Result<Export<'e, S>, DescriptorError>>,
+) -> PyResult<Export<'e, S>> {
+    let export = get(e)
+        .ok_or_else(|| PyAttributeError::new_err(e.absent(side)))?
+        .map_err(|err| export_error(err, what))?;
+    if prepare {
+        e.prepare(side)?;
+    }
+    Ok(export)
+}
+
+/// The body of each protocol method the generator adds; `exporter` is the Python object, `e`
+/// what it exports. Not an API: the generated code's.
+#[doc(hidden)]
+pub mod methods {
+    #![allow(non_snake_case)]
+    use super::*;
+    use crate::python::DlpackRequest;
+
+    /// `__cuda_array_interface__`.
+    pub fn __cuda_array_interface__<'py>(
+        exporter: &Bound<'py, PyAny>,
+        e: &dyn Exporter,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        side_of(e, Side::Device, true, Device::ATTRIBUTE, |e| e.device())?.to_dict(exporter)
+    }
+
+    /// `__array_interface__`.
+    pub fn __array_interface__<'py>(
+        exporter: &Bound<'py, PyAny>,
+        e: &dyn Exporter,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        side_of(e, Side::Host, true, Host::ATTRIBUTE, |e| e.host())?.to_dict(exporter)
+    }
+
+    /// `__array_struct__`.
+    pub fn __array_struct__<'py>(
+        exporter: &Bound<'py, PyAny>,
+        e: &dyn Exporter,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        const WHAT: &str = "__array_struct__";
+        let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
+        let dtype = e.numpy_dtype(exporter.py());
+        super::super::array_struct::capsule(exporter, &x.descriptor, &x.layout, dtype)
+    }
+
+    /// `__dlpack__`, from its keyword arguments.
+    pub fn __dlpack__<'py>(
+        exporter: &Bound<'py, PyAny>,
+        e: &dyn Exporter,
+        stream: Option<&Bound<'py, PyAny>>,
+        max_version: Option<&Bound<'py, PyAny>>,
+        dl_device: Option<&Bound<'py, PyAny>>,
+        copy: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        const WHAT: &str = "__dlpack__";
+        let request = DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
+        match e.dlpack_side(request.dl_device()) {
+            Side::Device => {
+                let x = side_of(e, Side::Device, true, WHAT, |e| e.device())?.resolve(WHAT)?;
+                super::super::dlpack::dlpack_capsule(exporter, &x, &request)
+            }
+            Side::Host => {
+                let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
+                super::super::dlpack::dlpack_capsule(exporter, &x, &request)
+            }
+        }
+    }
+
+    /// `__dlpack_device__`: `(1, 0)` for the host side; the device side's memory asked about.
+    pub fn __dlpack_device__(e: &dyn Exporter) -> PyResult<(i32, i32)> {
+        const WHAT: &str = "__dlpack_device__";
+        match e.dlpack_side(None) {
+            Side::Device => {
+                let x = side_of(e, Side::Device, false, WHAT, |e| e.device())?.resolve(WHAT)?;
+                super::super::dlpack::descriptor_dlpack_device(&x.descriptor)
+            }
+            Side::Host => Ok(DlpackDevice::Cpu.to_pair()),
+        }
+    }
+}
