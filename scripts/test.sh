@@ -95,6 +95,8 @@ cudarc_out=$(LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" \
     cargo run --quiet -p cudarc-example 2>&1)
 echo "$cudarc_out"
 grep -q "read back \[0.0, 1.0, 2.0" <<<"$cudarc_out"
+echo "== a backend cai does not know (tests/backend: public API only) against the emulated driver"
+LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" cargo run --quiet -p cai-outside-backend
 echo "== GPU bundle: a spent time budget runs no more steps, says so, and fails the suite"
 if budget_log=$(CAI_GPU_SUITE_BUDGET=1 CAI_GPU_SUITE_STEPS=pytest PATH="$PWD/.venv/bin:$PATH" \
     bash gpu-bundle/run.sh 2>&1) || ! grep -q "time budget of 1s is spent" <<<"$budget_log"; then

@@ -19,10 +19,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple, PyType};
 
-use cai_runtime::__private::{dimension_items, dimension_letters, size_pairs, type_name};
-use cai_runtime::python::{
-    ForeignDeviceArray, ForeignHostArray, show, to_dict_kept, type_error_or,
+use cai_runtime::__private::{
+    dimension_items, dimension_letters, show, size_pairs, to_dict_kept, type_error_or, type_name,
 };
+use cai_runtime::python::{ForeignDeviceArray, ForeignHostArray};
 use cai_runtime::sync::ImportOptions;
 
 use crate::interface::check_dims_and_halo;

@@ -11,8 +11,7 @@
 //! a literal; the callers then tell the names apart knowing no other gets through.
 
 use cai_gt::PerDim;
-use cai_runtime::__private::dimension_items;
-use cai_runtime::python::{exact_int, int_like, type_error_or};
+use cai_runtime::__private::{dimension_items, exact_int, int_like, type_error_or};
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
@@ -20,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyInt, PyString};
 
 /// `repr(v)` for messages, shortened; a placeholder when `repr` itself raises.
-pub use cai_runtime::python::show;
+pub use cai_runtime::__private::show;
 
 /// An int or an object with `__index__` (NumPy integers), not a bool, and not a sequence
 /// (an ndarray has `__index__` too, but is read as the sequence it is).
@@ -282,6 +281,7 @@ macro_rules! item_value {
     (Complex, $ty:ty) => {
         complex_item!($ty);
     };
+    (Void, $ty:ty, $ext:ident) => {};
     ($kind:ident, $ty:ty) => {};
 }
 
@@ -426,7 +426,7 @@ pub mod arg {
         value: u8 = |k, v| int_in(k, v, 0, u8::MAX.into());
         #[cfg(feature = "cuda")]
         rounds: usize = |k, v| int_in(k, v, 1, MAX_ROUNDS as i128);
-        ptr: u64 = cai_runtime::python::address_argument;
+        ptr: u64 = cai_runtime::__private::address_argument;
         shape: Vec<usize> = |k, v| sizes(k, v).map(PerDim::into_vec);
         index: Vec<usize> = |k, v| sizes(k, v).map(PerDim::into_vec);
         strides: Option<Vec<isize>> = |k, v| optional(v, |v| signed_ints(k, v));

@@ -145,7 +145,10 @@ fn cuda_available() -> (bool, String) {
 /// What the CUDA driver knows about address `ptr` (any address may be asked about).
 #[pyfunction]
 fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
-    let (py, ptr) = (ptr.py(), cai_runtime::python::address_argument("ptr", ptr)?);
+    let (py, ptr) = (
+        ptr.py(),
+        cai_runtime::__private::address_argument("ptr", ptr)?,
+    );
     #[cfg(feature = "cuda")]
     {
         let a = cai_runtime::cuda::pointer_attributes(ptr)?;

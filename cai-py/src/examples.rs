@@ -245,7 +245,7 @@ pub(crate) fn dtype_for(
     let fields = descr;
     // Every element type (cai-runtime's one list of them) but opaque bytes, and `Record`.
     macro_rules! dtype_of {
-        (Void, $ty:ty) => {};
+        (Void, $ty:ty, $ext:ident) => {};
         ($kind:ident, $ty:ty) => {
             let dtype = &<$ty as Element>::DTYPE;
             if dtype.typestr().same_type(&t) && fields.is_none_or(|d| d.same_items(&dtype.descr()))

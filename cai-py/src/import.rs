@@ -169,13 +169,13 @@ impl ArrayView {
                 .descriptor()
                 .mask
                 .as_deref()
-                .map(|m| cpy::to_dict_kept(py, m, keep))
+                .map(|m| cai_runtime::__private::to_dict_kept(py, m, keep))
                 .transpose(),
             Imported::Host(a) => a
                 .descriptor()
                 .mask
                 .as_deref()
-                .map(|m| cpy::to_dict_kept(py, m, keep))
+                .map(|m| cai_runtime::__private::to_dict_kept(py, m, keep))
                 .transpose(),
         }
     }
@@ -368,7 +368,7 @@ impl HostArrayView {
         // Every element type but bool (not every bit pattern is one) and opaque bytes.
         macro_rules! read_as {
             (Bool, $ty:ty) => {};
-            (Void, $ty:ty) => {};
+            (Void, $ty:ty, $ext:ident) => {};
             ($kind:ident, $ty:ty) => {
                 if <$ty as Element>::DTYPE.typestr().same_type(&t) {
                     return read_item::<$ty>(py, a, &index);
@@ -402,7 +402,7 @@ impl HostArrayView {
         // The element types `get` reads.
         macro_rules! write_as {
             (Bool, $ty:ty) => {};
-            (Void, $ty:ty) => {};
+            (Void, $ty:ty, $ext:ident) => {};
             ($kind:ident, $ty:ty) => {
                 if <$ty as Element>::DTYPE.typestr().same_type(&t) {
                     let v = <$ty as args::ItemValue>::read("value", value)?;

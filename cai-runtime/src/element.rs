@@ -6,12 +6,16 @@
 //! The scalar element types are listed once, in [`for_each_element!`](crate::for_each_element),
 //! which makes their implementations here and every per-type dispatch elsewhere.
 //!
-//! ## bfloat16
-//! NumPy has no bfloat16 type string. `half::bf16` is an element only with the `bf16` feature,
-//! which exports it as `<V2`, the type string recent PyTorch versions export (earlier ones used
-//! `<f2`, which consumers then read as float16: silently wrong values). `<V2` is "two opaque
-//! bytes": consumers that do not know the convention see raw bytes instead of wrong numbers.
-//! Without the feature, using `bf16` as an element is a compile error that names the feature.
+//! ## bfloat16 and the float8 formats
+//! NumPy has no type string for them: they are [`Extended`] element types. `half::bf16` (feature
+//! `bf16`) is written `<V2`, the type string recent PyTorch versions export (earlier ones used
+//! `<f2`, which consumers then read as float16: silently wrong values); `float8::F8E4M3` and
+//! `float8::F8E5M2` (feature `float8`) are written `|V1`. Consumers that do not know them see
+//! raw bytes instead of wrong numbers. Their identity travels where a protocol can carry it:
+//! DLPack's type codes (`kDLBfloat`, `kDLFloat8_e4m3fn`, `kDLFloat8_e5m2`), and, in Python,
+//! ml_dtypes' `numpy.dtype`s (`.dtype` of storages and views, `__array_struct__`, the storage
+//! creators). A CAI or `__array_interface__` dict cannot: there they are their bytes. Without
+//! the feature, using the type as an element is a compile error that names the feature.
 
 use crate::structured::{Descr, DescrField, DescrFormat};
 use crate::typestr::{ByteOrder, Kind, TypeStr};
@@ -31,6 +35,62 @@ use crate::typestr::{ByteOrder, Kind, TypeStr};
 pub unsafe trait Element: Copy + 'static {
     /// The dtype describing `Self`.
     const DTYPE: DType;
+}
+
+/// The element types NumPy has no type string for, kept apart from the opaque bytes their type
+/// string says (one table: the name ml_dtypes gives each, its size, its DLPack type code). Each
+/// Rust type for one is a line of [`for_each_element!`](crate::for_each_element).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Extended {
+    /// bfloat16 (`half::bf16`, ml_dtypes' `bfloat16`, `kDLBfloat`).
+    Bfloat16,
+    /// float8 E4M3, finite (no infinities; `float8::F8E4M3`, ml_dtypes' `float8_e4m3fn`,
+    /// `kDLFloat8_e4m3fn`).
+    Float8E4M3Fn,
+    /// float8 E5M2 (`float8::F8E5M2`, ml_dtypes' `float8_e5m2`, `kDLFloat8_e5m2`).
+    Float8E5M2,
+}
+
+impl Extended {
+    /// Every extended type, with ml_dtypes' name, its size in bytes and DLPack's type code.
+    const TABLE: [(Extended, &'static str, usize, u8); 3] = [
+        (Extended::Bfloat16, "bfloat16", 2, 4),
+        (Extended::Float8E4M3Fn, "float8_e4m3fn", 1, 10),
+        (Extended::Float8E5M2, "float8_e5m2", 1, 12),
+    ];
+
+    const fn row(self) -> (Extended, &'static str, usize, u8) {
+        match self {
+            Extended::Bfloat16 => Self::TABLE[0],
+            Extended::Float8E4M3Fn => Self::TABLE[1],
+            Extended::Float8E5M2 => Self::TABLE[2],
+        }
+    }
+
+    /// The name of its `numpy.dtype` in ml_dtypes (and in JAX): `"bfloat16"`...
+    pub const fn name(self) -> &'static str {
+        self.row().1
+    }
+
+    /// Its size in bytes.
+    pub const fn itemsize(self) -> usize {
+        self.row().2
+    }
+
+    /// DLPack's type code for it (its `bits` are 8 times its size).
+    pub const fn dlpack_code(self) -> u8 {
+        self.row().3
+    }
+
+    /// The type of ml_dtypes name `name`.
+    pub fn from_name(name: &str) -> Option<Extended> {
+        Self::TABLE.iter().find(|r| r.1 == name).map(|r| r.0)
+    }
+
+    /// The type of DLPack type code `code` (whatever its `bits`).
+    pub fn from_dlpack_code(code: u8) -> Option<Extended> {
+        Self::TABLE.iter().find(|r| r.3 == code).map(|r| r.0)
+    }
 }
 
 /// A compile-time description of an element type.
@@ -146,11 +206,12 @@ fn name_clashing_padding(out: &mut [DescrField]) {
 /// new element type is added here and nowhere else.
 ///
 /// `Kind` is the [`Kind`] variant of the type's type string (`Bool`, `Int`, `UInt`, `Float`,
-/// `Complex`), or `Void` for a type NumPy has no type string for, exported as opaque bytes
-/// (`half::bf16`, see the module documentation); a callback matches it to pick the types it
-/// handles. `Type` is a path the caller can use without depending on `half` or `num-complex`.
-/// The types behind a feature of cai-runtime (`half`, `complex`, `bf16`) are listed where
-/// cai-runtime was built with that feature, whatever the caller's own features.
+/// `Complex`), or `Void` for a type NumPy has no type string for, exported as opaque bytes,
+/// whose [`Extended`] variant follows (`$callback!(Void, Type, Bfloat16)`; see the module
+/// documentation); a callback matches it to pick the types it handles. `Type` is a path the
+/// caller can use without depending on `half`, `num-complex` or `float8`. The types behind a
+/// feature of cai-runtime (`half`, `complex`, `bf16`, `float8`) are listed where cai-runtime
+/// was built with that feature, whatever the caller's own features.
 ///
 /// ```
 /// use cai_runtime::Element;
@@ -158,7 +219,7 @@ fn name_clashing_padding(out: &mut [DescrField]) {
 /// fn itemsizes() -> Vec<(&'static str, usize)> {
 ///     let mut out = Vec::new();
 ///     macro_rules! note {
-///         (Void, $ty:ty) => {}; // no NumPy type
+///         (Void, $ty:ty, $ext:ident) => {}; // no NumPy type
 ///         ($kind:ident, $ty:ty) => {
 ///             out.push((stringify!($kind), <$ty as Element>::DTYPE.itemsize()));
 ///         };
@@ -192,9 +253,33 @@ macro_rules! for_each_element {
             $callback!(Complex, $crate::__private::Complex64);
         }
         $crate::__if_feature_bf16! {
-            $callback!(Void, $crate::__private::Bf16);
+            $callback!(Void, $crate::__private::Bf16, Bfloat16);
+        }
+        $crate::__if_feature_float8! {
+            $callback!(Void, $crate::__private::F8E4M3, Float8E4M3Fn);
+            $callback!(Void, $crate::__private::F8E5M2, Float8E5M2);
         }
     };
+}
+
+/// The feature-gated element types, for `for_each_element!`'s callers that depend on neither
+/// crate (`cai_runtime::__private::Bf16`...). Aliases, not re-exports of the crates: rustc
+/// would then name the types by that path in users' error messages
+/// (`cai_runtime::__private::half::f16`).
+#[doc(hidden)]
+pub mod feature_types {
+    #[cfg(feature = "bf16")]
+    pub type Bf16 = half::bf16;
+    #[cfg(feature = "complex")]
+    pub type Complex32 = num_complex::Complex<f32>;
+    #[cfg(feature = "complex")]
+    pub type Complex64 = num_complex::Complex<f64>;
+    #[cfg(feature = "half")]
+    pub type F16 = half::f16;
+    #[cfg(feature = "float8")]
+    pub type F8E4M3 = float8::F8E4M3;
+    #[cfg(feature = "float8")]
+    pub type F8E5M2 = float8::F8E5M2;
 }
 
 // `for_each_element!`'s feature gates: each expands to its input where cai-runtime has the
@@ -228,6 +313,19 @@ macro_rules! __if_feature_complex {
     ($($tokens:tt)*) => {};
 }
 
+#[cfg(feature = "float8")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_float8 {
+    ($($tokens:tt)*) => { $($tokens)* };
+}
+#[cfg(not(feature = "float8"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __if_feature_float8 {
+    ($($tokens:tt)*) => {};
+}
+
 #[cfg(feature = "bf16")]
 #[doc(hidden)]
 #[macro_export]
@@ -242,16 +340,13 @@ macro_rules! __if_feature_bf16 {
 }
 
 macro_rules! impl_element {
-    (Void, $ty:ty) => {
-        // SAFETY: `<V<size>` claims only "`size` opaque bytes", which is true of any type of
-        // that size.
+    (Void, $ty:ty, $ext:ident) => {
+        // SAFETY: the type is the extended type's bits (its crate's documented layout), of its
+        // size (checked below).
         unsafe impl Element for $ty {
-            const DTYPE: DType = DType::Scalar(TypeStr::new(
-                ByteOrder::Little,
-                Kind::Void,
-                std::mem::size_of::<$ty>(),
-            ));
+            const DTYPE: DType = DType::Scalar(TypeStr::extended(Extended::$ext));
         }
+        const _: () = assert!(std::mem::size_of::<$ty>() == Extended::$ext.itemsize());
     };
     ($kind:ident, $ty:ty) => {
         // SAFETY: a primitive of this size and kind; NumPy's dtype of the same kind and size
@@ -294,6 +389,38 @@ mod tests {
     fn bf16_is_two_opaque_bytes_like_pytorch() {
         assert_eq!(ts::<half::bf16>(), "<V2");
         assert_eq!(<half::bf16 as Element>::DTYPE.itemsize(), 2);
+        // ... and itself: not any two opaque bytes.
+        let t = <half::bf16 as Element>::DTYPE.typestr();
+        assert_eq!(t.extended_type(), Some(Extended::Bfloat16));
+        assert!(!t.same_type(&TypeStr::void(2)));
+        assert!(!t.same_type(&"<V2".parse().unwrap()));
+    }
+
+    #[cfg(feature = "float8")]
+    #[test]
+    fn the_float8_formats_are_one_byte_each_and_not_each_other() {
+        let a = <float8::F8E4M3 as Element>::DTYPE.typestr();
+        let b = <float8::F8E5M2 as Element>::DTYPE.typestr();
+        assert_eq!((a.to_string(), b.to_string()), ("|V1".into(), "|V1".into()));
+        assert!(!a.same_type(&b) && !a.same_type(&TypeStr::void(1)));
+        assert_eq!(a.extended_type(), Some(Extended::Float8E4M3Fn));
+        assert_eq!(b.extended_type(), Some(Extended::Float8E5M2));
+    }
+
+    #[test]
+    fn the_extended_table_reads_both_ways() {
+        for e in [
+            Extended::Bfloat16,
+            Extended::Float8E4M3Fn,
+            Extended::Float8E5M2,
+        ] {
+            assert_eq!(Extended::from_name(e.name()), Some(e));
+            let bits = u8::try_from(e.itemsize() * 8).unwrap();
+            assert_eq!(Extended::from_dlpack_code(e.dlpack_code()), Some(e));
+            assert_eq!(e.itemsize() * 8, usize::from(bits));
+        }
+        assert_eq!(Extended::from_dlpack_code(2), None);
+        assert_eq!(Extended::from_name("float8_e4m3"), None);
     }
 
     #[test]

@@ -70,7 +70,7 @@ pub use descriptor::{
     HostArrayDescriptor, NoStream, Space,
 };
 pub use driver_error::{DriverError, driver_error_name};
-pub use element::{DType, Element, FieldDType, StructDType};
+pub use element::{DType, Element, Extended, FieldDType, StructDType};
 pub use error::{AllocError, CopyToHostError, DescriptorError};
 pub use interface::{
     ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
@@ -96,17 +96,9 @@ pub use cai_derive::{ArrayInterface, CudaArrayInterface, Element};
 pub mod __private {
     pub use core::mem::{offset_of, size_of};
     pub use core::result::Result;
-    // The feature-gated element types, for `for_each_element!`'s callers that depend on neither
-    // crate. Aliases, not re-exports of the crates: rustc would then name the types by this
-    // path in users' error messages (`cai_runtime::__private::half::f16`).
-    #[cfg(feature = "bf16")]
-    pub type Bf16 = half::bf16;
-    #[cfg(feature = "complex")]
-    pub type Complex32 = num_complex::Complex<f32>;
-    #[cfg(feature = "complex")]
-    pub type Complex64 = num_complex::Complex<f64>;
-    #[cfg(feature = "half")]
-    pub type F16 = half::f16;
+    // The feature-gated element types, for `for_each_element!`'s callers (element.rs).
+    #[allow(unused_imports)] // (empty without the features)
+    pub use crate::element::feature_types::*;
     #[cfg(feature = "python")]
     pub use pyo3;
 
@@ -127,8 +119,19 @@ pub mod __private {
 
     // For cai's own crates (cai-gt, cai-py): not a public API.
     #[cfg(feature = "python")]
+    pub use crate::python::array_struct::{extended_dtype, extended_of};
+    #[cfg(feature = "python")]
     pub use crate::python::errors::calling_foreign_code;
     #[cfg(feature = "python")]
-    pub use crate::python::parse::{dimension_items, dimension_letters, size_pairs, type_name};
+    pub use crate::python::export::to_dict_kept;
+    #[cfg(feature = "python")]
+    pub use crate::python::fast::exact_int;
+    #[cfg(feature = "python")]
+    pub use crate::python::memo::Memo;
+    #[cfg(feature = "python")]
+    pub use crate::python::parse::{
+        Parsed, Problem, address_argument, dimension_items, dimension_letters, int_like, parse,
+        parse_descr, show, size_pairs, type_error_or, type_name,
+    };
     pub use crate::shown::Shown;
 }

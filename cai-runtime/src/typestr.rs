@@ -8,6 +8,7 @@
 //! [`TypeStr::canonical`] normalises a parsed type string the way NumPy's `dtype(s).str` does,
 //! so that two spellings of one type compare equal.
 
+use crate::element::Extended;
 use crate::shown::Shown;
 use std::fmt;
 use std::str::FromStr;
@@ -207,7 +208,9 @@ pub struct TimeUnit {
     pub base: TimeUnitBase,
 }
 
-/// A parsed array-interface type string.
+/// A parsed array-interface type string, or the type string of an element type NumPy has no
+/// type string for ([`TypeStr::extended`]: bfloat16, the float8 formats), which is written as
+/// the opaque bytes it is (`<V2`, `|V1`) and compares unequal to them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TypeStr {
     order: ByteOrder,
@@ -215,6 +218,8 @@ pub struct TypeStr {
     /// The number as written: bytes, except characters for `U` and bits for `t`.
     count: usize,
     unit: Option<TimeUnit>,
+    /// The element's identity, for the types the type string cannot name.
+    ext: Option<Extended>,
 }
 
 /// Why a type string was refused. Every variant carries the offending text.
@@ -283,7 +288,40 @@ impl TypeStr {
             kind,
             count,
             unit: None,
+            ext: None,
         }
+    }
+
+    /// The type string of `e`: its bytes (`<V2` for bfloat16, as PyTorch writes it; `|V1` for
+    /// a float8), with its identity, which dicts cannot carry but DLPack's codes and NumPy's
+    /// dtype objects (ml_dtypes') do.
+    pub const fn extended(e: Extended) -> TypeStr {
+        let size = e.itemsize();
+        TypeStr {
+            order: if size > 1 {
+                ByteOrder::Little
+            } else {
+                ByteOrder::NotApplicable
+            },
+            kind: Kind::Void,
+            count: size,
+            unit: None,
+            ext: Some(e),
+        }
+    }
+
+    /// The element type, for a type string of [`TypeStr::extended`].
+    pub const fn extended_type(&self) -> Option<Extended> {
+        self.ext
+    }
+
+    /// The extended type this type string stands for: its own, or bfloat16 for a bare `<V2`,
+    /// as PyTorch writes bfloat16 in a dict (NumPy writes its two-byte void `|V2`).
+    pub fn stands_for(&self) -> Option<Extended> {
+        self.ext.or_else(|| {
+            (self.kind == Kind::Void && self.count == 2 && self.order == ByteOrder::Little)
+                .then_some(Extended::Bfloat16)
+        })
     }
 
     /// `|V<size>`: raw bytes, the type string of structured elements.
@@ -330,6 +368,10 @@ impl TypeStr {
     /// order means nothing (one byte, `S`, `V`, `O`) get `|`, and `|` on a multi-byte number
     /// becomes the host order.
     pub const fn canonical(&self) -> TypeStr {
+        if self.ext.is_some() {
+            // Its spelling is its element's.
+            return *self;
+        }
         let order = match self.kind {
             Kind::Bytes | Kind::Void | Kind::Object => ByteOrder::NotApplicable,
             Kind::Unicode => match self.order {
@@ -349,10 +391,12 @@ impl TypeStr {
             kind: self.kind,
             count: self.count,
             unit: self.unit,
+            ext: None,
         }
     }
 
-    /// Whether both name the same type once canonical (`=f4` and `<f4` on a little-endian host).
+    /// Whether both name the same type once canonical (`=f4` and `<f4` on a little-endian host);
+    /// an extended type is itself only (bfloat16 is not any `|V2`).
     pub fn same_type(&self, other: &TypeStr) -> bool {
         self.canonical() == other.canonical()
     }
@@ -396,9 +440,15 @@ impl TypeStr {
             kind,
             count,
             unit,
+            ext: None,
         };
         if kind == Kind::Unicode && count.checked_mul(4).is_none() {
             return Err(TypeStrError::Overflow(s.to_owned()));
+        }
+        if kind == Kind::Float && count == 1 && unit.is_none() {
+            // NumPy has no one-byte float: `f1` is ml_dtypes' spelling of float8_e5m2 (its
+            // other float8 types are `V1`).
+            return Ok(TypeStr::extended(Extended::Float8E5M2));
         }
         if let Some(allowed) = kind.allowed_sizes()
             && !allowed.contains(&count)

@@ -364,7 +364,20 @@ fn a_foreign_array_imports_as_a_cudarc_view() {
             cudarc::driver::sys::cudaError_enum::CUDA_ERROR_LAUNCH_FAILED,
         )));
         let e = import.cudarc_view::<f32>(&a).unwrap_err();
-        assert!(matches!(e, ViewError::Cudarc(_)), "{e}");
+        assert!(
+            matches!(
+                e,
+                ViewError::Backend {
+                    backend: "cudarc",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(
+            std::error::Error::source(&e).is_some(),
+            "cudarc's error is the source"
+        );
         assert!(
             ctx.check_err().is_err(),
             "the error is still there for its owner"

@@ -111,7 +111,7 @@ fn cust_streams_are_pending_streams() {
     };
     let side = std::sync::Arc::new(stream());
     let p = PendingStreams::new(ExportStream::LegacyDefault);
-    p.enqueued_on(ExportStream::Cust(side.clone()));
+    p.enqueued_on(ExportStream::from(side.clone()));
     let side_value = cuda::from_raw_handle(side.as_inner().cast());
     assert_eq!(p.pending(), [side_value]);
     p.order_pending().unwrap();

@@ -34,6 +34,7 @@ pub enum Source {
     /// property asked for.
     Traits,
     /// The class implements `cai_runtime::python::Exporter` (`exporter`).
+    #[cfg_attr(not(feature = "python"), allow(dead_code))]
     Exporter,
 }
 

@@ -4,8 +4,8 @@
 use super::{numpy, numpy_error_named};
 use crate::args::show;
 use cai_gt::ElementType;
+use cai_runtime::__private::{Memo, extended_dtype, extended_of, parse_descr};
 use cai_runtime::TypeStr;
-use cai_runtime::python::{Memo, parse_descr};
 use cai_runtime::{ByteOrder, Kind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -134,7 +134,11 @@ fn describe_dtype(dt: Bound<'_, PyAny>) -> PyResult<Dtype<'_>> {
         )));
     }
     let typestr: String = dt.getattr("str")?.extract()?;
-    let typestr = TypeStr::parse(&typestr)?;
+    // ml_dtypes' types (bfloat16, float8...) are `|V<n>` to NumPy's `str`: their identity.
+    let typestr = match extended_of(&dt)? {
+        Some(e) => TypeStr::extended(e),
+        None => TypeStr::parse(&typestr)?,
+    };
     let descr = if dt.getattr("fields")?.is_none() {
         None
     } else {
@@ -156,7 +160,19 @@ fn dtype_from_typestr<'py>(
             if let Some(d) = known_dtype(py, key) {
                 return Ok(d);
             }
-            let d = resolve_dtype(py, PyString::new(py, &typestr.to_string()).as_any())?;
+            let d = match typestr.extended_type() {
+                // ml_dtypes' dtype where it is installed; else its opaque bytes (`|V2`), the
+                // element keeping its identity.
+                Some(e) => match extended_dtype(py, e)? {
+                    Some(dt) => describe_dtype(dt)?,
+                    None => Dtype {
+                        element: ElementType::new(*typestr, None)?,
+                        numpy: resolve_dtype(py, PyString::new(py, &typestr.to_string()).as_any())?
+                            .numpy,
+                    },
+                },
+                None => resolve_dtype(py, PyString::new(py, &typestr.to_string()).as_any())?,
+            };
             remember_dtype(DtypeKey::TypeStr(*typestr), &d);
             Ok(d)
         }
@@ -170,28 +186,45 @@ fn dtype_from_typestr<'py>(
     }
 }
 
-/// The dtype of `data`, whose interface says `typestr` and `descr`. For a structured type, the
-/// object's own `dtype` where it has one describing the same bytes (a NumPy or CuPy array's):
-/// NumPy names the gaps of the `descr` list `f<index>` and drops `align=True`, and cannot copy
-/// items between the dtype it makes and the array's own.
+/// The dtype of `data`, whose interface says `typestr` and `descr`: the object's own `dtype`
+/// where it has one describing the same bytes (a NumPy or CuPy array's) and the interface
+/// cannot say it all: a structured type (NumPy names the gaps of the `descr` list `f<index>`
+/// and drops `align=True`, and cannot copy items between the dtype it makes and the array's
+/// own), or opaque bytes that are an ml_dtypes type (bfloat16, a float8: `|V2`, `|V1` in a
+/// dict).
 pub(super) fn data_dtype<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
     typestr: &TypeStr,
     descr: Option<&cai_runtime::Descr>,
 ) -> PyResult<Dtype<'py>> {
-    if descr.is_some_and(|d| !d.is_simple())
+    let structured = descr.is_some_and(|d| !d.is_simple());
+    let opaque = typestr.kind() == Kind::Void
+        && typestr.extended_type().is_none()
+        && typestr.itemsize() <= 2
+        && !structured;
+    if (structured || opaque)
         // The object's own `dtype`: an error its getter raises propagates (only a missing one
         // means none); one that is no NumPy dtype is passed over.
         && let Some(own) = data.getattr_opt(pyo3::intern!(py, "dtype"))?
     {
         match describe_dtype(own) {
             Ok(d)
-                if d.element.typestr() == *typestr
+                if structured
+                    && d.element.typestr() == *typestr
                     && d.element
                         .descr()
                         .zip(descr)
                         .is_some_and(|(own, described)| own.same_items(described)) =>
+            {
+                return Ok(d);
+            }
+            Ok(d)
+                if opaque
+                    && d.element
+                        .typestr()
+                        .extended_type()
+                        .is_some_and(|e| e.itemsize() == typestr.itemsize()) =>
             {
                 return Ok(d);
             }

@@ -5,8 +5,8 @@
 use crate::args::{self, show, size, sizes};
 use crate::fastcall::Args;
 use cai_gt::{Dim, Managed, PerDim, Preset, StorageDevice, StorageParams, parse_dims};
+use cai_runtime::__private::type_error_or;
 use cai_runtime::__private::{dimension_items, dimension_letters};
-use cai_runtime::python::type_error_or;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;

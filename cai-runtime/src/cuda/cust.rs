@@ -65,12 +65,12 @@ impl AsStream for CuStream {
 
 impl From<CuStream> for ExportStream {
     fn from(s: CuStream) -> Self {
-        ExportStream::Cust(Arc::new(s))
+        ExportStream::Owned(Arc::new(s))
     }
 }
 
 impl From<Arc<CuStream>> for ExportStream {
     fn from(s: Arc<CuStream>) -> Self {
-        ExportStream::Cust(s)
+        ExportStream::Owned(s)
     }
 }

@@ -265,8 +265,9 @@ pub fn synchronize_stream_on(
 }
 
 /// A stream that can be exported and outlives every export: one of the default streams, or a
-/// cust or non-blocking stream kept alive by reference counting.
-#[derive(Clone, Debug)]
+/// stream kept alive by reference counting (cai's own, or a backend's: cust's, one of a crate
+/// of its own).
+#[derive(Clone)]
 pub enum ExportStream {
     /// The legacy default stream (exported as 1).
     LegacyDefault,
@@ -274,27 +275,46 @@ pub enum ExportStream {
     PerThreadDefault,
     /// A stream created through the driver.
     Driver(Arc<DriverStream>),
-    /// A stream created with cust (a blocking stream: cust 0.3 drops `NON_BLOCKING`).
-    #[cfg(feature = "cust")]
-    Cust(Arc<cust::stream::Stream>),
+    /// A stream a backend owns, vouched for by its [`AsStream::live_stream`]
+    /// ([`ExportStream::owned`]; cust's streams convert with `From`).
+    Owned(Arc<dyn AsStream + Send + Sync>),
 }
 
 impl ExportStream {
-    /// The stream, which lives as long as this value.
+    /// A backend's stream, which `s` keeps alive (its [`AsStream::live_stream`], which only an
+    /// owner of a live stream can give, through the `unsafe` [`LiveStream::new`]); `None` for a
+    /// value that owns no live stream (a bare [`Stream`] number).
+    pub fn owned(s: Arc<dyn AsStream + Send + Sync>) -> Option<Self> {
+        s.live_stream()?;
+        Some(ExportStream::Owned(s))
+    }
+
+    /// The stream, which lives as long as this value. (A backend's stream whose `live_stream`
+    /// stops answering is the legacy default stream: nothing unvouched reaches the driver.)
     pub fn live(&self) -> LiveStream<'_> {
-        // SAFETY: a default stream, or a stream its `Arc` keeps alive while `self` is.
-        unsafe { LiveStream::new(self.stream()) }
+        match self {
+            ExportStream::LegacyDefault => LiveStream::LEGACY_DEFAULT,
+            ExportStream::PerThreadDefault => LiveStream::PER_THREAD_DEFAULT,
+            ExportStream::Driver(s) => s.live(),
+            ExportStream::Owned(s) => s.live_stream().unwrap_or(LiveStream::LEGACY_DEFAULT),
+        }
     }
 
     /// The exported value.
     pub fn stream(&self) -> Stream {
-        match self {
-            ExportStream::LegacyDefault => Stream::LegacyDefault,
-            ExportStream::PerThreadDefault => Stream::PerThreadDefault,
-            ExportStream::Driver(s) => s.stream(),
-            #[cfg(feature = "cust")]
-            ExportStream::Cust(s) => from_raw_handle(s.as_inner().cast()),
-        }
+        self.live().stream()
+    }
+}
+
+impl std::fmt::Debug for ExportStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            ExportStream::LegacyDefault => "LegacyDefault",
+            ExportStream::PerThreadDefault => "PerThreadDefault",
+            ExportStream::Driver(_) => "Driver",
+            ExportStream::Owned(_) => "Owned",
+        };
+        write!(f, "ExportStream::{kind}({})", self.stream())
     }
 }
 

@@ -24,6 +24,7 @@ use std::ffi::{c_char, c_int, c_void};
 use super::Memo;
 use super::export::descr_list;
 use crate::descriptor::HostArrayDescriptor;
+use crate::element::Extended;
 use crate::layout::Layout;
 use crate::typestr::{ByteOrder, TypeStr};
 
@@ -176,7 +177,8 @@ unsafe fn release(raw: *mut Contents) {
 static DTYPES: Memo<TypeStr, Py<PyAny>, 16> = Memo::new();
 
 /// `numpy.dtype(typestr)`, remembered; the type string itself where NumPy cannot be imported
-/// (a consumer other than NumPy reading the struct).
+/// (a consumer other than NumPy reading the struct). An extended type's is ml_dtypes' where it
+/// can be imported ([`extended_dtype`]).
 fn numpy_dtype(py: Python<'_>, typestr: TypeStr) -> PyResult<Bound<'_, PyAny>> {
     if let Some(dtype) = DTYPES.get(|t| *t == typestr, |d| d.bind(py).clone()) {
         return Ok(dtype);
@@ -185,9 +187,48 @@ fn numpy_dtype(py: Python<'_>, typestr: TypeStr) -> PyResult<Bound<'_, PyAny>> {
     let Ok(numpy) = py.import("numpy") else {
         return Ok(text);
     };
-    let dtype = numpy.getattr("dtype")?.call1((text,))?;
+    let own = match typestr.extended_type() {
+        Some(e) => extended_dtype(py, e)?,
+        None => None,
+    };
+    let dtype = match own {
+        Some(dtype) => dtype,
+        None => numpy.getattr("dtype")?.call1((text,))?,
+    };
     DTYPES.insert(typestr, dtype.clone().unbind());
     Ok(dtype)
+}
+
+/// ml_dtypes' `numpy.dtype` of `e` (`numpy.dtype(ml_dtypes.bfloat16)`), or `None` where
+/// ml_dtypes is not installed (or has no such type): then `e` is its opaque bytes. Other errors
+/// (a broken installation) propagate.
+pub fn extended_dtype(py: Python<'_>, e: Extended) -> PyResult<Option<Bound<'_, PyAny>>> {
+    let module = match py.import("ml_dtypes") {
+        Ok(m) => m,
+        Err(err) if err.is_instance_of::<pyo3::exceptions::PyImportError>(py) => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let Some(scalar) = module.getattr_opt(e.name())? else {
+        return Ok(None);
+    };
+    let dtype = py.import("numpy")?.getattr("dtype")?.call1((scalar,))?;
+    Ok(Some(dtype))
+}
+
+/// The extended type a `numpy.dtype` is: ml_dtypes' (its `name`, no fields, the type's size;
+/// ml_dtypes gives its types kind `V`, except `float8_e5m2`, whose `str` is `<f1`), else
+/// `None`.
+pub fn extended_of(dtype: &Bound<'_, PyAny>) -> PyResult<Option<Extended>> {
+    let py = dtype.py();
+    if !dtype.getattr(pyo3::intern!(py, "fields"))?.is_none() {
+        return Ok(None);
+    }
+    let name = dtype.getattr(pyo3::intern!(py, "name"))?;
+    let Some(e) = name.extract::<&str>().ok().and_then(Extended::from_name) else {
+        return Ok(None);
+    };
+    let size: usize = dtype.getattr(pyo3::intern!(py, "itemsize"))?.extract()?;
+    Ok((e.itemsize() == size).then_some(e))
 }
 
 /// The capsule for `d`, whose layout is `layout`, keeping `exporter`; NumPy makes the dtype

@@ -103,7 +103,7 @@ impl_pyerr! {
     /// take; `TypeError` for an element type that is not the array's.
     ViewError {
         ViewError::Dtype { .. } | ViewError::Descr { .. } => PyTypeError,
-        ViewError::Cudarc(_) => PyRuntimeError,
+        ViewError::Backend { .. } => PyRuntimeError,
         _ => PyValueError,
     }
     /// `MemoryError`, as NumPy raises when an array cannot be allocated.

@@ -179,7 +179,7 @@ pub(super) fn exact_text_eq(a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> Optio
 /// an `int` beyond 64 bits), which the caller then reads the general way ([`int_like`],
 /// `__index__`), with its own errors.
 ///
-/// [`int_like`]: super::int_like
+/// [`int_like`]: super::parse::int_like
 pub fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
     if !v.is_exact_instance_of::<PyInt>() {
         return None;

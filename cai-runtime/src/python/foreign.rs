@@ -76,7 +76,7 @@ pub type ForeignHostArray = ForeignArray<Host>;
 
 /// Why a typed view was refused (in Python a `TypeError`, or a `ValueError` for
 /// [`ViewError::ReadOnly`]: the `python` module's table of exceptions).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum ViewError {
     /// The array's type string is not the element type's.
     #[error("array has typestr '{found}' but the element type {rust} is '{expected}'{hint}")]
@@ -123,9 +123,15 @@ pub enum ViewError {
         /// The view's stream's device.
         view: u32,
     },
-    /// cudarc's context holds an error from earlier work (kept for its `check_err`).
-    #[error("cudarc's context holds an error from earlier work: {0}")]
-    Cudarc(String),
+    /// A memory backend (a CUDA crate: cudarc, cust, or one of its own) refused the view; for
+    /// cudarc, its context holds an error from earlier work (kept for its `check_err`).
+    #[error("{backend}: {source}")]
+    Backend {
+        /// The backend, as its crate is named.
+        backend: &'static str,
+        /// The backend's error.
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
+    },
     /// A view for work on another stream than the one the import ordered the data for.
     #[error(
         "the import ordered the data for stream {import}, not this view's stream {view}: import with stream={view}"
@@ -239,7 +245,49 @@ impl<S: Space> ForeignArray<S> {
         let desc = interface_of::<S>(obj)?;
         // SAFETY: `desc` is what `obj` exposes: the producer answers for it (the protocol's
         // contract, which NumPy and CuPy trust too), and the view keeps `obj` and `desc`.
-        unsafe { Self::from_interface_with(&desc, Some(obj), options) }
+        let mut a = unsafe { Self::from_interface_with(&desc, Some(obj), options) }?;
+        a.identify(obj)?;
+        Ok(a)
+    }
+
+    /// Opaque bytes of one or two per item (`|V1`, `<V2`: all a dict can say of bfloat16 and
+    /// the float8 formats) are the extended type the producer's own `dtype` is, where that is
+    /// ml_dtypes' (a NumPy array of `ml_dtypes.bfloat16`). A `dtype` that is no NumPy dtype
+    /// (PyTorch's) is passed over; an error its getter raises propagates.
+    fn identify(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+        let t = self.descriptor.typestr;
+        if t.kind() != crate::Kind::Void
+            || t.extended_type().is_some()
+            || t.itemsize() > 2
+            || self
+                .descriptor
+                .descr
+                .as_ref()
+                .is_some_and(|d| !d.is_simple())
+        {
+            return Ok(());
+        }
+        let py = obj.py();
+        let Some(dtype) = obj.getattr_opt(pyo3::intern!(py, "dtype"))? else {
+            return Ok(());
+        };
+        let e = match super::array_struct::extended_of(&dtype) {
+            Ok(Some(e)) if e.itemsize() == t.itemsize() => e,
+            Ok(_) => return Ok(()),
+            Err(err)
+                if err.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)
+                    || err.is_instance_of::<pyo3::exceptions::PyTypeError>(py) =>
+            {
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        };
+        let typestr = crate::TypeStr::extended(e);
+        self.descriptor.typestr = typestr;
+        if self.descriptor.descr.is_some() {
+            self.descriptor.descr = Some(crate::Descr::simple(typestr));
+        }
+        Ok(())
     }
 
     /// An import whose descriptor was read from a DLPack tensor: `held` keeps the tensor (and
@@ -552,13 +600,21 @@ impl<S: Space> ForeignArray<S> {
 
 fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewError> {
     let expected = T::DTYPE.typestr();
-    if !expected.same_type(&d.typestr) {
-        let hint =
-            if expected.kind() == d.typestr.kind() && expected.itemsize() == d.typestr.itemsize() {
-                ": same kind and size but another byte order, so the values would be misread"
-            } else {
-                ""
-            };
+    // An extended type reads what stands for it (bfloat16: PyTorch's bare `<V2` too), and
+    // nothing else: not any opaque bytes of its size.
+    let same = match expected.extended_type() {
+        Some(e) => d.typestr.stands_for() == Some(e),
+        None => expected.same_type(&d.typestr),
+    };
+    if !same {
+        let hint = if expected.extended_type().is_some() {
+            ": a dict's opaque bytes may be any type; the type's identity comes with DLPack (or, for bfloat16, a bare '<V2' as PyTorch writes it)"
+        } else if expected.kind() == d.typestr.kind() && expected.itemsize() == d.typestr.itemsize()
+        {
+            ": same kind and size but another byte order, so the values would be misread"
+        } else {
+            ""
+        };
         return Err(ViewError::Dtype {
             rust: std::any::type_name::<T>(),
             expected: expected.to_string(),
@@ -823,9 +879,7 @@ impl ForeignArray<Device> {
         }
         if own == Stream::LegacyDefault {
             let device = u32::try_from(stream.context().ordinal()).unwrap_or(u32::MAX);
-            let consumer = self
-                .device_for_work()
-                .map_err(|e| ViewError::Cudarc(e.to_string()))?;
+            let consumer = self.device_for_work().map_err(ViewError::cudarc)?;
             if device != consumer {
                 return Err(ViewError::OtherDevice {
                     import: consumer,
@@ -840,6 +894,50 @@ impl ForeignArray<Device> {
         // through only when `readonly` is false, which only an exclusive borrow of a writable
         // import asks for.
         unsafe { crate::cuda::ForeignCudaSlice::new(self.ptr(), len, stream, readonly) }
-            .map_err(|e| ViewError::Cudarc(e.to_string()))
+            .map_err(ViewError::cudarc)
+    }
+}
+
+impl ViewError {
+    /// A backend's error, kept as the source.
+    pub fn backend(
+        backend: &'static str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ViewError::Backend {
+            backend,
+            source: std::sync::Arc::new(source),
+        }
+    }
+
+    #[cfg(feature = "cudarc")]
+    fn cudarc(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ViewError::backend("cudarc", e)
+    }
+}
+
+#[cfg(all(test, feature = "bf16"))]
+mod tests {
+    use super::*;
+    use crate::{ByteOrder, DType, DescriptorBuilder, Kind, TypeStr};
+
+    fn two_items_of(dtype: &'static DType) -> ArrayDescriptor<Host> {
+        DescriptorBuilder::<Host>::new(0x1000, 4, dtype, true)
+            .shape(vec![2])
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn bfloat16_reads_itself_and_pytorchs_bare_v2_not_any_two_bytes() {
+        static NUMPY_VOID: DType = DType::Scalar(TypeStr::void(2));
+        static PYTORCH_BF16: DType = DType::Scalar(TypeStr::new(ByteOrder::Little, Kind::Void, 2));
+        let bf16 = &<half::bf16 as Element>::DTYPE;
+        assert!(check_dtype::<half::bf16>(&two_items_of(bf16)).is_ok());
+        assert!(check_dtype::<half::bf16>(&two_items_of(&PYTORCH_BF16)).is_ok());
+        let e = check_dtype::<half::bf16>(&two_items_of(&NUMPY_VOID)).unwrap_err();
+        assert!(e.to_string().contains("'|V2'"), "{e}");
+        // Nor is bfloat16 any two opaque bytes, or a u16.
+        assert!(check_dtype::<u16>(&two_items_of(bf16)).is_err());
     }
 }

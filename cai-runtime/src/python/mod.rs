@@ -7,7 +7,7 @@
 //!   `__array_interface__` properties return ([`cuda_array_interface`], [`to_dict`]).
 //! - `array_struct.rs`: NumPy's `__array_struct__` capsule, which NumPy reads before the
 //!   `__array_interface__` dict.
-//! - `parse.rs`: reading foreign descriptor dicts ([`parse()`]), collecting every problem with
+//! - `parse.rs`: reading foreign descriptor dicts (`parse()`), collecting every problem with
 //!   its exception type and spec rule (`rules.rs`); `fast.rs`: the fast path for plain dicts.
 //! - `foreign.rs`: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array`
 //!   in Rust: a validated, typed view that keeps what it reads through alive (`buffer.rs`:
@@ -19,7 +19,7 @@
 //! - `errors.rs`: cai's errors as Python exceptions, one `From<E> for PyErr` per error type
 //!   ([`impl_pyerr!`](crate::impl_pyerr)), and the context-naming [`export_error`].
 //! - `testing.rs` (feature `testing`): hooks for the `cai` package's tests; not an API.
-//! - `memo.rs`: [`Memo`], the small most-recently-used caches behind the statics that remember
+//! - `memo.rs`: `Memo`, the small most-recently-used caches behind the statics that remember
 //!   dicts, type strings and dtypes, with their thread-safety argument.
 //!
 //! # Exceptions
@@ -63,15 +63,15 @@ compile_error!(
     "cai-runtime's `python` feature needs PyO3's `abi3-py311` or later (the buffer protocol entered the stable ABI in Python 3.11), or a build for one Python version"
 );
 
-mod array_struct;
+pub(crate) mod array_struct;
 mod buffer;
 mod check;
 mod dlpack;
 pub(crate) mod errors;
-mod export;
-mod fast;
+pub(crate) mod export;
+pub(crate) mod fast;
 mod foreign;
-mod memo;
+pub(crate) mod memo;
 pub(crate) mod parse;
 pub(crate) mod protocol;
 mod rules;
@@ -88,12 +88,8 @@ pub use dlpack::{
     DLPACK_VERSION, DlpackDevice, DlpackError, DlpackRequest, dlpack_device_of, live_exports,
 };
 pub use errors::export_error;
-pub use export::{add_classes, array_interface, cuda_array_interface, to_dict, to_dict_kept};
-pub use fast::exact_int;
+pub use export::{add_classes, array_interface, cuda_array_interface, to_dict};
 pub use foreign::{ForeignArray, ForeignDeviceArray, ForeignHostArray, Typed, TypedMut, ViewError};
-pub use memo::Memo;
-pub use parse::{
-    Parsed, Problem, address_argument, int_like, parse, parse_descr, show, stream_argument,
-    type_error_or,
-};
+pub(crate) use memo::Memo;
+pub use parse::stream_argument;
 pub use protocol::{Export, Exporter, Side};

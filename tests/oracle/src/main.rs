@@ -229,7 +229,7 @@ fn elements() -> Vec<Value> {
     let mut out = Vec::new();
     // Every scalar element type: cai-runtime's one list of them.
     macro_rules! scalar {
-        ($kind:ident, $ty:ty) => {
+        ($kind:ident, $ty:ty $(, $ext:ident)?) => {
             out.push(element::<$ty>(&short_name(std::any::type_name::<$ty>())));
         };
     }

@@ -9,9 +9,10 @@
 //! import is a [`ForeignArray`](super::ForeignArray) like any other.
 //!
 //! Type codes come from type strings, so no list of element types is kept here: integers,
-//! unsigned integers, floats, complex and `|b1` map to their codes, and `<V2`, the type string
-//! cai (like PyTorch) exports `half::bf16` as, to `kDLBfloat` (structured `|V<n>` items stay
-//! refused: DLPack has no structured types).
+//! unsigned integers, floats, complex and `|b1` map to their codes by kind; the element table's
+//! [`Extended`](crate::Extended) types (bfloat16, the float8 formats) to their own codes, both
+//! ways; and a bare `<V2`, the type string PyTorch's bfloat16 has in a dict, to `kDLBfloat`
+//! (other `|V<n>` items stay refused: DLPack has no structured types).
 
 mod export;
 mod import;
@@ -192,6 +193,13 @@ fn dl_dtype(t: &TypeStr, descr: Option<&Descr>) -> Result<DLDataType, DlpackErro
         ));
     }
     let bits = u8::try_from(t.itemsize() * 8).map_err(|_| refuse(": too wide"))?;
+    if let Some(e) = t.stands_for() {
+        return Ok(DLDataType {
+            code: DLDataTypeCode(e.dlpack_code()),
+            bits,
+            lanes: 1,
+        });
+    }
     let native = matches!(t.byte_order(), ByteOrder::NotApplicable) || t.itemsize() == 1 || {
         t.byte_order() == ByteOrder::HOST || t.byte_order() == ByteOrder::Native
     };
@@ -201,8 +209,6 @@ fn dl_dtype(t: &TypeStr, descr: Option<&Descr>) -> Result<DLDataType, DlpackErro
         Kind::UInt if matches!(bits, 8 | 16 | 32 | 64) => DLDataTypeCode::UINT,
         Kind::Float if matches!(bits, 16 | 32 | 64) => DLDataTypeCode::FLOAT,
         Kind::Complex if matches!(bits, 64 | 128) => DLDataTypeCode::COMPLEX,
-        // `<V2`: half::bf16 as cai and PyTorch export it; `|V<n>` is a struct's.
-        Kind::Void if bits == 16 && t.byte_order() == ByteOrder::Little => DLDataTypeCode::BFLOAT,
         Kind::Void => {
             return Err(refuse(
                 ": opaque or structured items (DLPack has no structured types; bfloat16 is '<V2')",
@@ -226,8 +232,8 @@ fn dl_dtype(t: &TypeStr, descr: Option<&Descr>) -> Result<DLDataType, DlpackErro
     })
 }
 
-/// The type string of DLPack type `t`, the way cai's exports write it (native byte order,
-/// `<V2` for bfloat16), or the field that has no type string.
+/// The type string of DLPack type `t`, the way cai's exports write it (native byte order; an
+/// [`Extended`](crate::Extended) type's own), or the field that has no type string.
 fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
     let field = |field: &str, value: String, why: &str| DlpackError::Field {
         field: format!("dl_tensor.dtype.{field}"),
@@ -242,22 +248,33 @@ fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
         ));
     }
     let bytes = usize::from(t.bits) / 8;
+    if let Some(e) = crate::Extended::from_dlpack_code(t.code.0) {
+        if usize::from(t.bits) != e.itemsize() * 8 {
+            return Err(field(
+                "bits",
+                t.bits.to_string(),
+                &format!(
+                    "type code {} ({}) has {} bits",
+                    t.code.0,
+                    e.name(),
+                    e.itemsize() * 8
+                ),
+            ));
+        }
+        return Ok(TypeStr::extended(e));
+    }
     let kind = match (t.code, t.bits) {
         (DLDataTypeCode::INT, 8 | 16 | 32 | 64) => Kind::Int,
         (DLDataTypeCode::UINT, 8 | 16 | 32 | 64) => Kind::UInt,
         (DLDataTypeCode::FLOAT, 16 | 32 | 64) => Kind::Float,
         (DLDataTypeCode::COMPLEX, 64 | 128) => Kind::Complex,
         (DLDataTypeCode::BOOL, 8) => Kind::Bool,
-        (DLDataTypeCode::BFLOAT, 16) => {
-            return Ok(TypeStr::new(ByteOrder::Little, Kind::Void, 2));
-        }
         (
             DLDataTypeCode::INT
             | DLDataTypeCode::UINT
             | DLDataTypeCode::FLOAT
             | DLDataTypeCode::COMPLEX
-            | DLDataTypeCode::BOOL
-            | DLDataTypeCode::BFLOAT,
+            | DLDataTypeCode::BOOL,
             bits,
         ) => {
             return Err(field(
@@ -278,7 +295,7 @@ fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
                 "code",
                 code.0.to_string(),
                 &format!(
-                    "{name} type: cai reads int, uint, float, complex, bool and bfloat16 (codes 0, 1, 2, 5, 6, 4)"
+                    "{name} type: cai reads int, uint, float, complex, bool, bfloat16, float8_e4m3fn and float8_e5m2 (codes 0, 1, 2, 5, 6, 4, 10, 12)"
                 ),
             ));
         }
@@ -298,14 +315,34 @@ mod tests {
     fn type_strings_and_codes_round_trip() {
         for s in [
             "|b1", "|i1", "<i2", "<i4", "<i8", "|u1", "<u2", "<u4", "<u8", "<f2", "<f4", "<f8",
-            "<c8", "<c16", "<V2",
+            "<c8", "<c16",
         ] {
             let t = ts(s);
             let dl = dl_dtype(&t, None).unwrap();
             assert_eq!(typestr_of(dl).unwrap(), t, "{s}");
         }
+        // The extended types keep their identity both ways; a bare `<V2` (PyTorch's bfloat16
+        // in a dict) is exported as bfloat16 and comes back as it.
+        use crate::Extended;
+        for e in [
+            Extended::Bfloat16,
+            Extended::Float8E4M3Fn,
+            Extended::Float8E5M2,
+        ] {
+            let t = TypeStr::extended(e);
+            let dl = dl_dtype(&t, None).unwrap();
+            assert_eq!(
+                (dl.code.0, usize::from(dl.bits)),
+                (e.dlpack_code(), e.itemsize() * 8)
+            );
+            assert_eq!(typestr_of(dl).unwrap(), t, "{e:?}");
+        }
         let bf16 = dl_dtype(&ts("<V2"), None).unwrap();
         assert_eq!((bf16.code, bf16.bits), (DLDataTypeCode::BFLOAT, 16));
+        assert_eq!(
+            typestr_of(bf16).unwrap(),
+            TypeStr::extended(Extended::Bfloat16)
+        );
     }
 
     #[test]
@@ -323,7 +360,8 @@ mod tests {
         };
         for (t, field) in [
             (code(2, 32, 4), "lanes"),
-            (code(10, 8, 1), "code"),
+            (code(8, 8, 1), "code"),
+            (code(10, 16, 1), "bits"),
             (code(99, 8, 1), "code"),
             (code(2, 8, 1), "bits"),
             (code(4, 32, 1), "bits"),

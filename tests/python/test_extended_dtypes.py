@@ -1,0 +1,111 @@
+"""bfloat16 and the float8 formats keep their identity wherever a consumer can represent them:
+ml_dtypes' dtypes in NumPy (storages, views, `__array_struct__`, the creators) and DLPack's type
+codes (JAX, both ways). A CAI or `__array_interface__` dict cannot say them: there they are their
+bytes (`<V2`, `|V1`), and without ml_dtypes they are those bytes everywhere, as before.
+"""
+
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import cai
+from dlpack_producer import managed
+
+EXTENDED = {
+    # name: (DLPack type code, bits, the dict's typestr)
+    "bfloat16": (4, 16, "<V2"),
+    "float8_e4m3fn": (10, 8, "|V1"),
+    "float8_e5m2": (12, 8, "|V1"),
+}
+VALUES = np.array([1.0, -2.0, 0.5, 448.0 / 4], dtype=np.float32)
+
+
+def of(name):
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def sample(name):
+    return VALUES.astype(of(name))
+
+
+@pytest.fixture(params=list(EXTENDED))
+def name(request):
+    return request.param
+
+
+def test_storages_have_the_type(name):
+    made = {
+        "zeros": cai.zeros(4, dtype=of(name)),
+        "storage (a copy)": cai.storage(sample(name)),
+        "as_storage (zero-copy)": cai.as_storage(sample(name)),
+    }
+    for how, s in made.items():
+        assert s.dtype == of(name), how
+        assert np.asarray(s).dtype == of(name), how  # through __array_struct__
+    s = made["storage (a copy)"]
+    np.testing.assert_array_equal(np.asarray(s), sample(name))
+    # The dict says the bytes, as the protocols can.
+    assert s.__array_interface__["typestr"] == EXTENDED[name][2]
+
+
+def test_views_have_the_type(name):
+    x = sample(name)
+    for v in (cai.as_host_array(x), cai.from_dlpack(cai.storage(x))):
+        assert v.dtype == of(name)
+        assert np.asarray(v).dtype == of(name)
+        np.testing.assert_array_equal(np.asarray(v), x)
+
+
+def test_dlpack_carries_each_types_own_code(name):
+    code, bits, _ = EXTENDED[name]
+    for exporter in (cai.storage(sample(name)), cai.as_host_array(sample(name))):
+        t = managed(exporter.__dlpack__(max_version=(1, 0))).dl_tensor
+        assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (code, bits, 1)
+
+
+def test_the_float8_formats_are_not_each_other():
+    a, b = cai.storage(sample("float8_e4m3fn")), cai.storage(sample("float8_e5m2"))
+    assert a.dtype != b.dtype
+    assert cai.from_dlpack(a).dtype == of("float8_e4m3fn")
+    assert cai.from_dlpack(b).dtype == of("float8_e5m2")
+
+
+def test_plain_opaque_bytes_stay_opaque():
+    v = cai.as_host_array(np.zeros(3, dtype="V2"))
+    assert v.dtype == np.dtype("V2")
+    with pytest.raises(BufferError, match="V2"):
+        v.__dlpack__(max_version=(1, 0))
+
+
+def test_jax_both_ways(name):
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    j = jnp.asarray(VALUES).astype(getattr(jnp, name))
+    v = cai.from_dlpack(j)
+    assert v.dtype == of(name)
+    np.testing.assert_array_equal(np.asarray(v), sample(name))
+    s = cai.storage(sample(name))
+    for back in (jax.dlpack.from_dlpack(s), jnp.asarray(s), jnp.asarray(cai.from_dlpack(s))):
+        assert back.dtype == getattr(jnp, name)
+        np.testing.assert_array_equal(np.asarray(back), sample(name))
+
+
+def test_without_ml_dtypes_they_are_their_bytes():
+    code = """
+import sys
+sys.modules["ml_dtypes"] = None  # import fails: as where it is not installed
+import numpy as np, cai
+from dlpack_producer import Producer
+# A bfloat16 tensor from a DLPack producer: still bfloat16 to DLPack, two bytes to NumPy.
+v = cai.from_dlpack(Producer(np.zeros(3, dtype="<u2"), dtype=(4, 16, 1)))
+assert v.dtype == np.dtype("V2"), v.dtype
+assert np.asarray(v).dtype == np.dtype("V2")
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=__file__.rsplit("/", 1)[0]
+    )
+    assert out.stdout.strip() == "ok", out.stderr
