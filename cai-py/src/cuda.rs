@@ -448,7 +448,7 @@ mod device_array {
         /// the import after its producer first (import with `stream=` this array's stream),
         /// and `source.release()` afterwards.
         fn copy_from(&self, source: &Bound<'_, crate::import::CudaArrayView>) -> PyResult<()> {
-            let src = crate::import::cuda_of(source);
+            let src = crate::import::cuda_of(source)?;
             if !src.layout().is_c_contiguous() || src.layout().nbytes() != self.buf.len() {
                 return Err(PyValueError::new_err(format!(
                     "copy_from(source): source must be C-contiguous with {} bytes (this buffer's \

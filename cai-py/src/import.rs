@@ -204,20 +204,26 @@ pub struct CudaArrayView;
 #[pyclass(module = "cai", frozen, extends = ArrayView)]
 pub struct HostArrayView;
 
-pub(crate) fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> &'a ForeignArray<Device> {
+/// A view's import, whose class was made with it: a TypeError where Python code swapped
+/// `__class__` between the two view classes (their layouts are the same).
+pub(crate) fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> PyResult<&'a ForeignArray<Device>> {
     match &slf.as_super().get().0 {
-        Imported::Cuda(a) => a,
-        // Only `new_cuda_view` makes a CudaArrayView, always around `Imported::Cuda`.
-        Imported::Host(_) => unreachable!("CudaArrayView holds a CUDA import"),
+        Imported::Cuda(a) => Ok(a),
+        Imported::Host(_) => Err(swapped("CudaArrayView", "host")),
     }
 }
 
-fn host_of<'a>(slf: &'a Bound<'_, HostArrayView>) -> &'a ForeignArray<Host> {
+fn host_of<'a>(slf: &'a Bound<'_, HostArrayView>) -> PyResult<&'a ForeignArray<Host>> {
     match &slf.as_super().get().0 {
-        Imported::Host(a) => a,
-        // Only `new_host_view` makes a HostArrayView, always around `Imported::Host`.
-        Imported::Cuda(_) => unreachable!("HostArrayView holds a host import"),
+        Imported::Host(a) => Ok(a),
+        Imported::Cuda(_) => Err(swapped("HostArrayView", "device")),
     }
+}
+
+fn swapped(class: &str, held: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "this {class} holds an import of {held} memory: its __class__ was changed"
+    ))
 }
 
 pub(crate) fn new_cuda_view(
@@ -241,35 +247,35 @@ pub(crate) fn new_host_view(py: Python<'_>, a: ForeignArray<Host>) -> PyResult<P
 impl CudaArrayView {
     /// The producer's stream (None: no synchronization needed).
     #[getter]
-    fn stream(slf: &Bound<'_, Self>) -> Option<u64> {
-        cuda_of(slf).stream().map(Stream::as_raw)
+    fn stream(slf: &Bound<'_, Self>) -> PyResult<Option<u64>> {
+        Ok(cuda_of(slf)?.stream().map(Stream::as_raw))
     }
     /// Whether the import called for synchronization with the producer's stream.
     #[getter]
-    fn needs_sync(slf: &Bound<'_, Self>) -> bool {
-        cuda_of(slf).needs_sync()
+    fn needs_sync(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(cuda_of(slf)?.needs_sync())
     }
     /// What the import decided about the producer's stream: `"event-wait"`, `"synchronize"`,
     /// or `"none: <why>"` (no stream, sync=False, streams ignored, same stream).
     #[getter]
-    fn sync_plan(slf: &Bound<'_, Self>) -> String {
-        cuda::plan_name(cuda_of(slf).sync_plan())
+    fn sync_plan(slf: &Bound<'_, Self>) -> PyResult<String> {
+        Ok(cuda::plan_name(cuda_of(slf)?.sync_plan()))
     }
     /// Whether the plan was carried out (a build with the `cuda` feature) rather than left to
     /// the caller.
     #[getter]
-    fn synchronized(slf: &Bound<'_, Self>) -> bool {
-        cuda_of(slf).synchronized()
+    fn synchronized(slf: &Bound<'_, Self>) -> PyResult<bool> {
+        Ok(cuda_of(slf)?.synchronized())
     }
     /// The consumer stream the import ordered the data for.
     #[getter]
-    fn consumer_stream(slf: &Bound<'_, Self>) -> u64 {
-        cuda_of(slf).options().consumer.stream().as_raw()
+    fn consumer_stream(slf: &Bound<'_, Self>) -> PyResult<u64> {
+        Ok(cuda_of(slf)?.options().consumer.stream().as_raw())
     }
     /// What the CUDA driver said about `data` (a dict), or None (no check made).
     #[getter]
     fn pointer_attributes<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        cuda_of(slf)
+        cuda_of(slf)?
             .pointer_attributes()
             .map(|a| cuda::attributes_dict(slf.py(), a))
             .transpose()
@@ -277,14 +283,14 @@ impl CudaArrayView {
     /// The device the data is on (its pointer attributes' ordinal), or None where the import
     /// made no pointer check (`check_pointer=False`, a build without the `cuda` feature).
     #[getter]
-    fn device_id(slf: &Bound<'_, Self>) -> Option<u32> {
-        cuda_of(slf)
+    fn device_id(slf: &Bound<'_, Self>) -> PyResult<Option<u32>> {
+        Ok(cuda_of(slf)?
             .pointer_attributes()
-            .and_then(|a| a.device_ordinal)
+            .and_then(|a| a.device_ordinal))
     }
     /// The items' bytes in C order, copied from the device on the consumer stream.
     fn copy_to_host<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
-        cuda::copy_view_to_host(slf.py(), cuda_of(slf))
+        cuda::copy_view_to_host(slf.py(), cuda_of(slf)?)
     }
     /// Says the consumer's work on the data is enqueued on the consumer stream: the
     /// producer's stream waits for it (an event wait; the host is not blocked), so that work
@@ -293,7 +299,7 @@ impl CudaArrayView {
     /// block. Returns `"event-wait"`, or the import's `"none: <why>"` where the import ordered
     /// nothing (then neither does this).
     fn release(slf: &Bound<'_, Self>) -> PyResult<String> {
-        cuda::release_view(cuda_of(slf))
+        cuda::release_view(cuda_of(slf)?)
     }
     fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
         slf
@@ -332,7 +338,7 @@ impl HostArrayView {
     /// The items' bytes in C order (a copy), read through the imported descriptor;
     /// MemoryError when they do not fit in memory.
     fn tobytes<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyBytes>> {
-        Ok(PyBytes::new(slf.py(), &host_of(slf).to_bytes()?))
+        Ok(PyBytes::new(slf.py(), &host_of(slf)?.to_bytes()?))
     }
 
     /// `view[key]` as NumPy indexes the imported array (zero-copy: a NumPy view keeping this
@@ -363,7 +369,7 @@ impl HostArrayView {
         slf: &Bound<'py, Self>,
         #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let (py, a) = (slf.py(), host_of(slf));
+        let (py, a) = (slf.py(), host_of(slf)?);
         let t = a.descriptor().typestr;
         // Every element type but bool (not every bit pattern is one) and opaque bytes.
         macro_rules! read_as {
@@ -388,7 +394,7 @@ impl HostArrayView {
         #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
         value: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let a = host_of(slf);
+        let a = host_of(slf)?;
         // A mutable view needs an owned import: import the same descriptor again, with the
         // same owner kept alive.
         let desc = cpy::to_dict(slf.py(), a.descriptor())?;

@@ -320,7 +320,8 @@ def test_fields_read_as_dlpack_says():
     [
         (dict(data=0, shape=(2,)), ValueError, r"dl_tensor.data` = NULL"),
         (dict(shape=(2, -3)), ValueError, r"dl_tensor.shape\[1\]` = -3: negative"),
-        (dict(dtype=(10, 8, 1)), ValueError, r"dl_tensor.dtype.code` = 10: float8"),
+        (dict(dtype=(8, 8, 1)), ValueError, r"dl_tensor.dtype.code` = 8: float8"),
+        (dict(dtype=(10, 16, 1)), ValueError, r"dl_tensor.dtype.bits` = 16: .*float8_e4m3fn"),
         (dict(dtype=(42, 8, 1)), ValueError, r"dl_tensor.dtype.code` = 42: unknown"),
         (dict(dtype=(2, 32, 4)), ValueError, r"dl_tensor.dtype.lanes` = 4"),
         (dict(dtype=(2, 8, 1)), ValueError, r"dl_tensor.dtype.bits` = 8"),

@@ -80,6 +80,11 @@ def test_typestrs_agree_with_numpy():
                 # Bit fields (cuDF's `<t1` masks) are in the array-interface grammar but
                 # NumPy cannot make a dtype of them.
                 continue
+            if s[1:] == "f1":
+                # ml_dtypes writes its float8_e5m2 so (NumPy has no one-byte float): that type,
+                # written as its byte.
+                assert ours["canonical"] == "|V1" and ours["itemsize"] == 1, s
+                continue
             assert theirs is not None, f"we accept {s!r} but NumPy rejects it"
             assert ours["canonical"] == theirs.str, s
             assert ours["itemsize"] == theirs.itemsize, s

@@ -158,3 +158,73 @@ def test_device_kinds_answer_alike():
     for call in (lambda o: o.__dlpack_device__(), lambda o: o.__dlpack__(max_version=(1, 0))):
         answers = {outcome(lambda: call(o)) for o in objects}
         assert len(answers) == 1, answers
+
+
+# ---- what an attack on the one surface found (each failed before its fix)
+
+
+def _dict_only(d):
+    return type("DictOnly", (), {"__array_interface__": d})()
+
+
+def test_a_views_capsule_says_what_its_dict_says():
+    """NumPy reads `__array_struct__` first: for a view it gives the dtype NumPy makes of the
+    view's dict (`descr` names the items of a void type only, and not as the default entry)."""
+    b = np.arange(4, dtype="<i4")
+    union = np.arange(4, dtype=(np.int32, {"lo": (np.int16, 0), "hi": (np.int16, 2)}))
+    views = [
+        cai.as_host_array(union),
+        cai.from_array_interface(dict(b.__array_interface__, descr=[("a", "<f4")]), owner=b),
+        cai.from_array_interface(dict(b.__array_interface__, typestr="|V4", descr=[("", "<i4")]), owner=b),
+    ]
+    for v in views:
+        assert np.asarray(v).dtype == np.asarray(_dict_only(v.__array_interface__)).dtype
+    np.asarray(views[0]) + 1  # an int32 array, as through the dict
+
+
+def test_a_descr_numpy_refuses_is_refused_through_the_capsule_too():
+    r = np.zeros(16, "u1")
+    d = {"data": (r.ctypes.data, False), "shape": (2,), "typestr": "|V8", "descr": [("a", "<i4"), ("a", "<i4")], "version": 3}
+    v = cai.from_array_interface(d, owner=r)
+    with pytest.raises(ValueError, match="more than once"):
+        np.asarray(_dict_only(v.__array_interface__))
+    with pytest.raises(ValueError, match="more than once"):
+        np.asarray(v)
+
+
+def test_a_view_whose_class_was_swapped_raises_typeerror_not_a_panic():
+    host = cai.as_host_array(np.arange(3.0))
+    dev = cuda_view()
+    host.__class__, dev.__class__ = type(dev), type(host)
+    with pytest.raises(TypeError, match="__class__ was changed"):
+        dev.get((0,))
+    with pytest.raises(TypeError, match="__class__ was changed"):
+        host.sync_plan
+
+
+class Interrupt(Exception):
+    pass
+
+
+class IndexRaises:
+    def __index__(self):
+        raise Interrupt("from __index__")
+
+
+class IndexOnly:
+    def __init__(self, n):
+        self.n = n
+
+    def __index__(self):
+        return self.n
+
+
+@pytest.mark.parametrize("kind", HOST_KINDS)
+def test_an_index_that_raises_propagates_and_one_that_answers_is_an_int(kind):
+    obj = HOST_KINDS[kind][0]()
+    for kwargs in (dict(stream=IndexRaises()), dict(max_version=(IndexRaises(), 0)), dict(dl_device=(1, IndexRaises()))):
+        with pytest.raises(Interrupt):
+            obj.__dlpack__(**kwargs)
+    # An int through `__index__` is an int: read once, as a NumPy integer is.
+    capsule = obj.__dlpack__(max_version=(IndexOnly(1), IndexOnly(0)), dl_device=(IndexOnly(1), IndexOnly(0)))
+    assert np.from_dlpack(type("P", (), {"__dlpack__": lambda self, **k: capsule, "__dlpack_device__": lambda self: (1, 0)})()).size

@@ -6,8 +6,11 @@
 //! property comes with it ([`array_struct`]).
 //!
 //! The struct's `descr` (flag `ARR_HAS_DESCR`) is what NumPy gives `PyArray_DescrConverter`: a
-//! storage's own `numpy.dtype`; for a descriptor, the `numpy.dtype` of its type string (the
-//! string itself where NumPy cannot be imported), or its `descr` list for a structured type.
+//! storage's own `numpy.dtype`; for a descriptor, what NumPy makes of its dict: the
+//! `numpy.dtype` of its `descr` list for a void type string whose list is not the default
+//! `[('', typestr)]` (NumPy's refusal of the list raised here, as the dict's is), else of its
+//! type string (ml_dtypes' for an extended type; the string itself where NumPy cannot be
+//! imported).
 //! Datetime units, byte order and fields come back exactly. `typekind`, `itemsize` and `NOTSWAPPED` still describe a plain element for a
 //! reader that ignores `descr`.
 //!
@@ -26,7 +29,8 @@ use super::export::descr_list;
 use crate::descriptor::HostArrayDescriptor;
 use crate::element::Extended;
 use crate::layout::Layout;
-use crate::typestr::{ByteOrder, TypeStr};
+use crate::structured::DescrFormat;
+use crate::typestr::{ByteOrder, Kind, TypeStr};
 
 /// `PyArrayInterface` of `numpy/ndarraytypes.h`.
 #[repr(C)]
@@ -240,9 +244,24 @@ pub(crate) fn capsule<'py>(
     dtype: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = exporter.py();
-    let descr = match (dtype, d.descr.as_ref().filter(|d| !d.is_simple())) {
+    // As NumPy reads the dict: `descr` names the items of a void type string only, and only
+    // where it is not the default `[('', typestr)]`.
+    let fields = d.descr.as_ref().filter(|list| {
+        d.typestr.kind() == Kind::Void
+            && !(list.is_simple()
+                && matches!(&list.0[0].format, DescrFormat::Type(t) if t.to_string() == d.typestr.to_string()))
+    });
+    let descr = match (dtype, fields) {
         (Some(dtype), _) => dtype,
-        (None, Some(list)) => descr_list(py, list)?.into_any(),
+        (None, Some(list)) => {
+            let list = descr_list(py, list)?.into_any();
+            match py.import("numpy") {
+                // Made here, so that NumPy's refusal (a name twice) is raised as the dict's
+                // is: given the list, NumPy would drop the refusal and read opaque bytes.
+                Ok(numpy) => numpy.getattr("dtype")?.call1((list,))?,
+                Err(_) => list,
+            }
+        }
         (None, None) => numpy_dtype(py, d.typestr)?,
     };
     ArrayStruct {

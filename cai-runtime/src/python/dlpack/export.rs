@@ -61,7 +61,18 @@ fn repr(v: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "<unprintable>".to_owned())
 }
 
-fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> Result<(i128, i128), DlpackError> {
+/// An int argument, read once through the one integer reader (`__index__` included; an error
+/// it raises propagates); `None` where `v` is not an int (a bool is not); one beyond i128 as
+/// `i128::MAX`, which every range here refuses.
+fn int_arg(v: &Bound<'_, PyAny>) -> PyResult<Option<i128>> {
+    Ok(match crate::python::parse::int(v)? {
+        Ok((n, _)) => Some(n),
+        Err("not an int") => None,
+        Err(_) => Some(i128::MAX),
+    })
+}
+
+fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> PyResult<(i128, i128)> {
     let wrong = || DlpackError::ArgumentType {
         key,
         value: repr(v),
@@ -69,15 +80,9 @@ fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> Result<(i128, i128), Dlp
     };
     let t = v.cast::<PyTuple>().map_err(|_| wrong())?;
     if t.len() != 2 {
-        return Err(wrong());
+        return Err(wrong().into());
     }
-    let int = |i| {
-        let x = t.get_item(i).map_err(|_| wrong())?;
-        if x.is_instance_of::<PyBool>() {
-            return Err(wrong());
-        }
-        x.extract::<i128>().map_err(|_| wrong())
-    };
+    let int = |i| -> PyResult<i128> { int_arg(&t.get_item(i)?)?.ok_or_else(|| wrong().into()) };
     Ok((int(0)?, int(1)?))
 }
 
@@ -91,13 +96,14 @@ impl DlpackRequest {
     /// The request `__dlpack__(*, stream, max_version, dl_device, copy)` makes; each argument
     /// `None` when not given. A value of the wrong type is a `TypeError`, a wrong value (a
     /// `stream` of 0, as the standard says; a negative version) a `ValueError`, each naming the
-    /// keyword and value; a device cai cannot export to is a `BufferError`.
+    /// keyword and value; a device cai cannot export to is a `BufferError`. An exception an
+    /// argument's `__index__` raises propagates.
     pub fn from_args(
         stream: Option<&Bound<'_, PyAny>>,
         max_version: Option<&Bound<'_, PyAny>>,
         dl_device: Option<&Bound<'_, PyAny>>,
         copy: Option<&Bound<'_, PyAny>>,
-    ) -> Result<Self, DlpackError> {
+    ) -> PyResult<Self> {
         let mut out = DlpackRequest::default();
         if let Some(s) = stream.filter(|s| !s.is_none()) {
             out.stream = consumer_stream(s)?;
@@ -111,7 +117,8 @@ impl DlpackRequest {
                         key: "max_version",
                         value: repr(v),
                         expected: "a (major, minor) version of ints from 0 to 2**32 - 1",
-                    });
+                    }
+                    .into());
                 }
             }
         }
@@ -152,37 +159,37 @@ impl DlpackRequest {
     }
 }
 
-fn consumer_stream(s: &Bound<'_, PyAny>) -> Result<ConsumerStream, DlpackError> {
-    if s.is_instance_of::<PyBool>() {
-        return Err(DlpackError::ArgumentType {
-            key: "stream",
-            value: repr(s),
-            expected: "None or an int",
-        });
-    }
+fn consumer_stream(s: &Bound<'_, PyAny>) -> PyResult<ConsumerStream> {
     // Read once: an `__index__` may answer differently each time.
-    let n: i128 = s.extract().map_err(|_| DlpackError::ArgumentType {
+    let n = int_arg(s)?.ok_or_else(|| DlpackError::ArgumentType {
         key: "stream",
         value: repr(s),
         expected: "None or an int",
     })?;
-    match n {
-        -1 => Ok(ConsumerStream::NoSync),
-        0 => Err(DlpackError::Argument {
-            key: "stream",
-            value: "0".into(),
-            expected: "0 is ambiguous and disallowed by the standard: pass 1 (legacy default stream), 2 (per-thread default stream), a stream handle, -1 (no synchronization) or None",
-        }),
+    Ok(match n {
+        -1 => ConsumerStream::NoSync,
+        0 => {
+            return Err(DlpackError::Argument {
+                key: "stream",
+                value: "0".into(),
+                expected: "0 is ambiguous and disallowed by the standard: pass 1 (legacy default stream), 2 (per-thread default stream), a stream handle, -1 (no synchronization) or None",
+            }
+            .into());
+        }
         _ => u64::try_from(n)
             .ok()
             .and_then(|raw| Stream::from_raw(raw).ok())
             .map(ConsumerStream::On)
             .ok_or_else(|| DlpackError::Argument {
                 key: "stream",
-                value: n.to_string(),
+                value: if n == i128::MAX {
+                    repr(s)
+                } else {
+                    n.to_string()
+                },
                 expected: "None, -1, or a CUDA stream (1, 2, or a handle below 2**64)",
-            }),
-    }
+            })?,
+    })
 }
 
 /// Exported tensors not yet deleted, for leak tests: every capsule cai made adds one until its
