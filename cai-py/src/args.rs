@@ -11,7 +11,7 @@
 //! a literal; the callers then tell the names apart knowing no other gets through.
 
 use cai_gt::PerDim;
-use cai_runtime::__private::{dimension_items, exact_int, int_like, type_error_or};
+use cai_runtime::__private::{dimension_items, int, int_like, type_error_or};
 use num_complex::Complex;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
@@ -37,40 +37,27 @@ pub fn scalar(v: &Bound<'_, PyAny>) -> bool {
     is_int(v) || v.is_instance_of::<PyBool>()
 }
 
-/// `v` as an int from `lo` to `hi`, the argument being `key`.
+/// `v` as an int from `lo` to `hi`, the argument being `key`, read by cai-runtime's one
+/// integer reader (an exact `int` in one C call; else through `__index__`, whose own error,
+/// a KeyboardInterrupt too, says more than ours would and is raised once).
 fn int_in<T: TryFrom<i128>>(key: &str, v: &Bound<'_, PyAny>, lo: i128, hi: i128) -> PyResult<T> {
-    // What callers pass nearly always: an exact `int` that fits 64 bits, read in one C call.
-    if let Some(n) = exact_int(v).map(i128::from)
-        && (lo..=hi).contains(&n)
-        && let Ok(n) = T::try_from(n)
-    {
-        return Ok(n);
-    }
-    if v.is_instance_of::<PyBool>() {
-        // `extract::<i64>` would read it as 0 or 1.
-        return Err(PyTypeError::new_err(format!(
-            "{key}: {} is a bool, not an int",
-            show(v)
-        )));
-    }
-    // i64 first: the abi3 build has no fast path for wider ints.
-    let n = match v.extract::<i64>() {
-        Ok(n) => Some(i128::from(n)),
-        Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => match v.extract::<i128>() {
-            Ok(n) => Some(n),
-            // Beyond i128 is beyond every range here, on the side of its sign.
-            Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => None,
-            Err(e) => return Err(e),
-        },
-        Err(_) if !is_int(v) => {
+    let n = match int(v)? {
+        Ok((n, _)) => Some(n),
+        // `int` refuses bools; `extract::<i64>` would read one as 0 or 1.
+        Err(_) if v.is_instance_of::<PyBool>() => {
+            return Err(PyTypeError::new_err(format!(
+                "{key}: {} is a bool, not an int",
+                show(v)
+            )));
+        }
+        Err("not an int") => {
             return Err(PyTypeError::new_err(format!(
                 "{key}: {} is not an int",
                 show(v)
             )));
         }
-        // `__index__` itself raised: its error (a KeyboardInterrupt too) says more than ours
-        // would, and is raised once.
-        Err(e) => return Err(e),
+        // Beyond i128 is beyond every range here, on the side of its sign.
+        Err(_) => None,
     };
     let below = match n {
         Some(n) if (lo..=hi).contains(&n) => {
@@ -289,17 +276,25 @@ macro_rules! int_item {
     ($ty:ty, $kind:literal) => {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
-                if !scalar(v) {
-                    return Err(PyTypeError::new_err(format!(
+                let not_int = || {
+                    PyTypeError::new_err(format!(
                         "{key}: {} is not an int (the items are {})",
                         show(v),
                         dtype_name::<$ty>($kind)
-                    )));
+                    ))
+                };
+                if !scalar(v) {
+                    return Err(not_int());
                 }
-                let n = match v.extract::<i128>() {
-                    Ok(n) => Some(n),
-                    Err(e) if e.is_instance_of::<PyOverflowError>(v.py()) => None,
-                    Err(e) => return Err(e),
+                // A bool is 0 or 1 here, as NumPy stores one into an int array.
+                let n = if let Ok(b) = v.cast::<PyBool>() {
+                    Some(i128::from(b.is_true()))
+                } else {
+                    match int(v)? {
+                        Ok((n, _)) => Some(n),
+                        Err("not an int") => return Err(not_int()),
+                        Err(_) => None,
+                    }
                 };
                 n.and_then(|n| <$ty>::try_from(n).ok()).ok_or_else(|| {
                     PyOverflowError::new_err(format!(

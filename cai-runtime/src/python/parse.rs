@@ -297,9 +297,11 @@ impl NotInt {
 }
 
 /// A Python int (not a bool) as i128, and whether it was read through `__index__` (an
-/// integer that is not an `int`, such as `numpy.int64`); or why it is not one. The outer
-/// error is the exception the value's own `__index__` raised.
-pub(crate) fn int(v: &Bound<'_, PyAny>) -> PyResult<Result<(i128, bool), &'static str>> {
+/// integer that is not an `int`, such as `numpy.int64`); or why it is not one (`"not an int"`,
+/// `"an int too large"`). The outer error is the exception the value's own `__index__` raised.
+/// The one integer reader: descriptors, `__dlpack__`'s arguments and the package's arguments
+/// all read ints through it.
+pub fn int(v: &Bound<'_, PyAny>) -> PyResult<Result<(i128, bool), &'static str>> {
     // What every producer sends first: an exact `int` that fits 64 bits.
     if let Some(n) = exact_int(v) {
         return Ok(Ok((n.into(), false)));
