@@ -130,8 +130,8 @@ pub mod __private {
     pub use crate::python::memo::Memo;
     #[cfg(feature = "python")]
     pub use crate::python::parse::{
-        Parsed, Problem, address_argument, dimension_items, dimension_letters, int, int_like, parse,
-        parse_descr, show, size_pairs, type_error_or, type_name,
+        Parsed, Problem, address_argument, dimension_items, dimension_letters, int, int_like,
+        parse, parse_descr, show, size_pairs, type_error_or, type_name,
     };
     pub use crate::shown::Shown;
 }
