@@ -401,7 +401,9 @@ impl TypeStr {
         self.canonical() == other.canonical()
     }
 
-    /// Parses a type string; see the module documentation for the grammar.
+    /// Parses a type string; see the module documentation for the grammar. `f1` (no such NumPy
+    /// type) is ml_dtypes' spelling of float8_e5m2, read as that [`Extended`] type, which is
+    /// written as its byte (`|V1`).
     pub fn parse(s: &str) -> Result<TypeStr, TypeStrError> {
         let mut chars = s.chars();
         let (Some(o), Some(k)) = (chars.next(), chars.next()) else {
@@ -560,6 +562,15 @@ mod tests {
             };
             assert_eq!(canon(&input), numpy, "{input}");
         }
+    }
+
+    #[test]
+    fn ml_dtypes_f1_is_float8_e5m2_written_as_its_byte() {
+        let t = TypeStr::parse("<f1").unwrap();
+        assert_eq!(t.extended_type(), Some(Extended::Float8E5M2));
+        assert_eq!(t.to_string(), "|V1");
+        assert_eq!(TypeStr::parse("|V1").unwrap(), TypeStr::void(1));
+        assert!(!t.same_type(&TypeStr::void(1)));
     }
 
     #[test]

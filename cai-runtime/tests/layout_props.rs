@@ -199,8 +199,14 @@ proptest! {
     fn typestr_parse_never_panics_and_round_trips(s in "[<>|=x]?[biufcmMOSUVtq]?[0-9]{0,22}(\\[[0-9]{0,3}[a-zμ]{0,3}\\]?)?") {
         if let Ok(t) = TypeStr::parse(&s) {
             let again = TypeStr::parse(&t.to_string()).unwrap();
-            prop_assert!(again.same_type(&t));
-            prop_assert_eq!(again.canonical(), t.canonical());
+            if t.extended_type().is_some() {
+                // ml_dtypes' spelling of float8_e5m2 (`<f1`): the type, written as its bytes,
+                // which read back as bytes.
+                prop_assert_eq!(again, TypeStr::void(t.itemsize()));
+            } else {
+                prop_assert!(again.same_type(&t));
+                prop_assert_eq!(again.canonical(), t.canonical());
+            }
         }
     }
 }
