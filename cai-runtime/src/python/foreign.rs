@@ -213,6 +213,8 @@ impl<S: Space> ForeignArray<S> {
                 (descriptor, layout)
             }
         };
+        let mut descriptor = descriptor;
+        identify(&mut descriptor, owner)?;
         held.set_owner(owner);
         let mut a = ForeignArray {
             descriptor,
@@ -245,49 +247,7 @@ impl<S: Space> ForeignArray<S> {
         let desc = interface_of::<S>(obj)?;
         // SAFETY: `desc` is what `obj` exposes: the producer answers for it (the protocol's
         // contract, which NumPy and CuPy trust too), and the view keeps `obj` and `desc`.
-        let mut a = unsafe { Self::from_interface_with(&desc, Some(obj), options) }?;
-        a.identify(obj)?;
-        Ok(a)
-    }
-
-    /// Opaque bytes of one or two per item (`|V1`, `<V2`: all a dict can say of bfloat16 and
-    /// the float8 formats) are the extended type the producer's own `dtype` is, where that is
-    /// ml_dtypes' (a NumPy array of `ml_dtypes.bfloat16`). A `dtype` that is no NumPy dtype
-    /// (PyTorch's) is passed over; an error its getter raises propagates.
-    fn identify(&mut self, obj: &Bound<'_, PyAny>) -> PyResult<()> {
-        let t = self.descriptor.typestr;
-        if t.kind() != crate::Kind::Void
-            || t.extended_type().is_some()
-            || t.itemsize() > 2
-            || self
-                .descriptor
-                .descr
-                .as_ref()
-                .is_some_and(|d| !d.is_simple())
-        {
-            return Ok(());
-        }
-        let py = obj.py();
-        let Some(dtype) = obj.getattr_opt(pyo3::intern!(py, "dtype"))? else {
-            return Ok(());
-        };
-        let e = match super::array_struct::extended_of(&dtype) {
-            Ok(Some(e)) if e.itemsize() == t.itemsize() => e,
-            Ok(_) => return Ok(()),
-            Err(err)
-                if err.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)
-                    || err.is_instance_of::<pyo3::exceptions::PyTypeError>(py) =>
-            {
-                return Ok(());
-            }
-            Err(err) => return Err(err),
-        };
-        let typestr = crate::TypeStr::extended(e);
-        self.descriptor.typestr = typestr;
-        if self.descriptor.descr.is_some() {
-            self.descriptor.descr = Some(crate::Descr::simple(typestr));
-        }
-        Ok(())
+        unsafe { Self::from_interface_with(&desc, Some(obj), options) }
     }
 
     /// An import whose descriptor was read from a DLPack tensor: `held` keeps the tensor (and
@@ -631,6 +591,48 @@ fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewEr
             expected: T::DTYPE.descr().to_string(),
             found: descr.to_string(),
         });
+    }
+    Ok(())
+}
+
+/// Opaque bytes of one or two per item (`|V1`, `<V2`: all a dict can say of bfloat16 and the
+/// float8 formats) are the extended type the owner's (the producer's) own `dtype` is, where
+/// that is ml_dtypes' (a NumPy array of `ml_dtypes.bfloat16`). A `dtype` that is no NumPy
+/// dtype (PyTorch's) is passed over; an error its getter raises propagates.
+fn identify<S: Space>(
+    descriptor: &mut ArrayDescriptor<S>,
+    owner: Option<&Bound<'_, PyAny>>,
+) -> PyResult<()> {
+    let t = descriptor.typestr;
+    if t.kind() != crate::Kind::Void
+        || t.extended_type().is_some()
+        || t.itemsize() > 2
+        || descriptor.descr.as_ref().is_some_and(|d| !d.is_simple())
+    {
+        return Ok(());
+    }
+    let Some(obj) = owner else {
+        return Ok(());
+    };
+    let py = obj.py();
+    let Some(dtype) = obj.getattr_opt(pyo3::intern!(py, "dtype"))? else {
+        return Ok(());
+    };
+    let e = match super::array_struct::extended_of(&dtype) {
+        Ok(Some(e)) if e.itemsize() == t.itemsize() => e,
+        Ok(_) => return Ok(()),
+        Err(err)
+            if err.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)
+                || err.is_instance_of::<pyo3::exceptions::PyTypeError>(py) =>
+        {
+            return Ok(());
+        }
+        Err(err) => return Err(err),
+    };
+    let typestr = crate::TypeStr::extended(e);
+    descriptor.typestr = typestr;
+    if descriptor.descr.is_some() {
+        descriptor.descr = Some(crate::Descr::simple(typestr));
     }
     Ok(())
 }
