@@ -109,3 +109,11 @@ print("ok")
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=__file__.rsplit("/", 1)[0]
     )
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_byte_swapped_bfloat16_is_never_read_as_native():
+    y = sample("bfloat16").astype(of("bfloat16").newbyteorder(">"))
+    v = cai.as_host_array(y)
+    assert v.dtype != of("bfloat16")
+    with pytest.raises(BufferError):
+        v.__dlpack__(max_version=(1, 0))

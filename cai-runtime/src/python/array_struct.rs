@@ -224,7 +224,10 @@ pub fn extended_dtype(py: Python<'_>, e: Extended) -> PyResult<Option<Bound<'_, 
 /// `None`.
 pub fn extended_of(dtype: &Bound<'_, PyAny>) -> PyResult<Option<Extended>> {
     let py = dtype.py();
-    if !dtype.getattr(pyo3::intern!(py, "fields"))?.is_none() {
+    // A byte-swapped one is not the type: its bytes would be read as the native type's.
+    if !dtype.getattr(pyo3::intern!(py, "fields"))?.is_none()
+        || !dtype.getattr(pyo3::intern!(py, "isnative"))?.is_truthy()?
+    {
         return Ok(None);
     }
     let name = dtype.getattr(pyo3::intern!(py, "name"))?;
