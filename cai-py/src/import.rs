@@ -55,14 +55,18 @@ impl cpy::Exporter for ArrayView {
     fn device(&self) -> Option<Result<cpy::Export<'_, Device>, DescriptorError>> {
         match &self.0 {
             // SAFETY: as above: a producer's descriptor, of memory this view keeps alive.
-            Imported::Cuda(a) => Some(Ok(unsafe { cpy::Export::vouched(a.descriptor().clone()) })),
+            Imported::Cuda(a) => Some(Ok(unsafe {
+                cpy::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
+            })),
             Imported::Host(_) => None,
         }
     }
     fn host(&self) -> Option<Result<cpy::Export<'_, Host>, DescriptorError>> {
         match &self.0 {
             // SAFETY: as above.
-            Imported::Host(a) => Some(Ok(unsafe { cpy::Export::vouched(a.descriptor().clone()) })),
+            Imported::Host(a) => Some(Ok(unsafe {
+                cpy::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
+            })),
             Imported::Cuda(_) => None,
         }
     }

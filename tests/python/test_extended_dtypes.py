@@ -117,3 +117,23 @@ def test_byte_swapped_bfloat16_is_never_read_as_native():
     assert v.dtype != of("bfloat16")
     with pytest.raises(BufferError):
         v.__dlpack__(max_version=(1, 0))
+
+
+def test_a_module_named_ml_dtypes_is_trusted_only_for_the_type_itself():
+    code = """
+import sys, types
+import numpy as np
+fake = types.ModuleType("ml_dtypes")
+fake.bfloat16 = np.float32  # not the type: four bytes an item
+sys.modules["ml_dtypes"] = fake
+import cai
+from dlpack_producer import Producer
+v = cai.from_dlpack(Producer(np.zeros(3, dtype="<u2"), dtype=(4, 16, 1)))
+a = np.asarray(v)
+assert v.dtype == np.dtype("V2") and a.dtype.itemsize == 2 and a.nbytes == 6, (v.dtype, a.dtype)
+print("ok")
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=__file__.rsplit("/", 1)[0]
+    )
+    assert out.stdout.strip() == "ok", out.stderr

@@ -157,12 +157,12 @@ impl cpy::Exporter for PyStorage {
         let d = self.inner.device_descriptor()?;
         // SAFETY: the storage's device buffer, alive while the storage is (every export keeps
         // the storage), described by its geometry; it exports no stream.
-        Some(d.map(|d| unsafe { cpy::Export::vouched(d) }))
+        Some(d.map(|d| unsafe { cpy::Export::vouched(std::borrow::Cow::Owned(d)) }))
     }
     fn host(&self) -> Option<Result<cpy::Export<'_, cai_runtime::Host>, DescriptorError>> {
         let d = self.inner.host_descriptor()?;
         // SAFETY: as above, the host buffer.
-        Some(d.map(|d| unsafe { cpy::Export::vouched(d) }))
+        Some(d.map(|d| unsafe { cpy::Export::vouched(std::borrow::Cow::Owned(d)) }))
     }
     /// The only side, or of a mirror the one the consumer asks for (`dl_device`), else the
     /// device's unless the host side is newer.

@@ -216,7 +216,9 @@ pub fn extended_dtype(py: Python<'_>, e: Extended) -> PyResult<Option<Bound<'_, 
         return Ok(None);
     };
     let dtype = py.import("numpy")?.getattr("dtype")?.call1((scalar,))?;
-    Ok(Some(dtype))
+    // Only what is the type (its name and size): a module of that name whose `bfloat16` were
+    // float32 would otherwise have NumPy read four bytes an item over two-byte items.
+    Ok((extended_of(&dtype)? == Some(e)).then_some(dtype))
 }
 
 /// The extended type a `numpy.dtype` is: ml_dtypes' (its `name`, no fields, the type's size;

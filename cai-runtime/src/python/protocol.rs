@@ -7,6 +7,8 @@
 //! Adding a protocol: its module beside this one (as `array_struct.rs`, `dlpack/`), its body
 //! here (a `__name__` function in [`methods`]), and its stub in the generator's table.
 
+use std::borrow::Cow;
+
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -34,19 +36,21 @@ pub enum Side {
 /// driver).
 pub struct Export<'a, S: Space>(Source<'a, S>);
 
+// Lives on the stack for one protocol call: boxing the builder would allocate on the hot path.
+#[allow(clippy::large_enum_variant)]
 enum Source<'a, S: Space> {
     /// A builder, which says what vouches for its memory and stream
     /// ([`DescriptorBuilder::vouched`], [`DescriptorBuilder::stream_live`]).
     Built(DescriptorBuilder<'a, S>),
     /// A descriptor nothing vouches for: described, never read nor handed to the driver.
-    Described(ArrayDescriptor<S>),
+    Described(Cow<'a, ArrayDescriptor<S>>),
     /// A descriptor whose exporter answers for its memory and stream.
-    Vouched(ArrayDescriptor<S>),
+    Vouched(Cow<'a, ArrayDescriptor<S>>),
 }
 
 /// What a protocol method works from: the descriptor, its layout, and what is vouched for.
-pub(crate) struct Resolved<S: Space> {
-    pub descriptor: ArrayDescriptor<S>,
+pub(crate) struct Resolved<'a, S: Space> {
+    pub descriptor: Cow<'a, ArrayDescriptor<S>>,
     pub layout: Layout,
     /// The bytes may be read by cai (a DLPack copy).
     pub vouched: bool,
@@ -63,7 +67,8 @@ impl<'a, S: Space> Export<'a, S> {
 
     /// A descriptor that is only described to consumers (as its dict describes it): cai neither
     /// reads its bytes nor hands its stream to the driver.
-    pub fn described(descriptor: ArrayDescriptor<S>) -> Self {
+    /// (A descriptor the object holds is lent, `Cow::Borrowed`: no copy per access.)
+    pub fn described(descriptor: Cow<'a, ArrayDescriptor<S>>) -> Self {
         Export(Source::Described(descriptor))
     }
 
@@ -73,12 +78,12 @@ impl<'a, S: Space> Export<'a, S> {
     /// While the Python object exporting it lives, `descriptor` describes memory valid for
     /// reads (and writes unless read-only) by this process (device memory: by the driver), and
     /// its stream, if a handle, is a live stream of this process.
-    pub unsafe fn vouched(descriptor: ArrayDescriptor<S>) -> Self {
+    pub unsafe fn vouched(descriptor: Cow<'a, ArrayDescriptor<S>>) -> Self {
         Export(Source::Vouched(descriptor))
     }
 
     /// Built, with its layout; export errors name `what`.
-    pub(crate) fn resolve(self, what: &str) -> PyResult<Resolved<S>> {
+    pub(crate) fn resolve(self, what: &str) -> PyResult<Resolved<'a, S>> {
         let err = |e| export_error(e, what);
         let (descriptor, layout, vouched, stream_live) = match self.0 {
             Source::Built(b) => {
@@ -88,7 +93,7 @@ impl<'a, S: Space> Export<'a, S> {
                 if S::DEVICE {
                     super::export::refuse_stream_of_another_device(&d)?;
                 }
-                (d, layout, vouched, stream_live)
+                (Cow::Owned(d), layout, vouched, stream_live)
             }
             Source::Described(d) => {
                 let layout = d.layout().map_err(err)?;
@@ -177,7 +182,9 @@ impl Exporter for Derived<'_> {
         let v = self.device?;
         Some(match v.__cai_builder() {
             Some(b) => b.map(Export::built),
-            None => v.cuda_array_interface().map(Export::described),
+            None => v
+                .cuda_array_interface()
+                .map(|d| Export::described(Cow::Owned(d))),
         })
     }
 
@@ -185,7 +192,9 @@ impl Exporter for Derived<'_> {
         let v = self.host?;
         Some(match v.__cai_builder() {
             Some(b) => b.map(Export::built),
-            None => v.array_interface().map(Export::described),
+            None => v
+                .array_interface()
+                .map(|d| Export::described(Cow::Owned(d))),
         })
     }
 
