@@ -2,9 +2,10 @@
 # Builds, on a CPU machine, everything the GPU suite needs into one folder (default gpu-bundle/,
 # git-ignored), because the GPU machine has the driver, CUDA and Python but no Rust toolchain
 # and no network:
-#   bin/      release test binaries of cai-runtime (features `cuda`, `cudarc`) and cai-gt
-#             (`cuda`), stripped; the driver is loaded at run time: no CUDA and no stub needed
-#   wheels/   the abi3 wheel of the `cai` package with the `cuda` feature
+#   bin/      release test binaries of cai-runtime (features `cuda`, `cudarc`) and cai-gt,
+#             stripped; the driver is loaded at run time: no CUDA and no stub needed
+#   wheels/   the abi3 wheel of the `cai` package, as a user builds it (the one wheel serves
+#             CPU-only and GPU machines)
 #   tests/    the pytest GPU suite (tests/gpu)
 #   gpu_bench.py, run.sh
 # Then, on the GPU machine: bash gpu-bundle/run.sh   (docs/testing.md, "GPU suite").
@@ -16,9 +17,9 @@ maturin=${MATURIN:-$( [ -x .venv/bin/maturin ] && echo .venv/bin/maturin || echo
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/wheels"
 
-echo "== release test binaries (cai-runtime with features cuda and cudarc, cai-gt with cuda)"
+echo "== release test binaries (cai-runtime with features cuda and cudarc, cai-gt)"
 for package in cai-runtime cai-gt; do
-    features=cuda
+    features=derive
     [ "$package" = cai-runtime ] && features=cuda,cudarc
     cargo test --release -p "$package" --features "$features" --no-run --message-format=json 2>/dev/null \
         | python3 -c '
@@ -36,10 +37,10 @@ for line in sys.stdin:
     done
 done
 
-echo "== abi3 wheel (feature cuda)"
+echo "== abi3 wheel"
 # The wheel links no libcuda (the driver is loaded at run time); --auditwheel skip keeps it a
-# plain linux wheel, as the host build.
-"$maturin" build --release -m cai-py/Cargo.toml --features cuda --auditwheel skip -o "$out/wheels"
+# plain linux wheel.
+"$maturin" build --release -m cai-py/Cargo.toml --auditwheel skip -o "$out/wheels"
 
 if command -v objdump >/dev/null; then
     glibc=$(unzip -p "$out"/wheels/*.whl 'cai/_native.abi3.so' > "$out/.native.so" \

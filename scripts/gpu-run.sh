@@ -86,7 +86,7 @@ echo "== the cai wheel"
 site=$(mktemp -d)
 python3 -m pip install -q --no-deps --no-index --target "$site" wheels/*.whl || exit 1
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-python3 -c 'import cai; print("cai", cai.HAS_CUDA, cai.cuda_available())'
+python3 -c 'import cai; print("cai", cai.__version__, cai.cuda_available())'
 
 if want pytest; then
     echo "== pytest GPU suite"

@@ -42,7 +42,7 @@ if [ "${1:-}" = "--emulated" ]; then
     shift
     scripts/cuda-stub.sh --emulator "$PWD/target/cuda-emu"
     export LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH"
-    features+=,cai-runtime/cuda,cai-gt/cuda
+    features+=,cai-runtime/cuda
     # The emulator's device is one process-wide state, as a GPU is to scripts/gpu-run.sh.
     test_args+=(--test-threads=1)
 fi

@@ -46,7 +46,7 @@ rm -rf dist
 scripts/gpu-bundle.sh gpu-bundle >/dev/null
 scripts/cuda-stub.sh --emulator target/cuda-emu
 cargo build -q -p cai-oracle
-# The stub libcuda (test_cuda_build.py imports the CUDA wheel against it).
+# The stub libcuda (test_no_driver.py imports the package against it).
 source scripts/cuda-env.sh
 
 # Runs the command line $2 where the Python $1 is: in the chroot for a version, here for a path.
@@ -113,7 +113,7 @@ for p in "${pythons[@]}"; do
         || { status=1; continue; }
     echo "-- tests/python"
     run "$p" "cd $at && CAI_ORACLE=$at/target/debug/cai-oracle \
-        CAI_CUDA_WHEEL_DIR=$at/gpu-bundle/wheels LD_LIBRARY_PATH=$at/target/cuda-stub/lib64 \
+        LD_LIBRARY_PATH=$at/target/cuda-stub/lib64 \
         $venv/bin/python -m pytest -q -p no:cacheprovider tests/python" || status=1
     echo "-- the GPU bundle against the emulated driver"
     run "$p" "cd $at && LD_LIBRARY_PATH=$at/target/cuda-emu/lib64 CAI_GPU_SUITE_EMULATED=1 \

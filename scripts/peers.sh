@@ -3,7 +3,7 @@
 # tests/peers/requirements.txt, in .venv-peers) against cai's device arrays, both ways, on the
 # emulated CUDA driver (tests/cuda-emu), with no GPU. Arguments go to pytest.
 #
-# The CUDA build of cai comes from $CAI_CUDA_WHEEL_DIR (scripts/test.sh passes the GPU bundle's),
+# The cai wheel comes from $CAI_WHEEL_DIR (scripts/test.sh passes the GPU bundle's),
 # else is built here into target/peers-wheel. Needs network access the first time (pip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ if [ ! -x .venv-peers/bin/python ]; then
     "$PYTHON" -m venv .venv-peers
 fi
 .venv-peers/bin/python -m pip install --quiet --disable-pip-version-check -r tests/peers/requirements.txt
-wheels=${CAI_CUDA_WHEEL_DIR:-}
+wheels=${CAI_WHEEL_DIR:-}
 if [ -z "$wheels" ]; then
     if [ ! -x .venv/bin/maturin ]; then
         .venv-peers/bin/python -m pip install --quiet --disable-pip-version-check maturin==1.16.0
@@ -24,7 +24,7 @@ if [ -z "$wheels" ]; then
     wheels=target/peers-wheel
     rm -rf "$wheels"
     env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH "$maturin" build --release --quiet \
-        -m cai-py/Cargo.toml --features cuda -o "$wheels"
+        -m cai-py/Cargo.toml -o "$wheels"
 fi
 .venv-peers/bin/python -m pip uninstall --quiet --yes cai 2>/dev/null || true
 .venv-peers/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \

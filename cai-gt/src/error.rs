@@ -202,10 +202,6 @@ pub enum StorageError {
     /// driver's error (`cuInit` failing, no device visible...).
     #[error("device=\"gpu\" needs a CUDA device: {0}")]
     NoGpu(#[source] DriverError),
-    /// A device storage was asked for where none can be made, whatever the machine: a build
-    /// without CUDA, or a host allocation given device parameters (the reason says which).
-    #[error("device=\"gpu\" needs a CUDA device: {0}")]
-    NoCuda(&'static str),
     /// A fill value of the wrong size.
     #[error("fill value has {got} bytes but an item has {itemsize}")]
     FillValue {
@@ -241,20 +237,6 @@ impl From<DriverError> for StorageError {
     }
 }
 
-/// Whether storages may have a device side: only with the `cuda` feature, without which they
-/// could neither be allocated nor kept in step with a host side nor copied.
-pub fn check_device_support() -> Result<(), StorageError> {
-    if cfg!(feature = "cuda") {
-        Ok(())
-    } else {
-        Err(no_cuda())
-    }
-}
-
-pub(crate) fn no_cuda() -> StorageError {
-    StorageError::NoCuda(crate::__private::NO_CUDA)
-}
-
 #[cfg(test)]
 mod tests {
     use super::StorageError;
@@ -284,11 +266,5 @@ mod tests {
             let source = e.source().and_then(|s| s.downcast_ref::<DriverError>());
             assert_eq!(source.map(|d| d.operation), Some(operation));
         }
-        let no_cuda = StorageError::NoCuda("this build has no CUDA support");
-        assert_eq!(
-            no_cuda.to_string(),
-            "device=\"gpu\" needs a CUDA device: this build has no CUDA support"
-        );
-        assert!(no_cuda.source().is_none());
     }
 }

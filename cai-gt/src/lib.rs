@@ -44,7 +44,6 @@
 #![warn(missing_docs)]
 
 mod alloc;
-#[cfg(feature = "cuda")]
 mod cuda;
 mod dims;
 mod error;
@@ -60,7 +59,7 @@ mod wrap;
 
 pub use alloc::{AllocationPlan, check_alignment};
 pub use dims::{Dim, PerDim, parse_dims};
-pub use error::{StorageError, check_device_support};
+pub use error::StorageError;
 pub use geometry::{Geometry, IndexError, IndexItem};
 pub use host_buffer::HostBuffer;
 pub use interface::{
@@ -84,8 +83,4 @@ pub use cai_derive::GtDataInterface;
 #[doc(hidden)]
 pub mod __private {
     pub use cai_runtime;
-
-    /// Why a build without the `cuda` feature refuses device work, and how to get one with it
-    /// (the `cai` package says it too).
-    pub const NO_CUDA: &str = "this build of cai has no CUDA support; install the CUDA build of the package: `pip install ./cai-py -C build-args=\"--features cuda\"` in a clone of the repository";
 }

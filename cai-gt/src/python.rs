@@ -46,7 +46,6 @@ cai_runtime::impl_pyerr! {
         StorageError::NoSuchBuffer(_) => GTNoSuchBufferError,
         StorageError::Alloc(_) => PyMemoryError,
         StorageError::NoGpu(_)
-        | StorageError::NoCuda(_)
         | StorageError::Driver(_)
         | StorageError::Transfer(_) => PyRuntimeError,
         StorageError::Dtype(_) => PyTypeError,
@@ -587,8 +586,7 @@ impl GtData {
     }
 
     /// Calls the hook (no action when absent, as GDP-3 says). Hooks only: before the `"gpu"`
-    /// entry's `release`, release the device view itself (`gpu.release()`, with the `cuda`
-    /// feature) so the producer's stream waits for the consumer's work, as Python's
+    /// entry's `release`, release the device view itself (`gpu.release()`) so the producer's stream waits for the consumer's work, as Python's
     /// `GtDataView.release("gpu")` does.
     pub fn call(&self, py: Python<'_>, device: GtDevice, kind: HookKind) -> PyResult<()> {
         if let Some(f) = self.hook(py, device, kind) {
@@ -805,10 +803,6 @@ mod tests {
                         operation: "cuInit",
                         code: cai_runtime::DriverError::CUDA_ERROR_NO_DEVICE,
                     }),
-                    "RuntimeError",
-                ),
-                (
-                    StorageError::NoCuda("no CUDA in this build"),
                     "RuntimeError",
                 ),
                 (StorageError::Transfer("failed".into()), "RuntimeError"),

@@ -281,7 +281,7 @@ impl From<AllocError> for StorageError {
 
 impl Storage {
     /// A new storage of `shape` with the resolved parameters: in host memory, or (`device =
-    /// Gpu`) on device 0 in the `managed` mode, which needs the `cuda` feature.
+    /// Gpu`) on device 0 in the `managed` mode, which needs a CUDA driver.
     pub fn allocate(
         shape: &[usize],
         element: ElementType,
@@ -290,17 +290,13 @@ impl Storage {
     ) -> Result<Storage, StorageError> {
         match params.device {
             StorageDevice::Host => Self::allocate_host(shape, element, params, init),
-            #[cfg(feature = "cuda")]
             StorageDevice::Gpu => crate::cuda::allocate(shape, element, params, init),
-            #[cfg(not(feature = "cuda"))]
-            StorageDevice::Gpu => Err(crate::error::no_cuda()),
         }
     }
 
     /// A storage with the same parameters and its own buffers (and sync state) holding a copy
     /// of the items, read where the newest are.
     pub fn copy(&self) -> Result<Storage, StorageError> {
-        #[cfg(feature = "cuda")]
         if self.has_device() {
             return crate::cuda::copy(self);
         }
@@ -310,33 +306,18 @@ impl Storage {
     /// GDP-3's `host_to_device(force)`: copies the host side to the device side if it is newer
     /// (or `force`); whether it copied. No action unless the storage is mirrored.
     pub fn host_to_device(&self, force: bool) -> Result<bool, StorageError> {
-        #[cfg(feature = "cuda")]
-        return crate::cuda::host_to_device(self, force);
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = force; // (Without the `cuda` feature no storage has a device side.)
-            Ok(false)
-        }
+        crate::cuda::host_to_device(self, force)
     }
 
     /// GDP-3's `device_to_host(force)`, the other way.
     pub fn device_to_host(&self, force: bool) -> Result<bool, StorageError> {
-        #[cfg(feature = "cuda")]
-        return crate::cuda::device_to_host(self, force);
-        #[cfg(not(feature = "cuda"))]
-        {
-            let _ = force; // (Without the `cuda` feature no storage has a device side.)
-            Ok(false)
-        }
+        crate::cuda::device_to_host(self, force)
     }
 
     /// GDP-3's `synchronize()`: brings the older side of a mirror up to date; for unified
     /// memory, waits for the device, so that host reads are safe.
     pub fn synchronize(&self) -> Result<bool, StorageError> {
-        #[cfg(feature = "cuda")]
-        return crate::cuda::synchronize(self);
-        #[cfg(not(feature = "cuda"))]
-        Ok(false)
+        crate::cuda::synchronize(self)
     }
 
     /// A new host storage of `shape` with the resolved parameters (which must say
@@ -347,11 +328,7 @@ impl Storage {
         params: &ResolvedParams,
         init: Init,
     ) -> Result<Storage, StorageError> {
-        if params.device != StorageDevice::Host {
-            return Err(StorageError::NoCuda(
-                "host allocation asked for a device storage",
-            ));
-        }
+        debug_assert_eq!(params.device, StorageDevice::Host, "a host allocation");
         let plan = Self::plan(shape, &element, params)?;
         let buffer = match init {
             Init::Uninit => HostBuffer::uninit(plan.buffer_bytes())?,
@@ -709,7 +686,6 @@ impl Storage {
 
     /// The same view (geometry, element, parameters) over other buffers laid out like these
     /// (a staging copy; only device storages use one).
-    #[cfg_attr(not(feature = "cuda"), expect(dead_code))]
     pub(crate) fn on_buffers(&self, buffers: Arc<Buffers>) -> Storage {
         Storage {
             buffers,

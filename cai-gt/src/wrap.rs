@@ -98,9 +98,6 @@ pub unsafe fn wrap_foreign(
     params: &StorageParams,
     data: &StorageParams,
 ) -> Result<Storage, StorageError> {
-    if gpu.is_some() {
-        crate::check_device_support()?;
-    }
     if let (Some(h), Some(g)) = (&host, &gpu) {
         check_mirror_pair(h, g)?;
     }
@@ -227,15 +224,8 @@ pub unsafe fn wrap_foreign(
 }
 
 /// The current device, for device memory whose device is not known.
-#[cfg(feature = "cuda")]
 fn current_device() -> Result<u32, StorageError> {
     crate::cuda::current_device()
-}
-
-/// Without CUDA there is no device memory to wrap ([`wrap_foreign`] refuses it first).
-#[cfg(not(feature = "cuda"))]
-fn current_device() -> Result<u32, StorageError> {
-    Err(crate::error::no_cuda())
 }
 
 #[cfg(test)]

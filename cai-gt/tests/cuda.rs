@@ -5,8 +5,6 @@
 //! On the GPU machine these run from the bundle (scripts/gpu-bundle.sh); in CI, against the
 //! emulated driver (with one device and with two).
 
-#![cfg(feature = "cuda")]
-
 use cai_gt::{
     ElementType, GtDataInterface, GtDevice, GtHooks, HookError, Init, Managed, Storage,
     StorageDevice, StorageError, StorageParams, SyncStatus,

@@ -366,7 +366,6 @@ cai_runtime::for_each_element!(item_value);
 
 /// The most fills one `DeviceArray.fill` call enqueues: enough to keep a stream busy for a
 /// test, few enough that a mistyped count cannot queue work for hours.
-#[cfg(feature = "cuda")]
 const MAX_ROUNDS: usize = 1 << 16;
 
 /// Readers under one argument's name, for `#[pyo3(from_py_with = arg::rows)]`:
@@ -387,7 +386,6 @@ pub mod arg {
     use super::*;
 
     /// None, or a device ordinal.
-    #[cfg(feature = "cuda")]
     fn optional_device(k: &str, v: &Bound<'_, PyAny>) -> PyResult<Option<u32>> {
         if v.is_none() {
             return Ok(None);
@@ -417,9 +415,7 @@ pub mod arg {
         nbytes: usize = size;
         offset: usize = size;
         n: u32 = |k, v| int_in(k, v, 0, u32::MAX.into());
-        #[cfg(feature = "cuda")]
         value: u8 = |k, v| int_in(k, v, 0, u8::MAX.into());
-        #[cfg(feature = "cuda")]
         rounds: usize = |k, v| int_in(k, v, 1, MAX_ROUNDS as i128);
         ptr: u64 = cai_runtime::__private::address_argument;
         shape: Vec<usize> = |k, v| sizes(k, v).map(PerDim::into_vec);
@@ -433,11 +429,8 @@ pub mod arg {
         copy: bool = flag;
         force: bool = flag;
         on: bool = flag;
-        #[cfg(feature = "cuda")]
         on_side_stream: bool = flag;
-        #[cfg(feature = "cuda")]
         non_blocking: bool = flag;
-        #[cfg(feature = "cuda")]
         device_id: Option<u32> = optional_device;
         order: &'static str = |k, v| one_of(k, v, &["C", "F"]);
         mode: &'static str = |k, v| one_of(k, v, &["enqueue", "synchronize"]);

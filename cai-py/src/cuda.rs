@@ -1,14 +1,11 @@
-//! The CUDA side of the package: import options, the stream switches, pointer attributes and,
-//! with the `cuda` feature, `DeviceArray`, a producer that owns device memory through cust.
-//! Without the feature everything here still exists; what needs the driver raises
-//! RuntimeError saying the build has no CUDA support.
+//! The CUDA side of the package: import options, the stream switches, pointer attributes and
+//! `DeviceArray`, a producer that owns device memory. The driver is loaded when first needed:
+//! where there is none, what needs it raises RuntimeError saying why (`cuda_available()`).
 
 use cai_runtime::PointerAttributes;
 use cai_runtime::python::ForeignArray;
 use cai_runtime::sync::{self, ImportOptions, NoSyncReason, SyncMode, SyncPlan};
 use cai_runtime::{Device, LiveStream};
-#[cfg(not(feature = "cuda"))]
-use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -81,26 +78,13 @@ pub fn attributes_dict<'py>(
     Ok(d)
 }
 
-#[cfg(not(feature = "cuda"))]
-fn no_cuda() -> PyErr {
-    PyRuntimeError::new_err(cai_gt::__private::NO_CUDA)
-}
-
 /// A view's items, copied from the device.
 pub fn copy_view_to_host<'py>(
     py: Python<'py>,
     view: &ForeignArray<Device>,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    #[cfg(feature = "cuda")]
-    {
-        let bytes = view.copy_to_host()?;
-        Ok(PyBytes::new(py, &bytes))
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = (py, view);
-        Err(no_cuda())
-    }
+    let bytes = view.copy_to_host()?;
+    Ok(PyBytes::new(py, &bytes))
 }
 
 /// Releases an import ([`ForeignArray::release`]): `"event-wait"` when the producer's stream
@@ -109,37 +93,17 @@ pub fn release_view(view: &ForeignArray<Device>) -> PyResult<String> {
     if view.release_plan().is_none() {
         return Ok(plan_name(view.sync_plan()));
     }
-    #[cfg(feature = "cuda")]
-    {
-        view.release()?;
-        Ok("event-wait".into())
-    }
-    #[cfg(not(feature = "cuda"))]
-    Err(no_cuda())
-}
-
-/// The stream half of GDP-3's `release` on a `"gpu"` entry read by `gt_data`: what
-/// [`release_view`] does, where the driver applied the import's plan. Without the `cuda`
-/// feature the import ordered nothing, and neither does this: a GDP-3 consumer calls `release`
-/// on every object it was given, and a descriptor carrying a stream must not make that fail.
-pub fn release_gt_entry(view: &ForeignArray<Device>) -> PyResult<()> {
-    #[cfg(feature = "cuda")]
     view.release()?;
-    #[cfg(not(feature = "cuda"))]
-    let _ = view;
-    Ok(())
+    Ok("event-wait".into())
 }
 
 /// Whether CUDA can be used here, and if not why: `(True, "")` or `(False, reason)`.
 #[pyfunction]
 fn cuda_available() -> (bool, String) {
-    #[cfg(feature = "cuda")]
     match cai_runtime::cuda::init() {
         Ok(()) => (true, String::new()),
         Err(e) => (false, e.to_string()),
     }
-    #[cfg(not(feature = "cuda"))]
-    (false, no_cuda().to_string())
 }
 
 /// What the CUDA driver knows about address `ptr` (any address may be asked about).
@@ -149,16 +113,8 @@ fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDic
         ptr.py(),
         cai_runtime::__private::address_argument("ptr", ptr)?,
     );
-    #[cfg(feature = "cuda")]
-    {
-        let a = cai_runtime::cuda::pointer_attributes(ptr)?;
-        attributes_dict(py, &a)
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = (py, ptr);
-        Err(no_cuda())
-    }
+    let a = cai_runtime::cuda::pointer_attributes(ptr)?;
+    attributes_dict(py, &a)
 }
 
 /// Producers: export `stream: None` always (True) or the real stream (False, the default).
@@ -189,19 +145,16 @@ fn ignore_streams() -> bool {
 
 /// Adds this module's functions and classes.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("HAS_CUDA", cfg!(feature = "cuda"))?;
     m.add_function(wrap_pyfunction!(cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(pointer_attributes, m)?)?;
     m.add_function(wrap_pyfunction!(set_export_stream_none, m)?)?;
     m.add_function(wrap_pyfunction!(export_stream_none, m)?)?;
     m.add_function(wrap_pyfunction!(set_ignore_streams, m)?)?;
     m.add_function(wrap_pyfunction!(ignore_streams, m)?)?;
-    #[cfg(feature = "cuda")]
     m.add_class::<device_array::DeviceArray>()?;
     Ok(())
 }
 
-#[cfg(feature = "cuda")]
 mod device_array {
     use std::sync::Arc;
 

@@ -115,7 +115,7 @@ impl GtDataView {
     ) -> PyResult<()> {
         let device = gt_device(device);
         if let (GtDevice::Gpu, Some(gpu)) = (device, &self.gpu) {
-            crate::cuda::release_gt_entry(cuda_of(gpu.bind(py))?)?;
+            cuda_of(gpu.bind(py))?.release()?;
         }
         self.inner.call(py, device, HookKind::Release)
     }

@@ -83,6 +83,16 @@ impl cpy::Exporter for ArrayView {
         }
         .into()
     }
+    /// Structured items: the view's `dtype` (its owner's, where that describes the same items:
+    /// a dict's `descr` cannot say every field's type, a float8's, say, nor NumPy's titles and
+    /// alignment as the owner has them).
+    fn numpy_dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let typestr = self.descriptor_parts().1;
+        if cai_runtime::__private::items_descr(typestr, self.descr()).is_some() {
+            return self.dtype(py).map(Some);
+        }
+        Ok(None)
+    }
 }
 
 /// The protocols (the generated methods: `__cuda_array_interface__` of a `CudaArrayView`,
@@ -265,12 +275,6 @@ impl CudaArrayView {
     fn sync_plan(slf: &Bound<'_, Self>) -> PyResult<String> {
         Ok(cuda::plan_name(cuda_of(slf)?.sync_plan()))
     }
-    /// Whether the plan was carried out (a build with the `cuda` feature) rather than left to
-    /// the caller.
-    #[getter]
-    fn synchronized(slf: &Bound<'_, Self>) -> PyResult<bool> {
-        Ok(cuda_of(slf)?.synchronized())
-    }
     /// The consumer stream the import ordered the data for.
     #[getter]
     fn consumer_stream(slf: &Bound<'_, Self>) -> PyResult<u64> {
@@ -285,7 +289,7 @@ impl CudaArrayView {
             .transpose()
     }
     /// The device the data is on (its pointer attributes' ordinal), or None where the import
-    /// made no pointer check (`check_pointer=False`, a build without the `cuda` feature).
+    /// made no pointer check (`check_pointer=False`).
     #[getter]
     fn device_id(slf: &Bound<'_, Self>) -> PyResult<Option<u32>> {
         Ok(cuda_of(slf)?

@@ -4,7 +4,7 @@
 //!   `python/cai/examples.py` exposes as `cai.examples`.
 //! - `import.rs`: importing foreign arrays (`as_cuda_array`, `CudaArrayView`...); `gt_data.rs`:
 //!   reading any object as GDP-3 says (`gt_data`).
-//! - `cuda.rs`: the stream options and what the `cuda` feature adds (`DeviceArray`).
+//! - `cuda.rs`: the stream options, pointer attributes and `DeviceArray`.
 //! - `storage/`: GDP-3 storages (`zeros`, `as_storage`, `Storage`...).
 //! - `args.rs`: arguments read with errors naming them; `fastcall.rs`: fast-call functions.
 //! - Here: the conformance checker and the module's registration.

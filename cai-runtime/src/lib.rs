@@ -119,11 +119,11 @@ pub mod __private {
 
     // For cai's own crates (cai-gt, cai-py): not a public API.
     #[cfg(feature = "python")]
-    pub use crate::python::array_struct::{extended_dtype, extended_of};
+    pub use crate::python::array_struct::{extended_dtype, extended_of, items_descr};
     #[cfg(feature = "python")]
     pub use crate::python::errors::calling_foreign_code;
     #[cfg(feature = "python")]
-    pub use crate::python::export::to_dict_kept;
+    pub use crate::python::export::{descr_dtype, to_dict_kept};
     #[cfg(feature = "python")]
     pub use crate::python::fast::exact_int;
     #[cfg(feature = "python")]

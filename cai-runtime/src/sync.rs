@@ -176,7 +176,7 @@ pub struct ImportOptions {
     /// Event wait (default) or host synchronization.
     pub mode: SyncMode,
     /// Ask the driver whether `data` is device-accessible and the array stays inside its
-    /// allocation (default true; needs the `cuda` feature, without which it does nothing).
+    /// allocation (default true). An import needs the driver for it.
     pub check_pointer: bool,
 }
 

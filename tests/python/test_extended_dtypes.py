@@ -73,6 +73,62 @@ def test_the_float8_formats_are_not_each_other():
     assert cai.from_dlpack(b).dtype == of("float8_e5m2")
 
 
+class DictOnly:
+    """A producer exposing only `__array_interface__` (no `dtype`): all it says of the items
+    is the dict's typestr."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __array_interface__(self):
+        return self.array.__array_interface__
+
+
+def test_a_dict_only_producers_bfloat16_is_bfloat16_everywhere():
+    # PyTorch and NumPy with ml_dtypes write bfloat16 as a bare `<V2` (NumPy's own two-byte
+    # void is `|V2`): views, storages and copies read it so, as DLPack exports it.
+    x = sample("bfloat16")
+    for how, made in {
+        "view": lambda: cai.as_host_array(DictOnly(x)),
+        "view of the dict": lambda: cai.from_array_interface(x.__array_interface__),
+        "as_storage": lambda: cai.as_storage(DictOnly(x)),
+        "storage (a copy)": lambda: cai.storage(DictOnly(x)),
+    }.items():
+        s = made()
+        assert s.dtype == of("bfloat16"), how
+        assert np.asarray(s).dtype == of("bfloat16"), how
+        np.testing.assert_array_equal(np.asarray(s), x, err_msg=how)
+
+
+@pytest.mark.parametrize("field", list(EXTENDED))
+def test_structured_items_keep_their_fields_types(field):
+    dt = np.dtype([("x", of(field)), ("y", np.float32)])
+    a = np.zeros(3, dt)
+    a["x"] = sample(field)[:3]
+    for how, v in {
+        "view": cai.as_host_array(a),
+        "view of a dict-only producer": cai.as_host_array(DictOnly(a)),
+        "storage": cai.storage(a),
+    }.items():
+        if how == "view of a dict-only producer" and field == "float8_e4m3fn":
+            # Its field is `|V1` in the dict: opaque bytes, as NumPy reads it. (bfloat16's is
+            # `<V2`, float8_e5m2's `<f1`: each says its type.)
+            assert np.asarray(v).dtype == np.dtype([("x", "V1"), ("y", np.float32)]), how
+            continue
+        assert v.dtype == dt, how
+        assert np.asarray(v).dtype == dt, how  # through __array_struct__
+        np.testing.assert_array_equal(np.asarray(v)["x"], a["x"], err_msg=how)
+
+
+def test_dlpack_copy_takes_numpy_bools_as_numpy_does():
+    for exporter in (cai.zeros(3), cai.as_host_array(np.zeros(3))):
+        for copy in (np.True_, np.False_, True, None):
+            assert managed(exporter.__dlpack__(max_version=(1, 0), copy=copy)).dl_tensor.ndim == 1
+        with pytest.raises(TypeError, match="copy"):
+            exporter.__dlpack__(copy="yes")
+
+
 def test_plain_opaque_bytes_stay_opaque():
     v = cai.as_host_array(np.zeros(3, dtype="V2"))
     assert v.dtype == np.dtype("V2")

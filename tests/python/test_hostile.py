@@ -10,8 +10,8 @@ one test (or a few) per finding, each named after it:
 8. a legacy (unversioned) DLPack capsule cannot say "read-only", so it is imported read-only;
 9. the attributes and protocols array libraries read on views and storages.
 
-(4, a mirrored storage's host alignment, and 5, ``DeviceArray``'s structured dtypes, need the
-CUDA build: tests/gpu/test_hostile_device.py.) Anything that crashed or ate memory before its
+(4, a mirrored storage's host alignment, and 5, ``DeviceArray``'s structured dtypes, need a
+CUDA device: tests/gpu/test_hostile_device.py.) Anything that crashed or ate memory before its
 fix runs in a subprocess with a memory limit.
 """
 

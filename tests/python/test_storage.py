@@ -190,13 +190,6 @@ def test_gtcuda_preset_without_gpu_fails_clearly():
     assert cai.zeros((2,), "f4", defaults="gt:gpu", device=None).alignment_size == 32 * 4
 
 
-@pytest.mark.skipif(cai.HAS_CUDA, reason="CPU build: the CUDA build's errors are in test_cuda_build")
-@pytest.mark.parametrize("managed", [None, "gt4py", "cuda"])
-@pytest.mark.parametrize("device", ["gpu", "gpu:1"])
-def test_device_and_managed_requests_fail_without_gpu(managed, device):
-    with pytest.raises(RuntimeError, match="no CUDA support"):
-        cai.zeros((4,), device=device, managed=managed)
-
 
 # ---------------------------------------------------------------- bad arguments
 

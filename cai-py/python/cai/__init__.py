@@ -6,7 +6,7 @@ Import foreign arrays into validated views that keep their owner alive
 interface against the spec (``check``, whose ``CheckReport`` is true when the object
 conforms, with its ``errors`` and ``warnings``). Every cai array, storage and view also speaks DLPack
 (``__dlpack__``, ``__dlpack_device__``): ``numpy.from_dlpack``, ``torch.from_dlpack`` and the
-like read them. CUDA builds add ``DeviceArray``, device memory owned by Rust that exports its
+like read them. ``DeviceArray`` is device memory owned by Rust that exports its
 stream.
 
 The example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(ArrayInterface)]``
@@ -15,13 +15,14 @@ The example classes built with ``#[derive(CudaArrayInterface)]`` / ``#[derive(Ar
 
 GT4Py GDP-3 storages: ``empty``, ``zeros``, ``ones``, ``full`` and their ``_like`` forms,
 ``as_storage`` and ``storage`` make ``Storage`` objects with a layout, halo, alignment and
-(CUDA builds) host/device mirrors, each an instance of the GDP-3 storage type its buffers
+host/device mirrors, each an instance of the GDP-3 storage type its buffers
 make it (``CPUStorage``, ``GPUStorage``, ``SoftwareManagedGPUStorage`` or
 ``CUDAManagedGPUStorage``); ``gt_data(obj)`` reads any object's
 ``__gt_data_interface__``, falling back to its array interfaces.
 
-CUDA builds (``HAS_CUDA``) check imported pointers with the driver and order the consumer's
-stream after the producer's on import (an event wait by default; ``mode="synchronize"`` blocks
+The CUDA driver is loaded when first needed (``cuda_available()`` says whether it can be, and
+why not): imports of device memory check the pointer with it and order the consumer's
+stream after the producer's (an event wait by default; ``mode="synchronize"`` blocks
 instead; ``sync=False`` or ``set_ignore_streams(True)`` / ``CAI_CUDA_ARRAY_INTERFACE_SYNC=0``
 skip it). Producers export ``stream: None`` always after ``set_export_stream_none(True)`` or
 with ``CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE=1``.
@@ -30,7 +31,6 @@ with ``CAI_CUDA_ARRAY_INTERFACE_EXPORT_STREAM_NONE=1``.
 
 from . import _native
 
-HAS_CUDA = _native.HAS_CUDA
 __version__ = _native.__version__
 
 from ._native import (
@@ -40,6 +40,7 @@ from ._native import (
     HostArrayView,
     HostMask,
     Violation,
+    DeviceArray,
     as_cuda_array,
     as_host_array,
     from_array_interface,
@@ -82,14 +83,11 @@ CUDASyncedGPUStorage = CudaManagedGPUStorage = CUDAManagedGPUStorage
 from ._report import CheckReport, check, check_descriptor
 from . import examples
 
-if HAS_CUDA:
-    from ._native import DeviceArray
-
 __all__ = [
-    "HAS_CUDA",
     "ArrayView",
     "CudaArrayView",
     "CudaMask",
+    "DeviceArray",
     "HostArrayView",
     "HostMask",
     "Violation",
@@ -132,6 +130,4 @@ __all__ = [
     "storage",
     "examples",
 ]
-if HAS_CUDA:
-    __all__ += ["DeviceArray"]
 

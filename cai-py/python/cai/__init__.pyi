@@ -30,7 +30,6 @@ from ._native import (
     full_like as full_like,
     as_storage as as_storage,
     storage as storage,
-    HAS_CUDA as HAS_CUDA,
     __version__ as __version__,
     cuda_available as cuda_available,
     pointer_attributes as pointer_attributes,

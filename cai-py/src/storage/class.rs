@@ -199,8 +199,8 @@ impl cpy::Exporter for PyStorage {
         Ok(())
     }
     /// The storage's own `numpy.dtype` (structured types, bf16 and datetimes exactly).
-    fn numpy_dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        Some(self.dtype.bind(py).clone())
+    fn numpy_dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        Ok(Some(self.dtype.bind(py).clone()))
     }
 }
 

@@ -15,7 +15,9 @@ use cai_gt::{
     GpuDevice, Init, PerDim, Storage, StorageDevice, StorageParams, SyncState, SyncStatus,
     parse_dims,
 };
+use cai_runtime::__private::extended_of;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyEllipsis};
 use std::ffi::CStr;
@@ -411,6 +413,7 @@ pub fn storage(
         }
     }
     let (shape, data_dtype, mut data_params) = read;
+    let read_as = data_dtype.numpy.clone();
     if other.is_some() {
         data_params.device = Some(StorageDevice::Gpu);
     }
@@ -421,8 +424,46 @@ pub fn storage(
     let out = create(py, &shape, &dtype, &p, &data_params, Init::Uninit)?;
     let target = out.bind(py);
     let items = cai_gt::python::gt4py_field_buffer(&source)?.unwrap_or(source);
-    target.set_item(PyEllipsis::get(py), items)?;
+    target.set_item(PyEllipsis::get(py), with_identity(py, items, &read_as)?)?;
     Ok(out)
+}
+
+/// `items` as items of `dtype`, the type their interface was read as, where that is an
+/// extended type (bfloat16, a float8) that NumPy reads as opaque bytes (an object exposing
+/// only a dict, whose `<V2` NumPy makes `V2`): the same bytes viewed as `dtype`, not cast
+/// (NumPy has no cast from opaque bytes). Anything else as it is.
+fn with_identity<'py>(
+    py: Python<'py>,
+    items: Bound<'py, PyAny>,
+    dtype: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if extended_of(dtype)?.is_none() {
+        return Ok(items);
+    }
+    let np = numpy(py)?;
+    if items.is_instance(&np.getattr("ndarray")?)? || !has_host_interface(&items)? {
+        return Ok(items);
+    }
+    let array = np.getattr("asarray")?.call1((&items,))?;
+    let own = array.getattr(intern!(py, "dtype"))?;
+    let opaque = own.getattr(intern!(py, "kind"))?.extract::<String>()? == "V"
+        && own.getattr(intern!(py, "fields"))?.is_none()
+        && own
+            .getattr(intern!(py, "itemsize"))?
+            .eq(dtype.getattr(intern!(py, "itemsize"))?)?;
+    if opaque {
+        array.call_method1(intern!(py, "view"), (dtype,))
+    } else {
+        Ok(array)
+    }
+}
+
+/// Whether NumPy reads `v` through a host interface (`__array_interface__` or
+/// `__array_struct__`).
+fn has_host_interface(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = v.py();
+    Ok(v.hasattr(intern!(py, "__array_interface__"))?
+        || v.hasattr(intern!(py, "__array_struct__"))?)
 }
 
 /// Adds the creators to the module, as fast-call functions.

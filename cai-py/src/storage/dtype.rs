@@ -4,7 +4,9 @@
 use super::{numpy, numpy_error_named};
 use crate::args::show;
 use cai_gt::ElementType;
-use cai_runtime::__private::{Memo, extended_dtype, extended_of, parse_descr};
+use cai_runtime::__private::{
+    Memo, descr_dtype, extended_dtype, extended_of, items_descr, parse_descr,
+};
 use cai_runtime::TypeStr;
 use cai_runtime::{ByteOrder, Kind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -154,7 +156,7 @@ fn dtype_from_typestr<'py>(
     typestr: &TypeStr,
     descr: Option<&cai_runtime::Descr>,
 ) -> PyResult<Dtype<'py>> {
-    match descr.filter(|d| !d.is_simple()) {
+    match items_descr(typestr, descr) {
         None => {
             let key = |k: &DtypeKey| matches!(k, DtypeKey::TypeStr(t) if t == typestr);
             if let Some(d) = known_dtype(py, key) {
@@ -176,13 +178,8 @@ fn dtype_from_typestr<'py>(
             remember_dtype(DtypeKey::TypeStr(*typestr), &d);
             Ok(d)
         }
-        Some(d) => {
-            let mut text = String::new();
-            d.write_python(&mut text)
-                .map_err(|_| PyValueError::new_err("descr cannot be written"))?;
-            let list = py.eval(&std::ffi::CString::new(text)?, None, None)?;
-            resolve_dtype(py, &list)
-        }
+        // (Fields of extended types keep their identity: ml_dtypes' dtypes.)
+        Some(d) => describe_dtype(descr_dtype(py, d)?),
     }
 }
 
@@ -198,7 +195,8 @@ pub(super) fn data_dtype<'py>(
     typestr: &TypeStr,
     descr: Option<&cai_runtime::Descr>,
 ) -> PyResult<Dtype<'py>> {
-    let structured = descr.is_some_and(|d| !d.is_simple());
+    let descr = items_descr(typestr, descr);
+    let structured = descr.is_some();
     let opaque = typestr.kind() == Kind::Void
         && typestr.extended_type().is_none()
         && typestr.itemsize() <= 2

@@ -9,7 +9,7 @@
 //! - `create.rs`: the creators and `storage(data)` (new buffers); `wrap.rs`: `as_storage` and
 //!   `storage(copy=False)` (existing buffers).
 //! - `keywords.rs`: the arguments and GDP-3's keyword arguments; `dtype.rs`: dtypes through
-//!   NumPy; `mirror.rs`: `SyncState`. (What the `cuda` feature adds to storages is cai-gt's.)
+//!   NumPy; `mirror.rs`: `SyncState`. (Device storages themselves are cai-gt's.)
 //! - Here: the NumPy and CuPy modules, and the module's registration. (The storage errors'
 //!   Python exceptions are cai-gt's, `cai_gt::python`.)
 

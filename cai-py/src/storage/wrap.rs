@@ -10,8 +10,8 @@ use std::any::Any;
 
 use cai_gt::python::GtData;
 use cai_gt::{
-    ForeignBuffer, PerDim, StorageError, StorageParams, SyncState, check_device_support,
-    check_mirror_pair, parse_dims, stride_order, wrap_foreign,
+    ForeignBuffer, PerDim, StorageError, StorageParams, SyncState, check_mirror_pair, parse_dims,
+    stride_order, wrap_foreign,
 };
 use cai_runtime::Space;
 use cai_runtime::python::{ForeignArray, Held};
@@ -185,11 +185,6 @@ pub(super) fn wrap(
         .or_else(|| from.as_ref().and_then(|g| g.gpu.as_ref()));
     if device_data.is_some() && from_dev.as_ref().is_some_and(|g| g.gpu.is_none()) {
         return Err(PyValueError::new_err(NO_DEVICE_BUFFER));
-    }
-    if gpu.is_some() {
-        // A build without CUDA cannot keep a device side in step (nor copy it): refused as
-        // device requests are.
-        check_device_support()?;
     }
     // Each side keeps its data object, the object its view was read from (a GT4Py field's
     // `ndarray`, which the field may make anew on each access), and what its bytes were read

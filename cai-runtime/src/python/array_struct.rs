@@ -25,11 +25,11 @@ use pyo3::types::PyString;
 use std::ffi::{c_char, c_int, c_void};
 
 use super::Memo;
-use super::export::descr_list;
+use super::export::{descr_dtype, descr_list};
 use crate::descriptor::HostArrayDescriptor;
 use crate::element::Extended;
 use crate::layout::Layout;
-use crate::structured::DescrFormat;
+use crate::structured::{Descr, DescrFormat};
 use crate::typestr::{ByteOrder, Kind, TypeStr};
 
 /// `PyArrayInterface` of `numpy/ndarraytypes.h`.
@@ -240,6 +240,17 @@ pub fn extended_of(dtype: &Bound<'_, PyAny>) -> PyResult<Option<Extended>> {
     Ok((e.itemsize() == size).then_some(e))
 }
 
+/// The `descr` that says what the items are, as NumPy reads a dict: that of a void type string
+/// only, and only where it is not the default `[('', typestr)]` (`<i4` with a `descr` of fields
+/// is int32 to NumPy; `|V4` with `[('', '<i4')]` a structured type of one field).
+pub fn items_descr<'a>(typestr: &TypeStr, descr: Option<&'a Descr>) -> Option<&'a Descr> {
+    descr.filter(|list| {
+        typestr.kind() == Kind::Void
+            && !(list.is_simple()
+                && matches!(&list.0[0].format, DescrFormat::Type(t) if t.to_string() == typestr.to_string()))
+    })
+}
+
 /// The capsule for `d`, whose layout is `layout`, keeping `exporter`; NumPy makes the dtype
 /// from `dtype` where the exporter has its own, else from `d`'s type string or `descr`.
 pub(crate) fn capsule<'py>(
@@ -249,24 +260,16 @@ pub(crate) fn capsule<'py>(
     dtype: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = exporter.py();
-    // As NumPy reads the dict: `descr` names the items of a void type string only, and only
-    // where it is not the default `[('', typestr)]`.
-    let fields = d.descr.as_ref().filter(|list| {
-        d.typestr.kind() == Kind::Void
-            && !(list.is_simple()
-                && matches!(&list.0[0].format, DescrFormat::Type(t) if t.to_string() == d.typestr.to_string()))
-    });
+    let fields = items_descr(&d.typestr, d.descr.as_ref());
     let descr = match (dtype, fields) {
         (Some(dtype), _) => dtype,
-        (None, Some(list)) => {
-            let list = descr_list(py, list)?.into_any();
-            match py.import("numpy") {
-                // Made here, so that NumPy's refusal (a name twice) is raised as the dict's
-                // is: given the list, NumPy would drop the refusal and read opaque bytes.
-                Ok(numpy) => numpy.getattr("dtype")?.call1((list,))?,
-                Err(_) => list,
-            }
-        }
+        // Made here, so that NumPy's refusal (a name twice) is raised as the dict's is: given
+        // the list, NumPy would drop the refusal and read opaque bytes. (Without NumPy, the
+        // list.)
+        (None, Some(list)) => match py.import("numpy") {
+            Ok(_) => descr_dtype(py, list)?,
+            Err(_) => descr_list(py, list)?.into_any(),
+        },
         (None, None) => numpy_dtype(py, d.typestr)?,
     };
     ArrayStruct {

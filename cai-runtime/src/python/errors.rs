@@ -117,7 +117,6 @@ impl_pyerr! {
     }
     /// `ValueError` when the driver says the pointer is unusable; `RuntimeError` when the
     /// driver could not be asked.
-    #[cfg(feature = "cuda")]
     crate::cuda::ImportCheckError {
         crate::cuda::ImportCheckError::Pointer(_) => PyValueError,
         crate::cuda::ImportCheckError::Driver(_) => PyRuntimeError,
@@ -135,7 +134,6 @@ pub fn export_error(e: DescriptorError, attribute: &str) -> PyErr {
 
 /// `what` failed with the driver's `e`: `ValueError` when the driver did not know a stream
 /// handle (`CUDA_ERROR_INVALID_HANDLE`), which is then a bad value; `RuntimeError` otherwise.
-#[cfg(feature = "cuda")]
 pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {
     if e.is_invalid_handle() {
         PyValueError::new_err(format!(

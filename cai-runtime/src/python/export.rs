@@ -21,7 +21,21 @@ use crate::structured::{Descr, DescrFormat};
 use super::Memo;
 pub use super::errors::export_error;
 
+/// A `descr` as the dict's list of `(name, format[, shape])` tuples.
 pub(crate) fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py, PyList>> {
+    list_of(py, d, false)
+}
+
+/// `numpy.dtype` of a `descr` whose fields may be of extended types: such a field's format is
+/// ml_dtypes' dtype where it is installed (a bare `<V2` field is bfloat16, as
+/// [`crate::TypeStr::stands_for`] says), so that the items keep their identity. NumPy's refusal
+/// (a name twice) is raised.
+pub fn descr_dtype<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py, PyAny>> {
+    let list = list_of(py, d, true)?;
+    py.import("numpy")?.getattr("dtype")?.call1((list,))
+}
+
+fn list_of<'py>(py: Python<'py>, d: &Descr, typed: bool) -> PyResult<Bound<'py, PyList>> {
     let list = PyList::empty(py);
     for f in &d.0 {
         let name = match &f.title {
@@ -29,8 +43,14 @@ pub(crate) fn descr_list<'py>(py: Python<'py>, d: &Descr) -> PyResult<Bound<'py,
             None => PyString::new(py, &f.name).into_any(),
         };
         let format = match &f.format {
-            DescrFormat::Type(t) => PyString::new(py, &t.to_string()).into_any(),
-            DescrFormat::Nested(n) => descr_list(py, n)?.into_any(),
+            DescrFormat::Type(t) => match t.stands_for().filter(|_| typed) {
+                Some(e) => match super::array_struct::extended_dtype(py, e)? {
+                    Some(dtype) => dtype,
+                    None => PyString::new(py, &t.to_string()).into_any(),
+                },
+                None => PyString::new(py, &t.to_string()).into_any(),
+            },
+            DescrFormat::Nested(n) => list_of(py, n, typed)?.into_any(),
         };
         let item = if f.shape.is_empty() {
             PyTuple::new(py, [name, format])?
@@ -178,7 +198,6 @@ pub(crate) fn builder_to_dict<'py, S: Space>(
             .clone()
             .build()
             .map_err(|e| export_error(e, S::ATTRIBUTE))?;
-        #[cfg(feature = "cuda")]
         if S::DEVICE {
             refuse_stream_of_another_device(&d)?;
         }
@@ -190,7 +209,6 @@ pub(crate) fn builder_to_dict<'py, S: Space>(
 /// can repair (its wait would order the wrong device's work): `ValueError` naming both. Only
 /// the streams this crate made are asked about ([`crate::cuda::stream_device`]), and only for
 /// derived exports (a hand-written `CudaArrayInterface` answers for its own stream).
-#[cfg(feature = "cuda")]
 pub(crate) fn refuse_stream_of_another_device<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<()> {
     let Some(stream) = d.stream() else {
         return Ok(());

@@ -31,7 +31,6 @@ use bytemuck::{AnyBitPattern, NoUninit};
 use pyo3::prelude::*;
 
 use super::buffer::Held;
-#[cfg(feature = "cuda")]
 use super::errors::stream_error;
 use super::fast;
 use super::parse::{interface_of, parse_exposed};
@@ -65,7 +64,6 @@ pub struct ForeignArray<S: Space> {
     attributes: Option<PointerAttributes>,
     /// The device whose context the import's stream work ran in (the current one then, or
     /// the data's): its release and copies run there too, on whatever thread.
-    #[cfg(feature = "cuda")]
     consumer_device: Option<u32>,
 }
 
@@ -182,10 +180,10 @@ impl<S: Space> ForeignArray<S> {
         unsafe { Self::from_interface_with(desc, owner, &options) }
     }
 
-    /// Imports a descriptor dict with explicit [`ImportOptions`]. For a device array built with
-    /// the `cuda` feature, the pointer is checked with the driver and the consumer's stream is
-    /// synchronized with the producer's before this returns; without it, [`Self::sync_plan`]
-    /// says what the caller must do.
+    /// Imports a descriptor dict with explicit [`ImportOptions`]. For a device array the
+    /// pointer is checked with the driver (unless [`ImportOptions::check_pointer`] is off) and
+    /// the consumer's stream is ordered after the producer's before this returns
+    /// ([`Self::sync_plan`] says how); where there is no driver, that is an error.
     ///
     /// # Safety
     /// As for [`Self::from_interface`].
@@ -223,7 +221,6 @@ impl<S: Space> ForeignArray<S> {
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
-            #[cfg(feature = "cuda")]
             consumer_device: None,
         };
         if S::DEVICE {
@@ -278,14 +275,12 @@ impl<S: Space> ForeignArray<S> {
             options: *options,
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
-            #[cfg(feature = "cuda")]
             consumer_device: None,
         };
         if !S::DEVICE {
             return Ok(a);
         }
         a.prepare_device()?;
-        #[cfg(feature = "cuda")]
         if let (Some(claimed), Some(found)) = (device_id, a.data_device())
             && claimed != found
         {
@@ -294,15 +289,12 @@ impl<S: Space> ForeignArray<S> {
                 a.ptr()
             )));
         }
-        #[cfg(not(feature = "cuda"))]
-        let _ = device_id;
         a.sync_plan = SyncPlan::Nothing(match (options.sync, ordered) {
             (false, _) => NoSyncReason::Disabled,
             (true, false) => NoSyncReason::Ignored,
             (true, true) => NoSyncReason::ProducerOrdered,
         });
         if ordered {
-            #[cfg(feature = "cuda")]
             if options.mode == crate::sync::SyncMode::Synchronize {
                 a.wait_for_the_producer()?;
             } else {
@@ -320,7 +312,6 @@ impl<S: Space> ForeignArray<S> {
     /// [`SyncMode::Synchronize`](crate::sync::SyncMode::Synchronize) after a DLPack import:
     /// the host waits for the stream the producer ordered (on the data's device, for a default
     /// stream), so that any stream may use the data afterwards.
-    #[cfg(feature = "cuda")]
     fn wait_for_the_producer(&mut self) -> PyResult<()> {
         let consumer = self.options.consumer;
         let device = match self.data_device() {
@@ -337,7 +328,6 @@ impl<S: Space> ForeignArray<S> {
 
     /// After a DLPack import on a default stream: that stream was the data's device's for the
     /// producer, and is the consumer's device's for the consumer.
-    #[cfg(feature = "cuda")]
     fn order_default_stream_across_devices(&mut self) -> PyResult<()> {
         let consumer = self.options.consumer;
         let Some(data) = self.data_device() else {
@@ -357,8 +347,7 @@ impl<S: Space> ForeignArray<S> {
         })
     }
 
-    /// Decides what to do about the producer's stream and, with the `cuda` feature, checks
-    /// the pointer and does it; without it the caller must ([`Self::synchronized`]).
+    /// Decides what to do about the producer's stream, checks the pointer, and does it.
     fn prepare_device(&mut self) -> PyResult<()> {
         let o = &self.options;
         self.sync_plan = crate::sync::plan(
@@ -368,13 +357,11 @@ impl<S: Space> ForeignArray<S> {
             o.sync,
             crate::sync::ignore_streams(),
         );
-        #[cfg(feature = "cuda")]
         self.apply_with_driver()?;
         Ok(())
     }
 
     /// Pointer checks, then the sync plan, with the driver.
-    #[cfg(feature = "cuda")]
     fn apply_with_driver(&mut self) -> PyResult<()> {
         use crate::cuda;
         if self.options.check_pointer {
@@ -392,7 +379,8 @@ impl<S: Space> ForeignArray<S> {
         if !matches!(self.sync_plan, SyncPlan::Nothing(_)) {
             // The consumer's default streams are those of its device. (An import that orders
             // nothing makes no driver call: its device is found when a copy needs it.)
-            let device = self.consumer_device()?;
+            let plan = self.sync_plan;
+            let device = self.consumer_device().map_err(|e| sync_error(plan, e))?;
             let data = self.data_device();
             // SAFETY: the plan names the producer's stream, which its descriptor gave and the
             // import trusts as it trusts the data pointer (the producer answers for both: see
@@ -404,15 +392,13 @@ impl<S: Space> ForeignArray<S> {
     }
 
     /// The data's device, where the pointer check found it.
-    #[cfg(feature = "cuda")]
     fn data_device(&self) -> Option<u32> {
         self.attributes.and_then(|a| a.device_ordinal)
     }
 
     /// The consumer's device, fixed at the import: the current context's, or the data's when
     /// the thread has none (which is then made current only while the driver works).
-    #[cfg(feature = "cuda")]
-    fn consumer_device(&mut self) -> PyResult<u32> {
+    fn consumer_device(&mut self) -> Result<u32, crate::driver_error::DriverError> {
         if let Some(d) = self.consumer_device {
             return Ok(d);
         }
@@ -422,7 +408,6 @@ impl<S: Space> ForeignArray<S> {
     }
 
     /// The consumer's device as fixed at the import, or as it would be now.
-    #[cfg(feature = "cuda")]
     fn device_for_work(&self) -> PyResult<u32> {
         match self.consumer_device {
             Some(d) => Ok(d),
@@ -481,8 +466,8 @@ impl<S: Space> ForeignArray<S> {
     }
 
     /// Whether the import called for synchronization with the producer's stream (there is a
-    /// stream, `sync=True`, streams not ignored, another consumer stream). With the `cuda`
-    /// feature it was carried out during the import ([`Self::synchronized`]).
+    /// stream, `sync=True`, streams not ignored, another consumer stream); it was carried out
+    /// during the import.
     pub fn needs_sync(&self) -> bool {
         !matches!(self.sync_plan, SyncPlan::Nothing(_))
     }
@@ -492,11 +477,6 @@ impl<S: Space> ForeignArray<S> {
         self.sync_plan
     }
 
-    /// Whether [`Self::sync_plan`] was carried out (true with the `cuda` feature).
-    pub fn synchronized(&self) -> bool {
-        cfg!(feature = "cuda")
-    }
-
     /// The options the import used.
     pub fn options(&self) -> &ImportOptions {
         &self.options
@@ -504,13 +484,13 @@ impl<S: Space> ForeignArray<S> {
 
     /// What releasing the import does ([`crate::sync::release_plan`]): the producer's stream
     /// waits for the consumer's work, where the import ordered the streams; `None` where it
-    /// did not. With the `cuda` feature, `release` (on device arrays) does it.
+    /// did not. `release` (on device arrays) does it.
     pub fn release_plan(&self) -> Option<ReleasePlan> {
         crate::sync::release_plan(self.sync_plan, self.options.consumer.stream())
     }
 
-    /// What the driver said about the data pointer (`cuda` feature, pointer checks on,
-    /// non-empty device arrays).
+    /// What the driver said about the data pointer (pointer checks on, non-empty
+    /// device arrays).
     pub fn pointer_attributes(&self) -> Option<&PointerAttributes> {
         self.attributes.as_ref()
     }
@@ -597,8 +577,10 @@ fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewEr
 
 /// Opaque bytes of one or two per item (`|V1`, `<V2`: all a dict can say of bfloat16 and the
 /// float8 formats) are the extended type the owner's (the producer's) own `dtype` is, where
-/// that is ml_dtypes' (a NumPy array of `ml_dtypes.bfloat16`). A `dtype` that is no NumPy
-/// dtype (PyTorch's) is passed over; an error its getter raises propagates.
+/// that is ml_dtypes' (a NumPy array of `ml_dtypes.bfloat16`); else a bare `<V2` is bfloat16,
+/// as PyTorch and NumPy with ml_dtypes write it ([`crate::TypeStr::stands_for`]: NumPy writes
+/// its own two-byte void `|V2`). A `dtype` that is no NumPy dtype (PyTorch's) is passed over;
+/// an error its getter raises propagates.
 fn identify<S: Space>(
     descriptor: &mut ArrayDescriptor<S>,
     owner: Option<&Bound<'_, PyAny>>,
@@ -611,23 +593,8 @@ fn identify<S: Space>(
     {
         return Ok(());
     }
-    let Some(obj) = owner else {
+    let Some(e) = owner_extended(owner, t)?.or_else(|| t.stands_for()) else {
         return Ok(());
-    };
-    let py = obj.py();
-    let Some(dtype) = obj.getattr_opt(pyo3::intern!(py, "dtype"))? else {
-        return Ok(());
-    };
-    let e = match super::array_struct::extended_of(&dtype) {
-        Ok(Some(e)) if e.itemsize() == t.itemsize() => e,
-        Ok(_) => return Ok(()),
-        Err(err)
-            if err.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)
-                || err.is_instance_of::<pyo3::exceptions::PyTypeError>(py) =>
-        {
-            return Ok(());
-        }
-        Err(err) => return Err(err),
     };
     let typestr = crate::TypeStr::extended(e);
     descriptor.typestr = typestr;
@@ -635,6 +602,30 @@ fn identify<S: Space>(
         descriptor.descr = Some(crate::Descr::simple(typestr));
     }
     Ok(())
+}
+
+/// The extended type of `itemsize` the owner's own `dtype` is, if any.
+fn owner_extended(
+    owner: Option<&Bound<'_, PyAny>>,
+    t: crate::TypeStr,
+) -> PyResult<Option<crate::Extended>> {
+    let Some(obj) = owner else {
+        return Ok(None);
+    };
+    let py = obj.py();
+    let Some(dtype) = obj.getattr_opt(pyo3::intern!(py, "dtype"))? else {
+        return Ok(None);
+    };
+    match super::array_struct::extended_of(&dtype) {
+        Ok(e) => Ok(e.filter(|e| e.itemsize() == t.itemsize())),
+        Err(err)
+            if err.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)
+                || err.is_instance_of::<pyo3::exceptions::PyTypeError>(py) =>
+        {
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
 }
 
 /// A read view of a foreign array as items of `T`.
@@ -754,7 +745,6 @@ impl ForeignArray<Host> {
 
 /// A failed synchronization with the producer's stream, naming the streams involved. A handle
 /// the driver does not know (`CUDA_ERROR_INVALID_HANDLE`) is a bad value: ValueError.
-#[cfg(feature = "cuda")]
 fn sync_error(plan: SyncPlan, e: crate::driver_error::DriverError) -> PyErr {
     let what = match plan {
         SyncPlan::EventWait { producer, consumer } => format!(
@@ -768,7 +758,6 @@ fn sync_error(plan: SyncPlan, e: crate::driver_error::DriverError) -> PyErr {
     stream_error(what, e)
 }
 
-#[cfg(feature = "cuda")]
 impl ForeignArray<Device> {
     /// Tells the producer that the consumer's work on the data is enqueued on the consumer's
     /// stream ([`ImportOptions::consumer`]): the producer's stream waits for it, without

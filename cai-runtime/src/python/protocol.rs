@@ -89,7 +89,6 @@ impl<'a, S: Space> Export<'a, S> {
             Source::Built(b) => {
                 let (vouched, stream_live) = (b.vouched(), b.stream_live());
                 let (d, layout) = b.build_with_layout().map_err(err)?;
-                #[cfg(feature = "cuda")]
                 if S::DEVICE {
                     super::export::refuse_stream_of_another_device(&d)?;
                 }
@@ -162,9 +161,9 @@ pub trait Exporter {
 
     /// The `numpy.dtype` `__array_struct__` gives NumPy for the host side's items, where the
     /// object has its own (`None`: the one of the descriptor's type string or `descr`).
-    fn numpy_dtype<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
+    fn numpy_dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         let _ = py;
-        None
+        Ok(None)
     }
 }
 
@@ -255,7 +254,7 @@ pub mod methods {
     ) -> PyResult<Bound<'py, PyAny>> {
         const WHAT: &str = "__array_struct__";
         let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
-        let dtype = e.numpy_dtype(exporter.py());
+        let dtype = e.numpy_dtype(exporter.py())?;
         super::super::array_struct::capsule(exporter, &x.descriptor, &x.layout, dtype)
     }
 

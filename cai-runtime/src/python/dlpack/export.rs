@@ -15,7 +15,7 @@ use dlpark::ffi::{
 };
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyTuple};
+use pyo3::types::PyTuple;
 
 use super::{DLPACK_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackDevice, DlpackError, dl_dtype};
 use crate::descriptor::{ArrayDescriptor, Space};
@@ -133,12 +133,13 @@ impl DlpackRequest {
             })?);
         }
         if let Some(v) = copy.filter(|v| !v.is_none()) {
-            let b = v.cast::<PyBool>().map_err(|_| DlpackError::ArgumentType {
+            // (A NumPy bool too, as NumPy's own `__dlpack__` takes.)
+            let b = v.extract::<bool>().map_err(|_| DlpackError::ArgumentType {
                 key: "copy",
                 value: repr(v),
                 expected: "None, True or False",
             })?;
-            out.copy = Some(b.is_true());
+            out.copy = Some(b);
         }
         Ok(out)
     }
@@ -207,7 +208,6 @@ enum Keep {
     /// A copy in host memory (16-byte units: aligned for every DLPack type).
     Host(#[allow(dead_code)] Vec<u128>),
     /// A copy in device memory.
-    #[cfg(feature = "cuda")]
     Device(#[allow(dead_code)] crate::cuda::DeviceAllocation),
 }
 
@@ -354,9 +354,7 @@ fn into_capsule<'py, M: Managed>(
 
 /// Where a descriptor's memory is: DLPack's device for it, the device whose context the
 /// driver's work on it runs in (`None` for host memory), and what the driver said about the
-/// pointer (its allocation's range, where it knows one). (Without the driver, host memory
-/// only: the last two are never read.)
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+/// pointer (its allocation's range, where it knows one).
 struct Place {
     device: DlpackDevice,
     ordinal: Option<u32>,
@@ -374,48 +372,37 @@ fn place_of<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<Place> {
             attributes: None,
         });
     }
-    #[cfg(feature = "cuda")]
-    {
-        use crate::pointer::MemoryType;
-        if d.data.ptr == 0 {
-            let n = crate::cuda::current_device_or(0)?;
-            return Ok(Place {
-                device: DlpackDevice::Cuda(n),
-                ordinal: Some(n),
-                attributes: None,
-            });
+    use crate::pointer::MemoryType;
+    if d.data.ptr == 0 {
+        let n = crate::cuda::current_device_or(0)?;
+        return Ok(Place {
+            device: DlpackDevice::Cuda(n),
+            ordinal: Some(n),
+            attributes: None,
+        });
+    }
+    let a = crate::cuda::pointer_attributes(d.data.ptr)?;
+    let ordinal = match a.device_ordinal {
+        Some(n) => n,
+        None => crate::cuda::current_device_or(0)?,
+    };
+    let device = match a.memory_type {
+        MemoryType::Device => DlpackDevice::Cuda(ordinal),
+        MemoryType::Managed => DlpackDevice::CudaManaged(ordinal),
+        MemoryType::Host => DlpackDevice::CudaHost,
+        MemoryType::Unregistered => {
+            return Err(DlpackError::Unmet(format!(
+                "`data` = {:#x} is memory the CUDA driver does not know: not device memory",
+                d.data.ptr
+            ))
+            .into());
         }
-        let a = crate::cuda::pointer_attributes(d.data.ptr)?;
-        let ordinal = match a.device_ordinal {
-            Some(n) => n,
-            None => crate::cuda::current_device_or(0)?,
-        };
-        let device = match a.memory_type {
-            MemoryType::Device => DlpackDevice::Cuda(ordinal),
-            MemoryType::Managed => DlpackDevice::CudaManaged(ordinal),
-            MemoryType::Host => DlpackDevice::CudaHost,
-            MemoryType::Unregistered => {
-                return Err(DlpackError::Unmet(format!(
-                    "`data` = {:#x} is memory the CUDA driver does not know: not device memory",
-                    d.data.ptr
-                ))
-                .into());
-            }
-        };
-        Ok(Place {
-            device,
-            ordinal: Some(ordinal),
-            attributes: Some(a),
-        })
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = d;
-        Err(DlpackError::Unmet(
-            "DLPack exports of device memory need cai-runtime's `cuda` feature (to find the memory's device and order the consumer's stream)".into(),
-        )
-        .into())
-    }
+    };
+    Ok(Place {
+        device,
+        ordinal: Some(ordinal),
+        attributes: Some(a),
+    })
 }
 
 /// `__dlpack_device__` of a descriptor.
@@ -458,7 +445,6 @@ pub(crate) fn dlpack_capsule<'py, S: Space>(
 /// the stream to the driver. A hand-written interface's bare address and bare stream number
 /// are only described to the consumer, as its dict describes them.
 #[derive(Clone, Copy)]
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 struct Trust {
     bytes: bool,
     stream: bool,
@@ -573,15 +559,10 @@ unsafe fn export_with<'py, S: Space>(
         }
         // SAFETY: the memory `d` describes is readable (`trust.bytes`, checked above).
         Source::HostCopy => unsafe { host_copy(d, layout, &place, trust)? },
-        #[cfg(feature = "cuda")]
         // SAFETY: as above; device data (a copy on a device is of device data).
         Source::DeviceCopy { managed } => unsafe {
             device_copy(d, layout, &place, managed, request, trust)?
         },
-        #[cfg(not(feature = "cuda"))]
-        Source::DeviceCopy { managed } => {
-            unreachable!("device data is refused without the driver ({managed})")
-        }
     };
     let copied = !matches!(source, Source::Share);
     let (kind, id) = device.to_pair();
@@ -610,8 +591,6 @@ unsafe fn export_with<'py, S: Space>(
 /// The producer's stream for cai's own driver calls: a default stream, or a handle `trust`
 /// vouches for; a bare handle number is refused rather than handed to the driver (which
 /// behaves undefinedly for a handle that is no live stream).
-#[cfg(feature = "cuda")]
-#[cfg(feature = "cuda")]
 fn producer_stream<S: Space>(
     d: &ArrayDescriptor<S>,
     trust: Trust,
@@ -630,7 +609,6 @@ fn producer_stream<S: Space>(
 
 /// The stream the consumer passed to `__dlpack__` (the legacy default stream where it passed
 /// none).
-#[cfg(feature = "cuda")]
 fn consumer_live(request: &DlpackRequest) -> crate::LiveStream<'static> {
     match request.stream {
         // SAFETY: the stream the consumer says it will use: DLPack makes the consumer answer
@@ -655,47 +633,38 @@ fn order_streams<S: Space>(
     if d.stream().is_none() || request.stream == ConsumerStream::NoSync {
         return Ok(());
     }
-    #[cfg(feature = "cuda")]
-    {
-        let Some(producer) = producer_stream(d, trust)? else {
-            return Ok(());
-        };
-        let device = place.ordinal;
-        let consumer = consumer_live(request);
-        // A host consumer, or one of host-accessible memory that named no stream (NumPy never
-        // does), may read as soon as this returns: the producer's work must be done.
-        let host_reader = target == DlpackDevice::Cpu
-            || request.stream == ConsumerStream::Unspecified
-                && matches!(
-                    target,
-                    DlpackDevice::CudaHost | DlpackDevice::CudaManaged(_)
-                );
-        let ordered = if host_reader {
-            crate::cuda::synchronize_stream_on(producer, device)
-        } else {
-            crate::cuda::order_after_on(consumer, device, producer, device)
-        };
-        ordered.map_err(|e| {
-            super::super::errors::stream_error(
-                format!(
-                    "cannot order the consumer's stream {} after the producer's stream {}",
-                    consumer.stream(),
-                    producer.stream()
-                ),
-                e,
-            )
-        })
-    }
-    #[cfg(not(feature = "cuda"))]
-    {
-        let _ = (place, target, trust);
-        unreachable!("device data is refused without the driver")
-    }
+    let Some(producer) = producer_stream(d, trust)? else {
+        return Ok(());
+    };
+    let device = place.ordinal;
+    let consumer = consumer_live(request);
+    // A host consumer, or one of host-accessible memory that named no stream (NumPy never
+    // does), may read as soon as this returns: the producer's work must be done.
+    let host_reader = target == DlpackDevice::Cpu
+        || request.stream == ConsumerStream::Unspecified
+            && matches!(
+                target,
+                DlpackDevice::CudaHost | DlpackDevice::CudaManaged(_)
+            );
+    let ordered = if host_reader {
+        crate::cuda::synchronize_stream_on(producer, device)
+    } else {
+        crate::cuda::order_after_on(consumer, device, producer, device)
+    };
+    ordered.map_err(|e| {
+        super::super::errors::stream_error(
+            format!(
+                "cannot order the consumer's stream {} after the producer's stream {}",
+                consumer.stream(),
+                producer.stream()
+            ),
+            e,
+        )
+    })
 }
 
 /// The span of device memory a copy reads, checked against its allocation where the driver
 /// knows the allocation's range: a descriptor larger than its memory is refused, not copied.
-#[cfg(feature = "cuda")]
 fn checked_span(place: &Place, extent: crate::layout::Extent) -> PyResult<()> {
     if let Some(a) = &place.attributes {
         crate::pointer::check_pointer(a, Some(extent))?;
@@ -726,7 +695,6 @@ unsafe fn host_copy<S: Space>(
     buf.resize(len.div_ceil(16), 0);
     let dst = buf.as_mut_ptr().cast::<u8>();
     if S::DEVICE {
-        #[cfg(feature = "cuda")]
         {
             checked_span(place, extent)?;
             let stream = producer_stream(d, trust)?.map_or(Stream::LegacyDefault, |s| s.stream());
@@ -742,11 +710,6 @@ unsafe fn host_copy<S: Space>(
                 None => copy()?,
             }
         }
-        #[cfg(not(feature = "cuda"))]
-        unreachable!(
-            "device data is refused without the driver ({:?}, {})",
-            place.ordinal, trust.bytes
-        );
     } else {
         // SAFETY: the span is readable host memory (this function's contract) and `dst` a new
         // buffer of at least `len` bytes: the two do not overlap.
@@ -763,7 +726,6 @@ unsafe fn host_copy<S: Space>(
 ///
 /// # Safety
 /// The span is device memory the driver can read.
-#[cfg(feature = "cuda")]
 unsafe fn device_copy<S: Space>(
     d: &ArrayDescriptor<S>,
     layout: &Layout,
