@@ -43,6 +43,8 @@ cargo clippy -p cai-runtime -p cai-gt --all-targets --features cai-runtime/cudar
 cargo clippy -p cai-py --all-targets -- -D warnings
 echo "== cargo doc (a broken intra-doc link is an error)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features
+echo "== where each kind of change goes (docs/repository.md) against the tree"
+.venv/bin/python scripts/where-changes-go.py
 echo "== public API (cai-runtime/public-api.txt, cai-gt/public-api.txt)"
 scripts/public-api.sh
 echo "== cargo publish --dry-run: the three crates package and build as crates.io would have them"

@@ -13,6 +13,9 @@
 use cai_gt::PerDim;
 use cai_runtime::__private::{dimension_items, int, int_like, type_error_or};
 use num_complex::Complex;
+// A float narrowed from `f64` as NumPy narrows (beyond float32's range is inf): `as`, which
+// half implements for its types too.
+use num_traits::AsPrimitive;
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -230,29 +233,6 @@ fn dtype_name<T>(kind: &str) -> String {
     format!("{kind}{}", 8 * std::mem::size_of::<T>())
 }
 
-/// A float narrowed from `f64` as NumPy narrows (a float64 beyond float32's range is inf).
-trait FromF64 {
-    fn from_f64(x: f64) -> Self;
-}
-
-impl FromF64 for f64 {
-    fn from_f64(x: f64) -> Self {
-        x
-    }
-}
-
-impl FromF64 for f32 {
-    fn from_f64(x: f64) -> Self {
-        x as f32
-    }
-}
-
-impl FromF64 for half::f16 {
-    fn from_f64(x: f64) -> Self {
-        half::f16::from_f64(x)
-    }
-}
-
 /// `ItemValue` for every element type that `HostArrayView.get`/`set` reach (cai-runtime's one
 /// list of them): all but bool and opaque bytes.
 macro_rules! item_value {
@@ -319,7 +299,7 @@ macro_rules! float_item {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 v.extract::<f64>()
-                    .map(<$ty as FromF64>::from_f64)
+                    .map(AsPrimitive::<$ty>::as_)
                     .map_err(|e| {
                         type_error_or(e, || {
                             PyTypeError::new_err(format!(
@@ -343,7 +323,7 @@ macro_rules! complex_item {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 v.extract::<Complex<f64>>()
-                    .map(|z| <$ty>::new(FromF64::from_f64(z.re), FromF64::from_f64(z.im)))
+                    .map(|z| <$ty>::new(z.re.as_(), z.im.as_()))
                     .map_err(|e| {
                         type_error_or(e, || {
                             PyTypeError::new_err(format!(

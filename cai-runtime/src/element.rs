@@ -53,7 +53,7 @@ pub enum Extended {
 
 impl Extended {
     /// Every extended type, with ml_dtypes' name, its size in bytes and DLPack's type code.
-    const TABLE: [(Extended, &'static str, usize, u8); 3] = [
+    pub(crate) const TABLE: [(Extended, &'static str, usize, u8); 3] = [
         (Extended::Bfloat16, "bfloat16", 2, 4),
         (Extended::Float8E4M3Fn, "float8_e4m3fn", 1, 10),
         (Extended::Float8E5M2, "float8_e5m2", 1, 12),

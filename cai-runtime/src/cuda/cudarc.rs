@@ -14,6 +14,8 @@ use super::stream::{from_raw_handle, order_after_on, synchronize_stream_on};
 use crate::element::Element;
 use crate::memory::DeviceMemory;
 use crate::stream::{AsStream, LiveStream, Stream, StreamError};
+#[cfg(feature = "python")]
+use crate::python::ViewError;
 
 /// The device address of cudarc memory. cudarc hands it out for use on a stream, ordering that
 /// stream after the memory's pending writes (events cudarc records on whatever stream wrote):
@@ -221,5 +223,68 @@ impl<T> std::fmt::Debug for ForeignCudaSlice<'_, T> {
             self.slice.len(),
             self.readonly
         )
+    }
+}
+
+/// Imports as cudarc memory.
+#[cfg(feature = "python")]
+impl crate::python::ForeignArray<crate::Device> {
+    /// The array as cudarc memory for reading on `stream` (kernels launched with `view()` as
+    /// an argument, cudarc's copies): its items as a [`crate::cuda::ForeignCudaSlice`] that can
+    /// never free them and cannot outlive this import. Refused unless the items are `T`s (as
+    /// [`Self::typed`] checks), in C order, and the import ordered them for `stream` (import
+    /// with `consumer` = the stream's handle, [`crate::AsStream::cai_stream`]).
+    pub fn cudarc_view<T: Element + DeviceRepr + bytemuck::AnyBitPattern>(
+        &self,
+        stream: &std::sync::Arc<CudaStream>,
+    ) -> Result<ForeignCudaSlice<'_, T>, ViewError> {
+        self.cudarc_slice(stream, true)
+    }
+
+    /// [`Self::cudarc_view`] for writing too (`view_mut()`), refused for read-only data; the
+    /// import is borrowed exclusively meanwhile, as [`Self::typed_mut`] borrows it.
+    pub fn cudarc_view_mut<T: Element + DeviceRepr + bytemuck::AnyBitPattern>(
+        &mut self,
+        stream: &std::sync::Arc<CudaStream>,
+    ) -> Result<ForeignCudaSlice<'_, T>, ViewError> {
+        if self.readonly() {
+            return Err(ViewError::ReadOnly);
+        }
+        self.cudarc_slice(stream, false)
+    }
+
+    fn cudarc_slice<T: Element + DeviceRepr + bytemuck::AnyBitPattern>(
+        &self,
+        stream: &std::sync::Arc<CudaStream>,
+        readonly: bool,
+    ) -> Result<ForeignCudaSlice<'_, T>, ViewError> {
+        let own = stream.cai_stream().unwrap_or(Stream::LegacyDefault);
+        self.check_flat::<T>(own)?;
+        // The per-thread stream is each thread's own, and the view may move to another; a
+        // default stream is its device's, which must be the import's consumer's.
+        if own == Stream::PerThreadDefault {
+            return Err(ViewError::OtherStream {
+                import: self.options().consumer.stream().as_raw(),
+                view: own.as_raw(),
+            });
+        }
+        if own == Stream::LegacyDefault {
+            let device = u32::try_from(stream.context().ordinal()).unwrap_or(u32::MAX);
+            let consumer = self.device_for_work().map_err(|e| ViewError::backend("cudarc", e))?;
+            if device != consumer {
+                return Err(ViewError::OtherDevice {
+                    import: consumer,
+                    view: device,
+                });
+            }
+        }
+        let len = self.layout().shape().iter().product();
+        // SAFETY: the import validated the descriptor (and, with `check_pointer`, that its
+        // extent lies in one live allocation); for contiguous items of `T` that is `len` items
+        // from `ptr`, which the view keeps alive for `'_` (its owner and descriptor); written
+        // through only when `readonly` is false, which only an exclusive borrow of a writable
+        // import asks for.
+        unsafe { ForeignCudaSlice::new(self.ptr(), len, stream, readonly) }
+            .map_err(|e| ViewError::backend("cudarc", e))
     }
 }

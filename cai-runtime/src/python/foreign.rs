@@ -408,7 +408,7 @@ impl<S: Space> ForeignArray<S> {
     }
 
     /// The consumer's device as fixed at the import, or as it would be now.
-    fn device_for_work(&self) -> PyResult<u32> {
+    pub(crate) fn device_for_work(&self) -> PyResult<u32> {
         match self.consumer_device {
             Some(d) => Ok(d),
             None => Ok(crate::cuda::current_device_or(
@@ -508,7 +508,7 @@ impl<S: Space> ForeignArray<S> {
     /// The checks of a flat view for work on `stream`: `T`'s dtype, C order (one run of
     /// items), and the import's consumer stream.
     #[cfg(feature = "cudarc")]
-    fn check_flat<T: Element>(&self, stream: Stream) -> Result<(), ViewError> {
+    pub(crate) fn check_flat<T: Element>(&self, stream: Stream) -> Result<(), ViewError> {
         check_dtype::<T>(&self.descriptor)?;
         if !self.layout.is_c_contiguous() {
             return Err(ViewError::NotContiguous {
@@ -826,69 +826,6 @@ impl<'a, 'py, S: Space> FromPyObject<'a, 'py> for ForeignArray<S> {
     }
 }
 
-#[cfg(feature = "cudarc")]
-impl ForeignArray<Device> {
-    /// The array as cudarc memory for reading on `stream` (kernels launched with `view()` as
-    /// an argument, cudarc's copies): its items as a [`crate::cuda::ForeignCudaSlice`] that can
-    /// never free them and cannot outlive this import. Refused unless the items are `T`s (as
-    /// [`Self::typed`] checks), in C order, and the import ordered them for `stream` (import
-    /// with `consumer` = the stream's handle, [`crate::AsStream::cai_stream`]).
-    pub fn cudarc_view<T: Element + cudarc::driver::DeviceRepr + bytemuck::AnyBitPattern>(
-        &self,
-        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-    ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
-        self.cudarc_slice(stream, true)
-    }
-
-    /// [`Self::cudarc_view`] for writing too (`view_mut()`), refused for read-only data; the
-    /// import is borrowed exclusively meanwhile, as [`Self::typed_mut`] borrows it.
-    pub fn cudarc_view_mut<T: Element + cudarc::driver::DeviceRepr + bytemuck::AnyBitPattern>(
-        &mut self,
-        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-    ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
-        if self.readonly() {
-            return Err(ViewError::ReadOnly);
-        }
-        self.cudarc_slice(stream, false)
-    }
-
-    fn cudarc_slice<T: Element + cudarc::driver::DeviceRepr + bytemuck::AnyBitPattern>(
-        &self,
-        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
-        readonly: bool,
-    ) -> Result<crate::cuda::ForeignCudaSlice<'_, T>, ViewError> {
-        use crate::stream::AsStream;
-        let own = stream.cai_stream().unwrap_or(Stream::LegacyDefault);
-        self.check_flat::<T>(own)?;
-        // The per-thread stream is each thread's own, and the view may move to another; a
-        // default stream is its device's, which must be the import's consumer's.
-        if own == Stream::PerThreadDefault {
-            return Err(ViewError::OtherStream {
-                import: self.options.consumer.stream().as_raw(),
-                view: own.as_raw(),
-            });
-        }
-        if own == Stream::LegacyDefault {
-            let device = u32::try_from(stream.context().ordinal()).unwrap_or(u32::MAX);
-            let consumer = self.device_for_work().map_err(ViewError::cudarc)?;
-            if device != consumer {
-                return Err(ViewError::OtherDevice {
-                    import: consumer,
-                    view: device,
-                });
-            }
-        }
-        let len = self.layout.shape().iter().product();
-        // SAFETY: the import validated the descriptor (and, with `check_pointer`, that its
-        // extent lies in one live allocation); for contiguous items of `T` that is `len` items
-        // from `ptr`, which the view keeps alive for `'_` (its owner and descriptor); written
-        // through only when `readonly` is false, which only an exclusive borrow of a writable
-        // import asks for.
-        unsafe { crate::cuda::ForeignCudaSlice::new(self.ptr(), len, stream, readonly) }
-            .map_err(ViewError::cudarc)
-    }
-}
-
 impl ViewError {
     /// A backend's error, kept as the source.
     pub fn backend(
@@ -899,11 +836,6 @@ impl ViewError {
             backend,
             source: std::sync::Arc::new(source),
         }
-    }
-
-    #[cfg(feature = "cudarc")]
-    fn cudarc(e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        ViewError::backend("cudarc", e)
     }
 }
 

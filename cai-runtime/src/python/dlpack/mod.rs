@@ -291,11 +291,24 @@ fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
                 17 => "float4",
                 _ => "unknown",
             };
+            let (names, codes): (Vec<_>, Vec<_>) = [
+                ("int", 0),
+                ("uint", 1),
+                ("float", 2),
+                ("complex", 5),
+                ("bool", 6),
+            ]
+            .into_iter()
+            .chain(crate::Extended::TABLE.iter().map(|&(_, name, _, code)| (name, code)))
+            .map(|(name, code)| (name, code.to_string()))
+            .unzip();
             return Err(field(
                 "code",
                 code.0.to_string(),
                 &format!(
-                    "{name} type: cai reads int, uint, float, complex, bool, bfloat16, float8_e4m3fn and float8_e5m2 (codes 0, 1, 2, 5, 6, 4, 10, 12)"
+                    "{name} type: cai reads {} (codes {})",
+                    names.join(", "),
+                    codes.join(", ")
                 ),
             ));
         }
