@@ -13,9 +13,9 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, De
 use super::stream::{from_raw_handle, order_after_on, synchronize_stream_on};
 use crate::element::Element;
 use crate::memory::DeviceMemory;
-use crate::stream::{AsStream, LiveStream, Stream, StreamError};
 #[cfg(feature = "python")]
 use crate::python::ViewError;
+use crate::stream::{AsStream, LiveStream, Stream, StreamError};
 
 /// The device address of cudarc memory. cudarc hands it out for use on a stream, ordering that
 /// stream after the memory's pending writes (events cudarc records on whatever stream wrote):
@@ -270,7 +270,9 @@ impl crate::python::ForeignArray<crate::Device> {
         }
         if own == Stream::LegacyDefault {
             let device = u32::try_from(stream.context().ordinal()).unwrap_or(u32::MAX);
-            let consumer = self.device_for_work().map_err(|e| ViewError::backend("cudarc", e))?;
+            let consumer = self
+                .device_for_work()
+                .map_err(|e| ViewError::backend("cudarc", e))?;
             if device != consumer {
                 return Err(ViewError::OtherDevice {
                     import: consumer,

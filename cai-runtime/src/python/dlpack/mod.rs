@@ -299,7 +299,11 @@ fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
                 ("bool", 6),
             ]
             .into_iter()
-            .chain(crate::Extended::TABLE.iter().map(|&(_, name, _, code)| (name, code)))
+            .chain(
+                crate::Extended::TABLE
+                    .iter()
+                    .map(|&(_, name, _, code)| (name, code)),
+            )
             .map(|(name, code)| (name, code.to_string()))
             .unzip();
             return Err(field(
