@@ -75,7 +75,7 @@ python3 -c 'import ctypes; ctypes.CDLL("libcuda.so.1"); print("libcuda.so.1: fou
     || echo "libcuda.so.1: NOT found (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
 
 if want rust; then
-    echo "== Rust tests against the driver (release, feature cuda)"
+    echo "== Rust tests against the driver (release)"
     for t in bin/*; do
         echo "-- $t"
         limit 180 "$t" --test-threads=1 --nocapture 2>&1 | grep -Ev '^$' || status=1
