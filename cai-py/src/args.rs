@@ -233,6 +233,29 @@ fn dtype_name<T>(kind: &str) -> String {
     format!("{kind}{}", 8 * std::mem::size_of::<T>())
 }
 
+/// `x` rounded once to the float type `T`, as NumPy narrows a float64 (beyond `T`'s range it
+/// is inf). To a type narrower than float32 (float16) `as` would round twice, through float32
+/// (half converts so): `x` goes to float32 rounded to odd (toward zero, the last bit set where
+/// that was inexact), whose extra bits make the second rounding the only one.
+fn narrow<T: Copy + 'static>(x: f64) -> T
+where
+    f64: AsPrimitive<T>,
+    f32: AsPrimitive<T>,
+{
+    if std::mem::size_of::<T>() >= 4 {
+        return x.as_();
+    }
+    let f = x as f32;
+    if !f.is_finite() || f64::from(f) == x {
+        return f.as_();
+    }
+    let mut bits = f.to_bits();
+    if f64::from(f).abs() > x.abs() {
+        bits -= 1; // toward zero (the sign is apart from the magnitude)
+    }
+    f32::from_bits(bits | 1).as_()
+}
+
 /// `ItemValue` for every element type that `HostArrayView.get`/`set` reach (cai-runtime's one
 /// list of them): all but bool and opaque bytes.
 macro_rules! item_value {
@@ -298,17 +321,15 @@ macro_rules! float_item {
     ($ty:ty) => {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
-                v.extract::<f64>()
-                    .map(AsPrimitive::<$ty>::as_)
-                    .map_err(|e| {
-                        type_error_or(e, || {
-                            PyTypeError::new_err(format!(
-                                "{key}: {} is not a real number (the items are {})",
-                                show(v),
-                                dtype_name::<$ty>("float")
-                            ))
-                        })
+                v.extract::<f64>().map(narrow::<$ty>).map_err(|e| {
+                    type_error_or(e, || {
+                        PyTypeError::new_err(format!(
+                            "{key}: {} is not a real number (the items are {})",
+                            show(v),
+                            dtype_name::<$ty>("float")
+                        ))
                     })
+                })
             }
 
             fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -323,7 +344,7 @@ macro_rules! complex_item {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 v.extract::<Complex<f64>>()
-                    .map(|z| <$ty>::new(z.re.as_(), z.im.as_()))
+                    .map(|z| <$ty>::new(narrow(z.re), narrow(z.im)))
                     .map_err(|e| {
                         type_error_or(e, || {
                             PyTypeError::new_err(format!(

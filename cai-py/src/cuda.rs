@@ -113,7 +113,12 @@ fn pointer_attributes<'py>(ptr: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDic
         ptr.py(),
         cai_runtime::__private::address_argument("ptr", ptr)?,
     );
-    let a = cai_runtime::cuda::pointer_attributes(ptr)?;
+    let a = cai_runtime::cuda::pointer_attributes(ptr).map_err(|e| {
+        cai_runtime::__private::driver_error(
+            format_args!("cannot ask the CUDA driver about ptr = {ptr:#x}"),
+            e,
+        )
+    })?;
     attributes_dict(py, &a)
 }
 
@@ -292,9 +297,11 @@ mod device_array {
                 crate::examples::dtype_for("DeviceArray", &d.typestr.to_string(), Some(&items))?;
             let shape = obj.layout().shape().to_vec();
             let bytes = obj.to_bytes_in(order)?;
+            let no_device =
+                |e| cai_runtime::__private::driver_error("DeviceArray needs a CUDA device", e);
             let device = match device_id {
                 Some(d) => {
-                    let count = cuda::device_count()?;
+                    let count = cuda::device_count().map_err(no_device)?;
                     if d >= count {
                         return Err(PyValueError::new_err(format!(
                             "device_id = {d}: no such device (this machine has {count} CUDA devices)"
@@ -302,7 +309,7 @@ mod device_array {
                     }
                     d
                 }
-                None => cuda::current_device()?,
+                None => cuda::current_device().map_err(no_device)?,
             };
             let (buf, streams, side) = cuda::with_device(device, || -> PyResult<_> {
                 let buf = DeviceAllocation::new(bytes.len(), false)?;

@@ -121,7 +121,7 @@ pub mod __private {
     #[cfg(feature = "python")]
     pub use crate::python::array_struct::{extended_dtype, extended_of, items_descr};
     #[cfg(feature = "python")]
-    pub use crate::python::errors::calling_foreign_code;
+    pub use crate::python::errors::{calling_foreign_code, driver_error};
     #[cfg(feature = "python")]
     pub use crate::python::export::{descr_dtype, to_dict_kept};
     #[cfg(feature = "python")]

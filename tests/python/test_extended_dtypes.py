@@ -94,7 +94,11 @@ def test_a_dict_only_producers_bfloat16_is_bfloat16_everywhere():
         "view of the dict": lambda: cai.from_array_interface(x.__array_interface__),
         "as_storage": lambda: cai.as_storage(DictOnly(x)),
         "storage (a copy)": lambda: cai.storage(DictOnly(x)),
+        "storage (a copy) of a strided one": lambda: cai.storage(DictOnly(sample("bfloat16")[::-1][::1])),
     }.items():
+        if "strided" in how:
+            np.testing.assert_array_equal(np.asarray(made()), x[::-1])
+            continue
         s = made()
         assert s.dtype == of("bfloat16"), how
         assert np.asarray(s).dtype == of("bfloat16"), how
@@ -110,8 +114,11 @@ def test_structured_items_keep_their_fields_types(field):
         "view": cai.as_host_array(a),
         "view of a dict-only producer": cai.as_host_array(DictOnly(a)),
         "storage": cai.storage(a),
+        # A copy reads the dict as cai does (NumPy reads bfloat16's `<V2` field as bytes, and
+        # cannot read float8_e5m2's `<f1`), holding what the view shows.
+        "storage (a copy) of a dict-only producer": cai.storage(DictOnly(a)),
     }.items():
-        if how == "view of a dict-only producer" and field == "float8_e4m3fn":
+        if "dict-only" in how and field == "float8_e4m3fn":
             # Its field is `|V1` in the dict: opaque bytes, as NumPy reads it. (bfloat16's is
             # `<V2`, float8_e5m2's `<f1`: each says its type.)
             assert np.asarray(v).dtype == np.dtype([("x", "V1"), ("y", np.float32)]), how
@@ -119,6 +126,34 @@ def test_structured_items_keep_their_fields_types(field):
         assert v.dtype == dt, how
         assert np.asarray(v).dtype == dt, how  # through __array_struct__
         np.testing.assert_array_equal(np.asarray(v)["x"], a["x"], err_msg=how)
+
+
+def test_float8_e5m2_dicts_are_copied_too():
+    x = sample("float8_e5m2")
+    assert DictOnly(x).__array_interface__["typestr"] == "<f1"  # ml_dtypes' spelling
+    for s in (cai.storage(DictOnly(x)), cai.as_storage(DictOnly(x))):
+        assert s.dtype == of("float8_e5m2")
+        np.testing.assert_array_equal(np.asarray(s), x)
+
+
+@pytest.mark.parametrize("field", ["<i2", "<f2", ">V2", "|V2", "<V2"])
+def test_a_descr_other_than_the_default_is_read_as_numpy_reads_it(field):
+    # `<V2` stands for bfloat16 only where the dict says nothing more: with a `descr` that is
+    # not `[('', '<V2')]` its items are what the descr says, as NumPy reads them.
+    buf = np.array([1, 2, 3, 4], "<i2")
+    d = {"shape": (4,), "typestr": "<V2", "descr": [("", field)], "data": (buf.ctypes.data, False), "version": 3}
+    producer = type("Producer", (), {"__array_interface__": d, "keep": buf})
+    numpys = np.asarray(producer()).dtype
+    expected = of("bfloat16") if field == "<V2" else numpys
+    for how, s in {
+        "view": cai.as_host_array(producer()),
+        "view of the dict": cai.from_array_interface(d, owner=buf),
+        "as_storage": cai.as_storage(producer()),
+        "storage (a copy)": cai.storage(producer()),
+    }.items():
+        assert s.dtype == expected, (how, s.dtype)
+        assert np.asarray(s).dtype == expected, how
+        assert np.asarray(s).tobytes() == buf.tobytes(), how
 
 
 def test_dlpack_copy_takes_numpy_bools_as_numpy_does():
@@ -159,6 +194,15 @@ from dlpack_producer import Producer
 v = cai.from_dlpack(Producer(np.zeros(3, dtype="<u2"), dtype=(4, 16, 1)))
 assert v.dtype == np.dtype("V2"), v.dtype
 assert np.asarray(v).dtype == np.dtype("V2")
+# A dict-only struct with float8_e5m2 fields (`<f1`): their bytes, wrapped as viewed.
+buf = np.arange(4, dtype="u1")
+class D:
+    __array_interface__ = {"shape": (2,), "typestr": "|V2", "descr": [("x", "<f1"), ("y", "<f1")],
+                           "data": (buf.ctypes.data, False), "version": 3}
+    keep = buf
+expected = np.dtype([("x", "V1"), ("y", "V1")])
+for s in (cai.as_host_array(D()), cai.as_storage(D())):
+    assert s.dtype == expected and np.asarray(s).tobytes() == buf.tobytes(), s.dtype
 print("ok")
 """
     out = subprocess.run(

@@ -176,7 +176,7 @@ def test_with_a_driver_library_but_no_device_calls_raise():
         "    try:\n"
         "        f()\n"
         "    except RuntimeError as e:\n"
-        "        print('RuntimeError', str(e)[:70])\n"
+        "        print('RuntimeError', str(e)[:90])\n"
         "print(cai.as_cuda_array(m, check_pointer=False, sync=False).sync_plan)\n"
         "s = cai.zeros((2, 2))\n"
         "s.synchronize(); s.host_to_device(force=True)\n"
@@ -185,8 +185,23 @@ def test_with_a_driver_library_but_no_device_calls_raise():
     lines = run(code, ld_library_path=":".join(dirs))
     assert lines[0] == "False"
     assert lines[1].startswith("RuntimeError cannot check `data` with the CUDA driver: cuInit failed")
-    assert lines[2].startswith("RuntimeError cuInit failed: CUDA_ERROR_")
-    assert lines[3].startswith("RuntimeError cuInit failed: CUDA_ERROR_")
+    assert lines[2].startswith("RuntimeError DeviceArray needs a CUDA device: cuInit failed: CUDA_ERROR_")
+    assert lines[3].startswith("RuntimeError cannot ask the CUDA driver about ptr = 0x1: cuInit failed")
     assert lines[4].startswith('RuntimeError device="gpu" needs a CUDA device: cuInit failed: CUDA_ERROR_')
     assert lines[5] == "none: sync=False"
     assert lines[6] == "None None False"
+
+
+def test_what_needs_the_driver_says_what_it_was_doing():
+    m = lambda: cai.examples.DeviceMatrix(PTR, 2, 2)  # noqa: E731
+    v = cai.as_cuda_array(m(), check_pointer=False)
+    for what, call in [
+        ("DeviceArray needs a CUDA device", lambda: cai.DeviceArray(np.zeros(3))),
+        ("cannot ask the CUDA driver about ptr = 0x1", lambda: cai.pointer_attributes(1)),
+        (f"cannot export `data` = {PTR:#x} through DLPack", lambda: cai.from_dlpack(m())),
+        (f"cannot export `data` = {PTR:#x} through DLPack", lambda: m().__dlpack__()),
+        (f"cannot export `data` = {PTR:#x} through DLPack", v.__dlpack_device__),
+        ("cannot copy the array to the host", v.copy_to_host),
+    ]:
+        with pytest.raises(RuntimeError, match=f"^{re.escape(what)}.*: {NO_DRIVER}"):
+            call()

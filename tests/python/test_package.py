@@ -411,6 +411,20 @@ def test_float_items_written_are_read_as_numpy_reads_them():
         cai.examples.Grid(2, 2).set(0, 0, None)
 
 
+def test_float16_items_are_rounded_once_as_numpy_rounds_them():
+    # Rounding to float32 first, then to float16, gets these wrong: each is just past (or at)
+    # half a float16 step, which float32 rounds away.
+    for value in (1 + 2**-11 + 2**-40, 2049 + 2**-30, 2**-25 + 2**-60, -(1 + 2**-11 + 2**-40), 65520.0, -1e-9, 1e-8):
+        ours, ref = np.zeros(1, np.float16), np.zeros(1, np.float16)
+        cai.as_host_array(ours).set([0], value)
+        with np.errstate(over="ignore"):
+            ref[0] = value
+        assert ours.tobytes() == ref.tobytes(), (value, ours[0], ref[0])
+    z = np.zeros(1, np.complex64)
+    cai.as_host_array(z).set([0], complex(1 + 2**-24 + 2**-60, -(1 + 2**-24 + 2**-60)))
+    assert z[0] == np.complex64(complex(1 + 2**-24 + 2**-60, -(1 + 2**-24 + 2**-60)))
+
+
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_complex_items_written_are_read_as_numpy_reads_them(dtype):
     a = np.zeros(2, dtype=dtype)

@@ -173,7 +173,7 @@ class CudaArrayView(ArrayView):
     def device_id(self) -> Optional[int]:
         """The data's device, or None where no pointer check was made."""
     def copy_to_host(self) -> bytes:
-        """The items in C order, copied on the consumer stream (``cuda`` builds only)."""
+        """The items in C order, copied on the consumer stream (needs the CUDA driver)."""
     def release(self) -> str:
         """The producer's stream waits for the work enqueued on the consumer stream:
         ``"event-wait"``, or the import's ``"none: <why>"`` where it ordered nothing."""
@@ -254,7 +254,7 @@ def ignore_streams() -> bool: ...
 
 @final
 class DeviceArray:
-    """Device memory owned by Rust (a driver allocation), exported with its own stream (``cuda`` builds only)."""
+    """Device memory owned by Rust (a driver allocation), exported with its own stream (needs the CUDA driver)."""
     def __new__(cls, obj: object, *, order: Literal["C", "F"] = "C", non_blocking: bool = False, device_id: Optional[int] = None) -> "DeviceArray": ...
     @property
     def device_id(self) -> int: ...
@@ -325,8 +325,8 @@ class GtDataView:
     def acquire(self, device: Optional[Literal["gpu"]] = None) -> None: ...
     def touch(self, device: Optional[Literal["gpu"]] = None) -> None: ...
     def release(self, device: Optional[Literal["gpu"]] = None) -> None:
-        """The entry's ``release`` hook; for ``"gpu"``, after ``self.gpu.release()`` (a
-        ``cuda`` build's stream ordering)."""
+        """The entry's ``release`` hook; for ``"gpu"``, after ``self.gpu.release()`` (the
+        producer's stream ordered after the consumer's)."""
 
 def gt_data(
     obj: Any,

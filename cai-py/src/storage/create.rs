@@ -15,7 +15,8 @@ use cai_gt::{
     GpuDevice, Init, PerDim, Storage, StorageDevice, StorageParams, SyncState, SyncStatus,
     parse_dims,
 };
-use cai_runtime::__private::extended_of;
+use cai_runtime::Host;
+use cai_runtime::python::ForeignArray;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -428,42 +429,37 @@ pub fn storage(
     Ok(out)
 }
 
-/// `items` as items of `dtype`, the type their interface was read as, where that is an
-/// extended type (bfloat16, a float8) that NumPy reads as opaque bytes (an object exposing
-/// only a dict, whose `<V2` NumPy makes `V2`): the same bytes viewed as `dtype`, not cast
-/// (NumPy has no cast from opaque bytes). Anything else as it is.
+/// `items` as items of `dtype`, the type cai read their interface as, for copying into the
+/// storage: NumPy's own reading where it is the same, else cai's, through a view of the items,
+/// whose `__array_struct__` carries what the dict could not (a bfloat16 dict is `<V2`, opaque
+/// bytes to NumPy, also as a structured type's field; float8_e5m2's `<f1` NumPy cannot read):
+/// a copy holds what `as_storage` of the same object would.
 fn with_identity<'py>(
     py: Python<'py>,
     items: Bound<'py, PyAny>,
     dtype: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    if extended_of(dtype)?.is_none() {
-        return Ok(items);
-    }
     let np = numpy(py)?;
-    if items.is_instance(&np.getattr("ndarray")?)? || !has_host_interface(&items)? {
+    if items.is_instance(&np.getattr(intern!(py, "ndarray"))?)? || !has_host_interface(&items)? {
         return Ok(items);
     }
-    let array = np.getattr("asarray")?.call1((&items,))?;
-    let own = array.getattr(intern!(py, "dtype"))?;
-    let opaque = own.getattr(intern!(py, "kind"))?.extract::<String>()? == "V"
-        && own.getattr(intern!(py, "fields"))?.is_none()
-        && own
-            .getattr(intern!(py, "itemsize"))?
-            .eq(dtype.getattr(intern!(py, "itemsize"))?)?;
-    if opaque {
-        array.call_method1(intern!(py, "view"), (dtype,))
-    } else {
-        Ok(array)
+    let asarray = np.getattr(intern!(py, "asarray"))?;
+    let numpys = asarray.call1((&items,));
+    if let Ok(array) = &numpys
+        && array.getattr(intern!(py, "dtype"))?.eq(dtype)?
+    {
+        return numpys;
+    }
+    match ForeignArray::<Host>::from_object(&items, false) {
+        Ok(view) => asarray.call1((crate::import::new_host_view(py, view)?,)),
+        // Not a dict cai reads (an `__array_struct__` alone): NumPy's reading, or its error.
+        Err(_) => numpys,
     }
 }
 
-/// Whether NumPy reads `v` through a host interface (`__array_interface__` or
-/// `__array_struct__`).
+/// Whether `v` exposes `__array_interface__`.
 fn has_host_interface(v: &Bound<'_, PyAny>) -> PyResult<bool> {
-    let py = v.py();
-    Ok(v.hasattr(intern!(py, "__array_interface__"))?
-        || v.hasattr(intern!(py, "__array_struct__"))?)
+    v.hasattr(intern!(v.py(), "__array_interface__"))
 }
 
 /// Adds the creators to the module, as fast-call functions.

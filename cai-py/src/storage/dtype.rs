@@ -178,8 +178,13 @@ fn dtype_from_typestr<'py>(
             remember_dtype(DtypeKey::TypeStr(*typestr), &d);
             Ok(d)
         }
-        // (Fields of extended types keep their identity: ml_dtypes' dtypes.)
-        Some(d) => describe_dtype(descr_dtype(py, d)?),
+        // Fields of extended types keep their identity: ml_dtypes' dtypes, and in the element
+        // type even without ml_dtypes (where NumPy's dtype has their bytes).
+        Some(d) => {
+            let mut dtype = describe_dtype(descr_dtype(py, d)?)?;
+            dtype.element = ElementType::new(*typestr, Some(d.clone()))?;
+            Ok(dtype)
+        }
     }
 }
 

@@ -247,8 +247,14 @@ pub fn items_descr<'a>(typestr: &TypeStr, descr: Option<&'a Descr>) -> Option<&'
     descr.filter(|list| {
         typestr.kind() == Kind::Void
             && !(list.is_simple()
-                && matches!(&list.0[0].format, DescrFormat::Type(t) if t.to_string() == typestr.to_string()))
+                && matches!(&list.0[0].format, DescrFormat::Type(t) if same_as_written(t, typestr)))
     })
+}
+
+/// Whether two type strings are the same as written (NumPy compares the strings) and stand for
+/// the same element (`<f1`, float8_e5m2, is written `|V1` in a dict).
+fn same_as_written(a: &TypeStr, b: &TypeStr) -> bool {
+    a.extended_type() == b.extended_type() && a.to_string() == b.to_string()
 }
 
 /// The capsule for `d`, whose layout is `layout`, keeping `exporter`; NumPy makes the dtype

@@ -132,6 +132,12 @@ pub fn export_error(e: DescriptorError, attribute: &str) -> PyErr {
     PyValueError::new_err(format!("cannot export {attribute}: {e}"))
 }
 
+/// `what` could not be done: the driver's `e` (a `RuntimeError`, as every driver failure),
+/// after what was attempted (where there is no driver, `e` says why).
+pub fn driver_error(what: impl std::fmt::Display, e: DriverError) -> PyErr {
+    PyRuntimeError::new_err(format!("{what}: {e}"))
+}
+
 /// `what` failed with the driver's `e`: `ValueError` when the driver did not know a stream
 /// handle (`CUDA_ERROR_INVALID_HANDLE`), which is then a bad value; `RuntimeError` otherwise.
 pub(crate) fn stream_error(what: String, e: DriverError) -> PyErr {

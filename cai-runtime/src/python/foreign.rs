@@ -31,7 +31,7 @@ use bytemuck::{AnyBitPattern, NoUninit};
 use pyo3::prelude::*;
 
 use super::buffer::Held;
-use super::errors::stream_error;
+use super::errors::{driver_error, stream_error};
 use super::fast;
 use super::parse::{interface_of, parse_exposed};
 use crate::descriptor::{ArrayDescriptor, Device, Host, Space};
@@ -408,12 +408,10 @@ impl<S: Space> ForeignArray<S> {
     }
 
     /// The consumer's device as fixed at the import, or as it would be now.
-    pub(crate) fn device_for_work(&self) -> PyResult<u32> {
+    pub(crate) fn device_for_work(&self) -> Result<u32, crate::driver_error::DriverError> {
         match self.consumer_device {
             Some(d) => Ok(d),
-            None => Ok(crate::cuda::current_device_or(
-                self.data_device().unwrap_or(0),
-            )?),
+            None => crate::cuda::current_device_or(self.data_device().unwrap_or(0)),
         }
     }
 
@@ -589,7 +587,7 @@ fn identify<S: Space>(
     if t.kind() != crate::Kind::Void
         || t.extended_type().is_some()
         || t.itemsize() > 2
-        || descriptor.descr.as_ref().is_some_and(|d| !d.is_simple())
+        || super::array_struct::items_descr(&t, descriptor.descr.as_ref()).is_some()
     {
         return Ok(());
     }
@@ -616,6 +614,15 @@ fn owner_extended(
     let Some(dtype) = obj.getattr_opt(pyo3::intern!(py, "dtype"))? else {
         return Ok(None);
     };
+    // Only a NumPy dtype says what the items are (an object with a dtype's attributes is not
+    // one); NumPy is imported wherever ml_dtypes' types are.
+    let is_numpy_dtype = match py.import(pyo3::intern!(py, "numpy")) {
+        Ok(np) => dtype.is_instance(&np.getattr(pyo3::intern!(py, "dtype"))?)?,
+        Err(_) => false,
+    };
+    if !is_numpy_dtype {
+        return Ok(None);
+    }
     match super::array_struct::extended_of(&dtype) {
         Ok(e) => Ok(e.filter(|e| e.itemsize() == t.itemsize())),
         Err(err)
@@ -797,7 +804,9 @@ impl ForeignArray<Device> {
     /// The items' bytes in C order (a copy), whatever the strides: the bytes the array spans
     /// are copied to the host on the consumer's stream, which is then synchronized.
     pub fn copy_to_host(&self) -> PyResult<Vec<u8>> {
-        let device = self.device_for_work()?;
+        let device = self
+            .device_for_work()
+            .map_err(|e| driver_error("cannot copy the array to the host", e))?;
         let consumer = self.options.consumer;
         let copied = crate::cuda::with_device(device, || {
             // SAFETY: the import checked that the layout's span lies in memory the driver

@@ -373,18 +373,27 @@ fn place_of<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<Place> {
         });
     }
     use crate::pointer::MemoryType;
+    let no_place = |e| {
+        super::super::errors::driver_error(
+            format_args!(
+                "cannot export `data` = {:#x} through DLPack: the CUDA driver finds no device for it",
+                d.data.ptr
+            ),
+            e,
+        )
+    };
     if d.data.ptr == 0 {
-        let n = crate::cuda::current_device_or(0)?;
+        let n = crate::cuda::current_device_or(0).map_err(no_place)?;
         return Ok(Place {
             device: DlpackDevice::Cuda(n),
             ordinal: Some(n),
             attributes: None,
         });
     }
-    let a = crate::cuda::pointer_attributes(d.data.ptr)?;
+    let a = crate::cuda::pointer_attributes(d.data.ptr).map_err(no_place)?;
     let ordinal = match a.device_ordinal {
         Some(n) => n,
-        None => crate::cuda::current_device_or(0)?,
+        None => crate::cuda::current_device_or(0).map_err(no_place)?,
     };
     let device = match a.memory_type {
         MemoryType::Device => DlpackDevice::Cuda(ordinal),
