@@ -42,20 +42,30 @@ def element_patterns():
     text = (ROOT / "cai-runtime/src/element.rs").read_text()
     enum = re.search(r"pub enum Extended \{(.*?)\n\}", text, re.S).group(1)
     variants = re.findall(r"^\s{4}([A-Z]\w*),", enum, re.M)
-    types = set(re.findall(r"\b((?:half|float8|num_complex)::\w+)", text))
-    return [rf"\bExtended::{v}\b" for v in variants] + [rf"\b{re.escape(t)}\b" for t in sorted(types)]
+    crates = sorted(set(re.findall(r"\b(half|float8|num_complex)::\w+", text)))
+    aliases = re.search(r"pub mod feature_types \{(.*?)\n\}", text, re.S).group(1)
+    alias_names = sorted(set(re.findall(r"pub type (\w+)", aliases)))
+    return (
+        [rf"\bExtended\s*::\s*{v}\b" for v in variants]
+        # a crate's path, however written (`half::bf16`, `half :: {bf16}`, `use half as h`)
+        + [rf"(?<![\w])(::)?\s*{c}\s*::" for c in crates]
+        + [rf"\b(use|extern\s+crate)\s+(::)?{c}\b" for c in crates]
+        # the aliases for_each_element!'s callers see
+        + [rf"\b(__private|feature_types)\s*::\s*{a}\b" for a in alias_names]
+    )
 
 
-PROTOCOLS = r"\bfn (__cuda_array_interface__|__array_interface__|__array_struct__|__dlpack__|__dlpack_device__|__dlpack_c_exchange_api__)\b"
-BACKENDS = r"(?<![\w:])(cust|cudarc)::"
+_NAMES = r"(__cuda_array_interface__|__array_interface__|__array_struct__|__dlpack__|__dlpack_device__|__dlpack_c_exchange_api__)"
+PROTOCOLS = [rf"\bfn\s+(r#)?{_NAMES}\b", rf"\bname\s*=\s*\"{_NAMES}\""]
+BACKENDS = [r"(?<![\w])(::)?\s*(cust|cudarc)\s*::", r"\b(use|extern\s+crate)\s+(::)?(cust|cudarc)\b"]
 
 # what only some files may know -> those files
 OWNED = [
     ("an element type", element_patterns(), ["cai-runtime/src/element.rs"]),
-    ("a protocol method", [PROTOCOLS], ["cai-runtime/src/python/protocol.rs", "cai-derive/src/expand/python.rs"]),
+    ("a protocol method", PROTOCOLS, ["cai-runtime/src/python/protocol.rs", "cai-derive/src/expand/python.rs"]),
     (
         "a CUDA crate",
-        [BACKENDS],
+        BACKENDS,
         ["cai-runtime/src/cuda/cust.rs", "cai-runtime/src/cuda/cudarc.rs", "cai-runtime/src/cuda/mod.rs"],
     ),
 ]
@@ -70,21 +80,45 @@ ALLOWED = {
 }
 
 
+TEST_ATTRIBUTE = re.compile(r"^\s*#\[cfg\((all\()?test\b[^\]]*\]\s*")
+
+
+TOKENS = re.compile(
+    r"""(?P<comment>//[^\n]*|/\*.*?\*/)"""
+    r"""|(?P<raw>r(?P<hashes>#*)".*?"(?P=hashes))"""
+    r"""|(?P<string>b?"(?:\\.|[^"\\])*")"""
+    r"""|(?P<char>b?'(?:\\.|[^'\\\n])')""",
+    re.S,
+)
+
+
+def code_of(text):
+    """`text` with comments, strings and char literals blanked (their braces are not code's),
+    read left to right as the compiler does; newlines are kept, so lines keep their numbers."""
+    return TOKENS.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
 def library_lines(path):
-    """The lines of `path` outside items gated on `test` (its test module, test helpers)."""
-    skipping, depth = False, 0
-    for n, line in enumerate(path.read_text().splitlines(), 1):
-        if not skipping and re.match(r"#\[cfg\((all\()?test\b", line.strip()):
+    """The lines of `path` outside items gated on `test` (its test module, test helpers, a
+    field or match arm), read as code (comments and literals blanked, line numbers kept)."""
+    source = path.read_text().splitlines()
+    code = code_of(path.read_text()).split("\n")
+    skipping, depth, opened = False, 0, False
+    for n, (line, text) in enumerate(zip(source, code), 1):
+        if not skipping:
+            m = TEST_ATTRIBUTE.match(text)
+            if not m:
+                yield n, line
+                continue
             skipping, depth, opened = True, 0, False
-            continue
-        if skipping:
-            code = re.sub(r'"(\\.|[^"\\])*"', '""', line.split("//")[0])
-            depth += code.count("{") - code.count("}")
-            opened = opened or "{" in code
-            if (opened and depth <= 0) or (not opened and code.rstrip().endswith(";")):
-                skipping = False
-            continue
-        yield n, line
+            text = text[m.end():]  # the item may start on the attribute's line
+            if not text.strip():
+                continue
+        depth += text.count("{") - text.count("}")
+        opened = opened or "{" in text
+        end = text.rstrip()
+        if (opened and depth <= 0) or (not opened and end.endswith((";", ","))):
+            skipping = False
 
 
 def main():

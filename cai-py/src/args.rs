@@ -233,6 +233,20 @@ fn dtype_name<T>(kind: &str) -> String {
     format!("{kind}{}", 8 * std::mem::size_of::<T>())
 }
 
+/// An int too large for a float64 (`e`, Python's OverflowError), named with the argument and
+/// the items' type as NumPy's own message does not; `None` for any other error (a `__float__`'s
+/// own OverflowError propagates as it is).
+fn int_too_large(key: &str, v: &Bound<'_, PyAny>, e: &PyErr, items: &str) -> Option<PyErr> {
+    (e.is_instance_of::<PyOverflowError>(v.py()) && v.is_instance_of::<pyo3::types::PyInt>()).then(
+        || {
+            PyOverflowError::new_err(format!(
+                "{key}: {} is too large for a float (the items are {items})",
+                show(v)
+            ))
+        },
+    )
+}
+
 /// `x` rounded once to the float type `T`, as NumPy narrows a float64 (beyond `T`'s range it
 /// is inf). To a type narrower than float32 (float16) `as` would round twice, through float32
 /// (half converts so): `x` goes to float32 rounded to odd (toward zero, the last bit set where
@@ -322,6 +336,9 @@ macro_rules! float_item {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 v.extract::<f64>().map(narrow::<$ty>).map_err(|e| {
+                    if let Some(e) = int_too_large(key, v, &e, &dtype_name::<$ty>("float")) {
+                        return e;
+                    }
                     type_error_or(e, || {
                         PyTypeError::new_err(format!(
                             "{key}: {} is not a real number (the items are {})",
@@ -346,6 +363,10 @@ macro_rules! complex_item {
                 v.extract::<Complex<f64>>()
                     .map(|z| <$ty>::new(narrow(z.re), narrow(z.im)))
                     .map_err(|e| {
+                        let items = dtype_name::<$ty>("complex");
+                        if let Some(e) = int_too_large(key, v, &e, &items) {
+                            return e;
+                        }
                         type_error_or(e, || {
                             PyTypeError::new_err(format!(
                                 "{key}: {} is not a number (the items are {})",

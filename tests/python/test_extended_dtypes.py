@@ -156,6 +156,51 @@ def test_a_descr_other_than_the_default_is_read_as_numpy_reads_it(field):
         assert np.asarray(s).tobytes() == buf.tobytes(), how
 
 
+def test_a_copy_holds_what_as_storage_holds_and_propagates_the_producers_errors():
+    a1 = np.arange(4, dtype=np.float32)
+    a2 = a1 + 100
+
+    class Both:  # a dict and a struct that disagree: cai reads the dict
+        __array_interface__ = property(lambda s: a1.__array_interface__)
+        __array_struct__ = property(lambda s: a2[:1].__array_struct__)
+
+    np.testing.assert_array_equal(np.asarray(cai.storage(Both())), np.asarray(cai.as_storage(Both())))
+    np.testing.assert_array_equal(np.asarray(cai.storage(Both())), a1)
+
+    class Boom(Exception):
+        pass
+
+    for fail_on in range(1, 12):
+        calls = []
+
+        class Flaky:  # its getter raises on one call: that error, whichever call it is
+            @property
+            def __array_interface__(self):
+                calls.append(1)
+                if len(calls) == fail_on:
+                    raise Boom(len(calls))
+                return sample("bfloat16").__array_interface__
+
+            keep = sample("bfloat16")
+
+        try:
+            s = cai.storage(Flaky())
+        except Boom:
+            continue
+        assert len(calls) < fail_on and s.dtype == of("bfloat16"), (fail_on, len(calls))
+
+
+def test_an_owner_dtype_is_numpys_only_if_its_type_is():
+    class Fake:  # a dtype's attributes, and a __class__ that says numpy.dtype
+        __class__ = property(lambda s: np.dtype)
+        fields, isnative, name, itemsize = None, True, "bfloat16", 2
+
+    buf = np.zeros(4, "u2")
+    owner = type("Owner", (), {"dtype": Fake(), "keep": buf, "__array_interface__": {
+        "shape": (4,), "typestr": "|V2", "data": (buf.ctypes.data, False), "version": 3}})()
+    assert cai.as_host_array(owner).dtype == np.dtype("V2")
+
+
 def test_dlpack_copy_takes_numpy_bools_as_numpy_does():
     for exporter in (cai.zeros(3), cai.as_host_array(np.zeros(3))):
         for copy in (np.True_, np.False_, True, None):

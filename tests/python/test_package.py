@@ -411,6 +411,12 @@ def test_float_items_written_are_read_as_numpy_reads_them():
         cai.examples.Grid(2, 2).set(0, 0, None)
 
 
+def test_an_int_too_large_for_a_float_is_named():
+    for dtype in (np.float16, np.float64, np.complex64):
+        with pytest.raises(OverflowError, match=rf"^value: .* is too large for a float \(the items are {np.dtype(dtype).name}\)"):
+            cai.as_host_array(np.zeros(1, dtype)).set([0], 10**400)
+
+
 def test_float16_items_are_rounded_once_as_numpy_rounds_them():
     # Rounding to float32 first, then to float16, gets these wrong: each is just past (or at)
     # half a float16 step, which float32 rounds away.

@@ -1205,3 +1205,14 @@ def test_bad_parameters_and_indices_give_typed_errors_never_a_panic(shape, param
                 s[key]
             except _TYPED as e:
                 assert str(e), type(e)
+
+
+def test_a_typed_dict_with_fields_is_its_type_string_to_as_storage_too():
+    # NumPy reads a `descr` only for a void type string: `<i4` with fields is int32.
+    b = np.arange(4, dtype="<i4")
+    d = {"shape": (4,), "typestr": "<i4", "descr": [("a", "<i2"), ("b", "<i2")], "data": (b.ctypes.data, False), "version": 3}
+    producer = type("Producer", (), {"__array_interface__": d, "keep": b})
+    numpys = np.asarray(producer())
+    for s in (cai.as_storage(producer()), cai.storage(producer()), cai.as_host_array(producer())):
+        assert s.dtype == numpys.dtype == np.int32
+        np.testing.assert_array_equal(np.asarray(s), b)

@@ -414,7 +414,6 @@ pub fn storage(
         }
     }
     let (shape, data_dtype, mut data_params) = read;
-    let read_as = data_dtype.numpy.clone();
     if other.is_some() {
         data_params.device = Some(StorageDevice::Gpu);
     }
@@ -425,36 +424,23 @@ pub fn storage(
     let out = create(py, &shape, &dtype, &p, &data_params, Init::Uninit)?;
     let target = out.bind(py);
     let items = cai_gt::python::gt4py_field_buffer(&source)?.unwrap_or(source);
-    target.set_item(PyEllipsis::get(py), with_identity(py, items, &read_as)?)?;
+    target.set_item(PyEllipsis::get(py), with_identity(py, items)?)?;
     Ok(out)
 }
 
-/// `items` as items of `dtype`, the type cai read their interface as, for copying into the
-/// storage: NumPy's own reading where it is the same, else cai's, through a view of the items,
-/// whose `__array_struct__` carries what the dict could not (a bfloat16 dict is `<V2`, opaque
-/// bytes to NumPy, also as a structured type's field; float8_e5m2's `<f1` NumPy cannot read):
-/// a copy holds what `as_storage` of the same object would.
-fn with_identity<'py>(
-    py: Python<'py>,
-    items: Bound<'py, PyAny>,
-    dtype: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyAny>> {
+/// `items` as cai reads them, for copying into the storage: an object exposing
+/// `__array_interface__` (other than an ndarray) through a view of it, whose `__array_struct__`
+/// carries what the dict could not (bfloat16's `<V2`, opaque bytes to NumPy, also as a
+/// structured type's field; float8_e5m2's `<f1`, which NumPy cannot read), and which reads the
+/// dict where NumPy would read a buffer or `__array_struct__` first: a copy holds what
+/// `as_storage` of the same object would. Errors (the producer's own) propagate.
+fn with_identity<'py>(py: Python<'py>, items: Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let np = numpy(py)?;
     if items.is_instance(&np.getattr(intern!(py, "ndarray"))?)? || !has_host_interface(&items)? {
         return Ok(items);
     }
-    let asarray = np.getattr(intern!(py, "asarray"))?;
-    let numpys = asarray.call1((&items,));
-    if let Ok(array) = &numpys
-        && array.getattr(intern!(py, "dtype"))?.eq(dtype)?
-    {
-        return numpys;
-    }
-    match ForeignArray::<Host>::from_object(&items, false) {
-        Ok(view) => asarray.call1((crate::import::new_host_view(py, view)?,)),
-        // Not a dict cai reads (an `__array_struct__` alone): NumPy's reading, or its error.
-        Err(_) => numpys,
-    }
+    let view = crate::import::new_host_view(py, ForeignArray::<Host>::from_object(&items, false)?)?;
+    np.getattr(intern!(py, "asarray"))?.call1((view,))
 }
 
 /// Whether `v` exposes `__array_interface__`.

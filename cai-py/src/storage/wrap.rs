@@ -13,6 +13,7 @@ use cai_gt::{
     ForeignBuffer, PerDim, StorageError, StorageParams, SyncState, check_mirror_pair, parse_dims,
     stride_order, wrap_foreign,
 };
+use cai_runtime::__private::items_descr;
 use cai_runtime::Space;
 use cai_runtime::python::{ForeignArray, Held};
 use cai_runtime::sync::{ImportOptions, SyncMode};
@@ -112,7 +113,9 @@ fn foreign<S: Space>(v: &ForeignArray<S>, keep: Box<dyn Any + Send + Sync>) -> F
         ptr: v.ptr(),
         layout: v.layout().clone(),
         typestr: v.descriptor().typestr,
-        descr: v.descriptor().descr.clone(),
+        // The descr that says what the items are, as NumPy reads the dict (none for a plain
+        // type string's, whatever it lists).
+        descr: items_descr(&v.descriptor().typestr, v.descriptor().descr.as_ref()).cloned(),
         readonly: v.readonly(),
         device_id: v.pointer_attributes().and_then(|a| a.device_ordinal),
         keep,

@@ -615,9 +615,12 @@ fn owner_extended(
         return Ok(None);
     };
     // Only a NumPy dtype says what the items are (an object with a dtype's attributes is not
-    // one); NumPy is imported wherever ml_dtypes' types are.
+    // one, whatever its `__class__` says: its type is asked); NumPy is imported wherever
+    // ml_dtypes' types are.
     let is_numpy_dtype = match py.import(pyo3::intern!(py, "numpy")) {
-        Ok(np) => dtype.is_instance(&np.getattr(pyo3::intern!(py, "dtype"))?)?,
+        Ok(np) => dtype
+            .get_type()
+            .is_subclass(&np.getattr(pyo3::intern!(py, "dtype"))?)?,
         Err(_) => false,
     };
     if !is_numpy_dtype {
