@@ -334,7 +334,23 @@ def test_a_gt_data_object_with_entries_of_different_dtypes_is_refused(wrap):
 
 
 def test_a_refused_structured_pair_names_the_descr_that_differs():
-    # Same typestr ('<f8', '|V8') on both sides, different fields: the message shows them.
+    # Same typestr ('|V8') on both sides, different fields: the message shows them.
+    host = np.zeros(3, [("y", "<f8")])
+    dev = cai.DeviceArray(np.zeros(3))
+
+    class Named:
+        @property
+        def __cuda_array_interface__(self):
+            return dict(dev.__cuda_array_interface__, typestr="|V8", descr=[("x", "<f8")])
+
+    with pytest.raises(ValueError) as e:
+        cai.as_storage(host, Named())
+    assert "('x', '<f8')" in str(e.value), str(e.value)
+
+
+def test_a_typed_descriptors_fields_descr_is_ignored_as_numpy_ignores_it():
+    # '<f8' with a fields descr is float64 to NumPy (a descr says what the items are only for
+    # a void type string): the pair is float64 on both sides, and wraps.
     dev = cai.DeviceArray(np.zeros(3))
 
     class Named:
@@ -342,6 +358,5 @@ def test_a_refused_structured_pair_names_the_descr_that_differs():
         def __cuda_array_interface__(self):
             return dict(dev.__cuda_array_interface__, descr=[("x", "<f8")])
 
-    with pytest.raises(ValueError) as e:
-        cai.as_storage(np.zeros(3), Named())
-    assert "('x', '<f8')" in str(e.value), str(e.value)
+    s = cai.as_storage(np.zeros(3), Named())
+    assert s.dtype == np.float64
