@@ -233,18 +233,23 @@ fn dtype_name<T>(kind: &str) -> String {
     format!("{kind}{}", 8 * std::mem::size_of::<T>())
 }
 
-/// An int too large for a float64 (`e`, Python's OverflowError), named with the argument and
-/// the items' type as NumPy's own message does not; `None` for any other error (a `__float__`'s
-/// own OverflowError propagates as it is).
-fn int_too_large(key: &str, v: &Bound<'_, PyAny>, e: &PyErr, items: &str) -> Option<PyErr> {
-    (e.is_instance_of::<PyOverflowError>(v.py()) && v.is_instance_of::<pyo3::types::PyInt>()).then(
-        || {
-            PyOverflowError::new_err(format!(
-                "{key}: {} is too large for a float (the items are {items})",
-                show(v)
-            ))
-        },
-    )
+/// Why `v` is no item of a float or complex type (`items`, NumPy's name): an int too large for
+/// a float64 is an OverflowError naming the argument and the items (Python's own names
+/// neither); a value of no numeric type a TypeError saying it is not `expected`; any other
+/// error (a `__float__`'s own) as it is.
+fn not_a_number(key: &str, v: &Bound<'_, PyAny>, e: PyErr, expected: &str, items: &str) -> PyErr {
+    if e.is_instance_of::<PyOverflowError>(v.py()) && v.is_instance_of::<pyo3::types::PyInt>() {
+        return PyOverflowError::new_err(format!(
+            "{key}: {} is too large for a float (the items are {items})",
+            show(v)
+        ));
+    }
+    type_error_or(e, || {
+        PyTypeError::new_err(format!(
+            "{key}: {} is not {expected} (the items are {items})",
+            show(v)
+        ))
+    })
 }
 
 /// `x` rounded once to the float type `T`, as NumPy narrows a float64 (beyond `T`'s range it
@@ -336,16 +341,7 @@ macro_rules! float_item {
         impl ItemValue for $ty {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 v.extract::<f64>().map(narrow::<$ty>).map_err(|e| {
-                    if let Some(e) = int_too_large(key, v, &e, &dtype_name::<$ty>("float")) {
-                        return e;
-                    }
-                    type_error_or(e, || {
-                        PyTypeError::new_err(format!(
-                            "{key}: {} is not a real number (the items are {})",
-                            show(v),
-                            dtype_name::<$ty>("float")
-                        ))
-                    })
+                    not_a_number(key, v, e, "a real number", &dtype_name::<$ty>("float"))
                 })
             }
 
@@ -362,19 +358,7 @@ macro_rules! complex_item {
             fn read(key: &str, v: &Bound<'_, PyAny>) -> PyResult<Self> {
                 v.extract::<Complex<f64>>()
                     .map(|z| <$ty>::new(narrow(z.re), narrow(z.im)))
-                    .map_err(|e| {
-                        let items = dtype_name::<$ty>("complex");
-                        if let Some(e) = int_too_large(key, v, &e, &items) {
-                            return e;
-                        }
-                        type_error_or(e, || {
-                            PyTypeError::new_err(format!(
-                                "{key}: {} is not a number (the items are {})",
-                                show(v),
-                                dtype_name::<$ty>("complex")
-                            ))
-                        })
-                    })
+                    .map_err(|e| not_a_number(key, v, e, "a number", &dtype_name::<$ty>("complex")))
             }
 
             fn to_py<'py>(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -274,7 +274,10 @@ pub(crate) fn capsule<'py>(
         // list.)
         (None, Some(list)) => match py.import("numpy") {
             Ok(_) => descr_dtype(py, list)?,
-            Err(_) => descr_list(py, list)?.into_any(),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyImportError>(py) => {
+                descr_list(py, list)?.into_any()
+            }
+            Err(e) => return Err(e),
         },
         (None, None) => numpy_dtype(py, d.typestr)?,
     };

@@ -621,21 +621,14 @@ fn owner_extended(
         Ok(np) => dtype
             .get_type()
             .is_subclass(&np.getattr(pyo3::intern!(py, "dtype"))?)?,
-        Err(_) => false,
+        Err(err) if err.is_instance_of::<pyo3::exceptions::PyImportError>(py) => false,
+        Err(err) => return Err(err),
     };
     if !is_numpy_dtype {
         return Ok(None);
     }
-    match super::array_struct::extended_of(&dtype) {
-        Ok(e) => Ok(e.filter(|e| e.itemsize() == t.itemsize())),
-        Err(err)
-            if err.is_instance_of::<pyo3::exceptions::PyAttributeError>(py)
-                || err.is_instance_of::<pyo3::exceptions::PyTypeError>(py) =>
-        {
-            Ok(None)
-        }
-        Err(err) => Err(err),
-    }
+    // (A NumPy dtype has what `extended_of` asks: an error there is a real one.)
+    Ok(super::array_struct::extended_of(&dtype)?.filter(|e| e.itemsize() == t.itemsize()))
 }
 
 /// A read view of a foreign array as items of `T`.

@@ -376,7 +376,7 @@ fn place_of<S: Space>(d: &ArrayDescriptor<S>) -> PyResult<Place> {
     let no_place = |e| {
         super::super::errors::driver_error(
             format_args!(
-                "cannot export `data` = {:#x} through DLPack: the CUDA driver finds no device for it",
+                "cannot export `data` = {:#x} through DLPack: asking the CUDA driver which device holds it failed",
                 d.data.ptr
             ),
             e,
