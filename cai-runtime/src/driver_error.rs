@@ -47,7 +47,9 @@ cu_results! {
     CUDA_ERROR_DEINITIALIZED = 4,
     /// The libcuda found is a stub (a build machine's), not a driver.
     CUDA_ERROR_STUB_LIBRARY = 34,
-    /// The installed driver is older than the CUDA version needs.
+    /// The installed driver is older than the CUDA version needs, or there is none: the CUDA
+    /// runtime's code (`cudaErrorInsufficientDriver`), which the driver API lacks and a driver
+    /// does not name; cai reports it when no driver loads ([`DriverError::NO_DRIVER`]).
     CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
     /// No CUDA-capable device is visible.
     CUDA_ERROR_NO_DEVICE = 100,
@@ -173,7 +175,8 @@ mod tests {
     }
 
     /// Each name is checked against cust_raw's bindings of `cuda.h`, and every code the table
-    /// names is one of these (or 35, which cust_raw 0.11 predates). tests/cuda.rs asks a real
+    /// names is one of these (or 35, the CUDA runtime's code for a missing driver, which the driver
+    /// API lacks). tests/cuda.rs asks a real
     /// driver (`cuGetErrorName`), but skips codes the table lacks and needs a GPU; this needs
     /// neither, so a lost arm shows in CI.
     #[cfg(feature = "cust")]

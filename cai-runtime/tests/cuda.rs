@@ -120,6 +120,12 @@ fn error_names_are_the_drivers() {
             continue;
         }
         let theirs = cuda::driver_error_text(code);
+        if code == DriverError::CUDA_ERROR_INSUFFICIENT_DRIVER {
+            // The CUDA runtime's code, which cai reports when no driver loads: the driver API
+            // has no such code, and a real driver (an H200's) does not name it.
+            assert!(theirs.is_err(), "code {code}: {theirs:?}");
+            continue;
+        }
         if theirs.is_err() && emulated() {
             continue; // the emulator knows only the codes it returns
         }
