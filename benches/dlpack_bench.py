@@ -9,6 +9,13 @@ measured in the same process (never asserted: timings vary by machine).
       called from Python (`cai.from_dlpack(x)`), which adds the call and a Python object around
       the view, and the import through `__array_interface__` (`cai.as_host_array(x)`).
 
+  (c) the C exchange table (`__dlpack_c_exchange_api__`): `cai.from_dlpack` of a producer with
+      one (a cai storage; a tvm-ffi tensor where tvm-ffi is installed) against
+      `numpy.from_dlpack(numpy_array)` (P7, target <= 0.75x); the Rust-side scoped import
+      (`ForeignArray::with_dlpack`, a tensor the producer's `dltensor_from_py_object_no_sync`
+      lends; tvm-ffi's) (target <= 0.3x); and `tvm_ffi.from_dlpack` of a cai storage against
+      `tvm_ffi.from_dlpack` of tvm-ffi's own tensor (P8, target <= 1.0x).
+
 Run: .venv/bin/python benches/dlpack_bench.py
 (with the wheel scripts/test.sh installs there: (b) times the import through `_import_dlpack_ns`,
 a hook of the cai-py feature `testing`, which that wheel has and a user's build has not).
@@ -57,8 +64,26 @@ def main():
     else:
         rust = min(hook(a, n) for _ in range(7)) * 1e-9
         row("ForeignArray::<Host>::from_dlpack(numpy array)  [in Rust]", rust, numpy_ref, 0.5)
-    row("cai.from_dlpack(numpy array)  [from Python]", best("f(a)", n, f=cai.from_dlpack, a=a), numpy_ref)
+    row("cai.from_dlpack(numpy array)  [from Python]", best("f(a)", n, f=cai.from_dlpack, a=a), numpy_ref, 1.0)
     row("cai.as_host_array(numpy array)  [__array_interface__]", best("f(a)", n, f=cai.as_host_array, a=a), numpy_ref)
+
+    print(f"(c) the exchange table: against numpy.from_dlpack(numpy array) = {ns(numpy_ref)}")
+    row("cai.from_dlpack(cai storage)  [cai's table]", best("f(s)", n, f=cai.from_dlpack, s=s), numpy_ref, 0.75)
+    try:
+        import tvm_ffi
+    except ImportError:
+        print("  (tvm-ffi is not installed: its rows are skipped)")
+        return 0
+    t = tvm_ffi.from_dlpack(a)
+    row("cai.from_dlpack(tvm-ffi tensor)  [tvm-ffi's table]", best("f(t)", n, f=cai.from_dlpack, t=t), numpy_ref, 0.75)
+    with_hook = getattr(cai._native, "_with_dlpack_ns", None)
+    if with_hook is not None:
+        lent = min(with_hook(t, n)[0] for _ in range(7)) * 1e-9
+        row("ForeignArray::with_dlpack(tvm-ffi tensor)  [in Rust, lent]", lent, numpy_ref, 0.3)
+    tvm_ref = best("f(t)", n, f=tvm_ffi.from_dlpack, t=t)
+    print(f"  against tvm_ffi.from_dlpack(tvm-ffi tensor) = {ns(tvm_ref)}")
+    row("tvm_ffi.from_dlpack(cai storage)  [cai's table]", best("f(s)", n, f=tvm_ffi.from_dlpack, s=s), tvm_ref, 1.0)
+    row("tvm_ffi.from_dlpack(numpy array)  [__dlpack__]", best("f(a)", n, f=tvm_ffi.from_dlpack, a=a), tvm_ref)
     return 0
 
 

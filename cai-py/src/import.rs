@@ -515,13 +515,19 @@ fn from_dlpack<'py>(
     // (`copy` read as `__dlpack__` reads it: None, True or False, a TypeError naming it else.)
     let copy = cpy::DlpackRequest::from_args(None, None, None, copy)?.copy();
     let options = cuda::import_options(sync, stream, "enqueue", check_pointer)?;
-    if cpy::dlpack_device_of(obj)?.is_cuda() {
-        let view = ForeignArray::<Device>::from_dlpack_with(obj, &options, copy)?;
-        Ok(new_cuda_view(py, view)?.into_bound(py).into_any())
-    } else {
-        let view = ForeignArray::<Host>::from_dlpack_with(obj, &options, copy)?;
-        Ok(new_host_view(py, view)?.into_bound(py).into_any())
-    }
+    exchanged_view(
+        py,
+        cpy::AnyForeignArray::from_dlpack_with(obj, &options, copy)?,
+    )
+}
+
+/// The view of an import of either side: what `from_dlpack` returns, and what the exchange
+/// table's `managed_tensor_to_py_object_no_sync` makes of a tensor handed to cai.
+fn exchanged_view(py: Python<'_>, a: cpy::AnyForeignArray) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match a {
+        cpy::AnyForeignArray::Device(a) => new_cuda_view(py, a)?.into_bound(py).into_any(),
+        cpy::AnyForeignArray::Host(a) => new_host_view(py, a)?.into_bound(py).into_any(),
+    })
 }
 
 /// Test support (feature `testing`): the DLPack tensors cai exported that no deleter has
@@ -571,6 +577,28 @@ fn _import_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
     Ok(start.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
 }
 
+/// Test and benchmark support (feature `testing`): over `n` runs in Rust,
+/// `ForeignArray::<Host>::with_dlpack(obj, ..)` reading the first item's address (the
+/// producer's table lends the tensor where it can): nanoseconds per run, and whether the view
+/// was lent (read-only, no deleter) or imported.
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _with_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<(f64, bool)> {
+    let options = cai_runtime::sync::ImportOptions::default();
+    let mut readonly = false;
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        readonly = ForeignArray::<Host>::with_dlpack(obj, &options, |a| {
+            std::hint::black_box(a.ptr());
+            a.readonly()
+        })?;
+    }
+    Ok((
+        start.elapsed().as_nanos() as f64 / f64::from(n.max(1)),
+        readonly,
+    ))
+}
+
 /// The import functions' keyword arguments, for their docstrings.
 macro_rules! import_keywords {
     () => {
@@ -597,11 +625,13 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(from_array_interface, m)?)?;
     m.add_function(wrap_pyfunction!(as_host_array, m)?)?;
     m.add_function(wrap_pyfunction!(from_dlpack, m)?)?;
+    cai_runtime::__private::set_exchange_view(exchanged_view);
     #[cfg(feature = "testing")]
     {
         m.add_function(wrap_pyfunction!(_dlpack_live_exports, m)?)?;
         m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_dlpack_ns, m)?)?;
+        m.add_function(wrap_pyfunction!(_with_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
     }
     Ok(())

@@ -115,6 +115,8 @@ pub mod __private {
 
     // What the generated protocol methods call.
     #[cfg(feature = "python")]
+    pub use crate::python::dlpack::{ExchangeClass, exchange_api, set_exchange_view, wrong_type};
+    #[cfg(feature = "python")]
     pub use crate::python::protocol::{Derived, methods as protocol};
 
     // For cai's own crates (cai-gt, cai-py): not a public API.

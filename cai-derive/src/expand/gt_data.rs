@@ -85,6 +85,7 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
             false,
             super::python::Source::Traits,
             &rt,
+            &quote!(#ident),
         );
         super::python::derived_pymethods(ident, getter, &rt, at)
     });

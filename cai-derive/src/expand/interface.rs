@@ -241,6 +241,7 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
             plan.common.dlpack,
             super::python::Source::Traits,
             krate,
+            &quote!(#ident),
         );
         super::python::derived_pymethods(ident, methods, krate, at)
     });

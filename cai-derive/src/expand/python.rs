@@ -67,6 +67,7 @@ pub fn methods(
     dlpack: bool,
     source: Source,
     krate: &TokenStream,
+    self_ty: &TokenStream,
 ) -> TokenStream {
     let pyo3 = quote!(#krate::__private::pyo3);
     let has = |p| properties.contains(&p);
@@ -124,6 +125,23 @@ pub fn methods(
             fn __dlpack_device__(slf: &#pyo3::Bound<'_, Self>) -> #pyo3::PyResult<(i32, i32)> {
                 #bind
                 #protocol::__dlpack_device__(e)
+            }
+            #[doc = "DLPack's C exchange table (`DLPackExchangeAPI`, DLPack 1.3): a capsule named `dlpack_exchange_api`, for consumers that skip `__dlpack__`."]
+            #[classattr]
+            fn __dlpack_c_exchange_api__(py: #pyo3::Python<'_>) -> #pyo3::PyResult<#pyo3::Py<#pyo3::PyAny>> {
+                struct Class;
+                impl #krate::__private::ExchangeClass for Class {
+                    fn with_exporter(
+                        obj: &#pyo3::Bound<'_, #pyo3::PyAny>,
+                        f: &mut dyn ::core::ops::FnMut(&dyn #krate::python::Exporter) -> #pyo3::PyResult<()>,
+                    ) -> #pyo3::PyResult<()> {
+                        let slf = obj.cast::<#self_ty>()
+                            .map_err(|_| #krate::__private::wrong_type(obj, ::core::stringify!(#self_ty)))?;
+                        #bind
+                        f(e)
+                    }
+                }
+                #krate::__private::exchange_api::<Class>(py).map(#pyo3::Bound::unbind)
             }
         });
     }
@@ -245,7 +263,8 @@ fn attribute_inner(args: TokenStream, item: TokenStream) -> syn::Result<TokenStr
             "#[cai_runtime::pymethods] goes on an inherent `impl` block (as #[pymethods] does), not a trait impl",
         ));
     }
-    let m = methods(&protocols, dlpack, source, &krate);
+    let self_ty = &block.self_ty;
+    let m = methods(&protocols, dlpack, source, &krate, &quote!(#self_ty));
     let methods: syn::ItemImpl = syn::parse2(quote!(impl __Protocols { #m }))?;
     block.items.extend(methods.items);
     Ok(pymethods_block(quote!(#block), &krate, None))

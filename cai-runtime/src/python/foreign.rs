@@ -261,13 +261,13 @@ impl<S: Space> ForeignArray<S> {
         descriptor: ArrayDescriptor<S>,
         layout: Layout,
         held: Held,
-        owner: &Bound<'_, PyAny>,
+        owner: Option<&Bound<'_, PyAny>>,
         options: &ImportOptions,
-        ordered: bool,
+        producer: super::dlpack::Producer,
         device_id: Option<u32>,
     ) -> PyResult<Self> {
         let mut held = held;
-        held.set_owner(Some(owner));
+        held.set_owner(owner);
         let mut a = ForeignArray {
             descriptor,
             layout,
@@ -278,17 +278,30 @@ impl<S: Space> ForeignArray<S> {
             consumer_device: None,
         };
         if !S::DEVICE {
+            if let super::dlpack::Producer::Current(Some(stream)) = producer {
+                // A host reader of host-accessible CUDA memory reads as soon as this returns.
+                // SAFETY: the producer's current work stream, which its table gave: the
+                // producer answers for it, as for the data.
+                let live = unsafe { crate::LiveStream::new(stream) };
+                crate::cuda::synchronize_stream_on(live, device_id).map_err(|e| {
+                    stream_error(format!("cannot wait for the producer's stream {stream}"), e)
+                })?;
+            }
             return Ok(a);
         }
+        let ordered = match producer {
+            super::dlpack::Producer::Ordered(ordered) => ordered,
+            super::dlpack::Producer::Current(stream) => {
+                // As a CUDA Array Interface import: the consumer's stream waits for the
+                // producer's (an event), or the host for it, as the options say.
+                a.descriptor.stream = S::stream_entry(stream);
+                a.prepare_device()?;
+                a.check_claimed_device(device_id)?;
+                return Ok(a);
+            }
+        };
         a.prepare_device()?;
-        if let (Some(claimed), Some(found)) = (device_id, a.data_device())
-            && claimed != found
-        {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "DLPack tensor field `dl_tensor.device` names device {claimed}, but the driver says `data` = {:#x} is memory of device {found}",
-                a.ptr()
-            )));
-        }
+        a.check_claimed_device(device_id)?;
         a.sync_plan = SyncPlan::Nothing(match (options.sync, ordered) {
             (false, _) => NoSyncReason::Disabled,
             (true, false) => NoSyncReason::Ignored,
@@ -307,6 +320,19 @@ impl<S: Space> ForeignArray<S> {
             }
         }
         Ok(a)
+    }
+
+    /// A DLPack tensor's `device_id` must be the device the driver finds its pointer on.
+    fn check_claimed_device(&self, claimed: Option<u32>) -> PyResult<()> {
+        if let (Some(claimed), Some(found)) = (claimed, self.data_device())
+            && claimed != found
+        {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "DLPack tensor field `dl_tensor.device` names device {claimed}, but the driver says `data` = {:#x} is memory of device {found}",
+                self.ptr()
+            )));
+        }
+        Ok(())
     }
 
     /// [`SyncMode::Synchronize`](crate::sync::SyncMode::Synchronize) after a DLPack import:

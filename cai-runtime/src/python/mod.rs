@@ -66,7 +66,7 @@ compile_error!(
 pub(crate) mod array_struct;
 mod buffer;
 mod check;
-mod dlpack;
+pub(crate) mod dlpack;
 pub(crate) mod errors;
 pub(crate) mod export;
 pub(crate) mod fast;
@@ -85,7 +85,8 @@ pub use buffer::{Held, HeldBuffer};
 pub use bytemuck::{AnyBitPattern, NoUninit};
 pub use check::{Violation, check, check_descriptor};
 pub use dlpack::{
-    DLPACK_VERSION, DlpackDevice, DlpackError, DlpackRequest, dlpack_device_of, live_exports,
+    AnyForeignArray, DLPACK_VERSION, DlpackDevice, DlpackError, DlpackRequest, DlpackView,
+    ExchangeViewFn, dlpack_device_of, live_exports,
 };
 pub use errors::export_error;
 pub use export::{add_classes, array_interface, cuda_array_interface, to_dict};

@@ -223,6 +223,26 @@ fn side_of<'e, S: Space>(
     Ok(export)
 }
 
+/// The tensor the exchange table's `managed_tensor_from_py_object_no_sync` hands out: the side
+/// `__dlpack_device__` names, versioned, device memory ordered before the legacy default
+/// stream (cai's current work stream).
+pub(crate) fn exchange_tensor(
+    exporter: &Bound<'_, PyAny>,
+    e: &dyn Exporter,
+) -> PyResult<super::dlpack::ManagedExport> {
+    const WHAT: &str = "__dlpack_c_exchange_api__";
+    match e.dlpack_side(None) {
+        Side::Device => {
+            let x = side_of(e, Side::Device, true, WHAT, |e| e.device())?.resolve(WHAT)?;
+            super::dlpack::dlpack_managed(exporter, &x, &super::DlpackRequest::exchange(true))
+        }
+        Side::Host => {
+            let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
+            super::dlpack::dlpack_managed(exporter, &x, &super::DlpackRequest::exchange(false))
+        }
+    }
+}
+
 /// The body of each protocol method the generator adds; `exporter` is the Python object, `e`
 /// what it exports. Not an API: the generated code's.
 #[doc(hidden)]

@@ -144,6 +144,22 @@ impl DlpackRequest {
         Ok(out)
     }
 
+    /// What the exchange table's `managed_tensor_from_py_object_no_sync` asks for: a versioned
+    /// tensor of the data where it is, ordered (for device memory) before cai's current work
+    /// stream, the legacy default stream ([`super::exchange`]).
+    pub(crate) fn exchange(device: bool) -> Self {
+        DlpackRequest {
+            stream: if device {
+                ConsumerStream::On(Stream::LegacyDefault)
+            } else {
+                ConsumerStream::Unspecified
+            },
+            max_version: Some(DLPACK_VERSION),
+            dl_device: None,
+            copy: None,
+        }
+    }
+
     /// What the consumer said of copies (`copy`): `None` (copy if needed), `True`, `False`.
     pub fn copy(&self) -> Option<bool> {
         self.copy
@@ -311,45 +327,190 @@ unsafe extern "C" fn capsule_destructor<M: Managed>(capsule: *mut ffi::PyObject)
     }
 }
 
-/// Wraps `tensor` (whose shape and strides pointers are set here) in a capsule named
-/// `M::NAME`, which owns it.
-fn into_capsule<'py, M: Managed>(
-    py: Python<'py>,
-    tensor: DLTensor,
-    flags: DlpackFlags,
-    shape: Dims,
-    strides: Dims,
-    keep: Keep,
-) -> PyResult<Bound<'py, PyAny>> {
-    LIVE.fetch_add(1, Ordering::SeqCst);
-    // Boxed before the pointers are taken: inline dimensions move with the block.
-    let mut block = Box::new(Exported {
-        managed: M::new(tensor, flags, delete::<M>),
+/// A managed tensor cai made, not yet handed out: deleted when dropped, unless handed out as a
+/// capsule ([`Self::into_capsule`]) or to a C consumer ([`Self::into_raw`]).
+pub(crate) struct ManagedExport {
+    ptr: *mut std::ffi::c_void,
+    versioned: bool,
+}
+
+impl Drop for ManagedExport {
+    fn drop(&mut self) {
+        // SAFETY: a tensor made by `ManagedExport::new`, never handed out (the hand-outs forget
+        // `self`): deleted once, here.
+        unsafe {
+            if self.versioned {
+                delete::<DLManagedTensorVersioned>(self.ptr.cast());
+            } else {
+                delete::<DLManagedTensor>(self.ptr.cast());
+            }
+        }
+    }
+}
+
+impl ManagedExport {
+    /// `tensor` (whose shape and strides pointers are set here) in a new block that owns its
+    /// dimensions and `keep`.
+    fn new<M: Managed>(
+        tensor: DLTensor,
+        flags: DlpackFlags,
+        shape: Dims,
+        strides: Dims,
+        keep: Keep,
+        versioned: bool,
+    ) -> Self {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        // Boxed before the pointers are taken: inline dimensions move with the block.
+        let mut block = Box::new(Exported {
+            managed: M::new(tensor, flags, delete::<M>),
+            shape,
+            strides,
+            _keep: keep,
+        });
+        let ndim = block.shape.len();
+        let (shape_ptr, strides_ptr) = if ndim == 0 {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        } else {
+            (block.shape.as_mut_ptr(), block.strides.as_mut_ptr())
+        };
+        let t = block.managed.tensor();
+        t.shape = shape_ptr;
+        t.strides = strides_ptr;
+        ManagedExport {
+            ptr: Box::into_raw(block).cast(),
+            versioned,
+        }
+    }
+
+    /// The versioned tensor, for a C consumer, who calls its deleter.
+    pub(crate) fn into_raw(self) -> *mut DLManagedTensorVersioned {
+        debug_assert!(self.versioned);
+        let p = self.ptr.cast();
+        std::mem::forget(self);
+        p
+    }
+
+    /// A capsule named `dltensor_versioned` or `dltensor`, which owns the tensor.
+    pub(crate) fn into_capsule(self, py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        let (name, destructor): (&CStr, ffi::PyCapsule_Destructor) = if self.versioned {
+            (
+                DLManagedTensorVersioned::NAME,
+                capsule_destructor::<DLManagedTensorVersioned>,
+            )
+        } else {
+            (DLManagedTensor::NAME, capsule_destructor::<DLManagedTensor>)
+        };
+        // SAFETY: `self.ptr` is a valid block whose first field is the managed tensor; the
+        // capsule owns it from here (its destructor deletes it unless a consumer renamed it).
+        let capsule = unsafe { ffi::PyCapsule_New(self.ptr, name.as_ptr(), Some(destructor)) };
+        if capsule.is_null() {
+            // (`self` drops: the block is deleted.)
+            return Err(PyErr::fetch(py));
+        }
+        std::mem::forget(self);
+        // SAFETY: a new reference, just made.
+        Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+    }
+}
+
+/// A new tensor of `prototype`'s dtype, shape and device, C-contiguous, in memory cai allocates
+/// (host memory, or the CUDA device's, managed or not): the exchange table's allocator.
+pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static str, String)> {
+    let value = |m: String| ("ValueError", m);
+    let device = DlpackDevice::from_pair(
+        prototype.device.device_type.0 as i64,
+        prototype.device.device_id as i64,
+    )
+    .ok_or_else(|| {
+        value(format!(
+            "prototype.device = ({}, {}): cai allocates on kDLCPU (1, 0), kDLCUDA (2, n) and kDLCUDAManaged (13, n)",
+            prototype.device.device_type.0, prototype.device.device_id
+        ))
+    })?;
+    let typestr = super::typestr_of(prototype.dtype)
+        .map_err(|e| value(e.to_string().replace("dl_tensor.", "prototype.")))?;
+    let ndim = usize::try_from(prototype.ndim)
+        .ok()
+        .filter(|&n| n <= crate::layout::MAX_NDIM)
+        .ok_or_else(|| {
+            value(format!(
+                "prototype.ndim = {}: expected 0 to {}",
+                prototype.ndim,
+                crate::layout::MAX_NDIM
+            ))
+        })?;
+    if ndim > 0 && prototype.shape.is_null() {
+        return Err(value(format!("prototype.shape = NULL with ndim = {ndim}")));
+    }
+    let raw: &[i64] = if ndim == 0 {
+        &[]
+    } else {
+        // SAFETY: DLPack: a non-null shape points to `ndim` int64 values, which the caller
+        // keeps alive during this call.
+        unsafe { std::slice::from_raw_parts(prototype.shape, ndim) }
+    };
+    let mut shape = Dims::with_capacity(ndim);
+    let mut items: usize = 1;
+    for (i, &n) in raw.iter().enumerate() {
+        let u = usize::try_from(n)
+            .map_err(|_| value(format!("prototype.shape[{i}] = {n}: negative")))?;
+        items = items
+            .checked_mul(u)
+            .ok_or_else(|| value(format!("prototype.shape = {raw:?}: too many items")))?;
+        shape.push(n);
+    }
+    let len = items
+        .checked_mul(typestr.itemsize())
+        .filter(|&l| l <= isize::MAX as usize)
+        .ok_or_else(|| value(format!("prototype.shape = {raw:?}: too many bytes")))?;
+    let mut strides = Dims::with_capacity(ndim);
+    let mut n = 1i64;
+    for &dim in shape.iter().rev() {
+        strides.push(n);
+        n = n.saturating_mul(dim.max(1));
+    }
+    strides.reverse();
+    let (ptr, keep) = match device {
+        DlpackDevice::Cpu => {
+            let mut buf: Vec<u128> = Vec::new();
+            buf.try_reserve_exact(len.div_ceil(16))
+                .map_err(|_| ("MemoryError", crate::error::AllocError(len).to_string()))?;
+            buf.resize(len.div_ceil(16), 0);
+            (buf.as_mut_ptr() as u64, Keep::Host(buf))
+        }
+        DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => {
+            let managed = matches!(device, DlpackDevice::CudaManaged(_));
+            let a = crate::cuda::DeviceAllocation::on_device(n, len, managed).map_err(|e| {
+                (
+                    "RuntimeError",
+                    format!("cannot allocate {len} bytes on {device}: {e}"),
+                )
+            })?;
+            (a.device_ptr(), Keep::Device(a))
+        }
+        DlpackDevice::CudaHost => {
+            return Err(value(
+                "prototype.device = kDLCUDAHost (3, 0): cai allocates no registered host memory; ask for kDLCPU (1, 0) or kDLCUDAManaged (13, n)".into(),
+            ));
+        }
+    };
+    let tensor = DLTensor {
+        data: ptr as *mut std::ffi::c_void,
+        device: prototype.device,
+        ndim: ndim as i32,
+        dtype: prototype.dtype,
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    };
+    Ok(ManagedExport::new::<DLManagedTensorVersioned>(
+        tensor,
+        DlpackFlags::empty(),
         shape,
         strides,
-        _keep: keep,
-    });
-    let ndim = block.shape.len();
-    let (shape_ptr, strides_ptr) = if ndim == 0 {
-        (std::ptr::null_mut(), std::ptr::null_mut())
-    } else {
-        (block.shape.as_mut_ptr(), block.strides.as_mut_ptr())
-    };
-    let t = block.managed.tensor();
-    t.shape = shape_ptr;
-    t.strides = strides_ptr;
-    let p = Box::into_raw(block);
-    // SAFETY: `p` is a valid block whose first field is the managed tensor; the capsule owns
-    // it from here (its destructor deletes it unless a consumer renamed it).
-    let capsule =
-        unsafe { ffi::PyCapsule_New(p.cast(), M::NAME.as_ptr(), Some(capsule_destructor::<M>)) };
-    if capsule.is_null() {
-        // SAFETY: the block was never handed out.
-        unsafe { delete::<M>(p.cast()) };
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: a new reference, just made.
-    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+        keep,
+        true,
+    ))
 }
 
 /// Where a descriptor's memory is: DLPack's device for it, the device whose context the
@@ -439,15 +600,7 @@ pub(crate) fn dlpack_capsule<'py, S: Space>(
     x: &Resolved<S>,
     request: &DlpackRequest,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let trust = Trust {
-        bytes: x.vouched,
-        stream: x.stream_live && S::DEVICE,
-    };
-    // SAFETY: `Resolved`'s flags are set only where something vouches: a builder's `unsafe`
-    // memory traits (`DeviceMemory`, `HostMemory`) and `stream_vouched_by`, or the `unsafe`
-    // `Export::vouched`'s caller, for memory and a stream valid while `owner` lives; without
-    // them, the descriptor is only described to the consumer, as its dict describes it.
-    unsafe { export_with(owner, &x.descriptor, &x.layout, request, trust) }
+    dlpack_managed(owner, x, request)?.into_capsule(owner.py())
 }
 
 /// What cai itself may do with an export's memory and stream: read the bytes (a copy), and hand
@@ -459,7 +612,25 @@ struct Trust {
     stream: bool,
 }
 
-/// [`dlpack_capsule`], with its layout, within what `trust` allows.
+/// The tensor [`dlpack_capsule`] wraps, not yet in a capsule (the exchange table's
+/// `managed_tensor_from_py_object_no_sync` hands it to a C consumer).
+pub(crate) fn dlpack_managed<S: Space>(
+    owner: &Bound<'_, PyAny>,
+    x: &Resolved<S>,
+    request: &DlpackRequest,
+) -> PyResult<ManagedExport> {
+    let trust = Trust {
+        bytes: x.vouched,
+        stream: x.stream_live && S::DEVICE,
+    };
+    // SAFETY: `Resolved`'s flags are set only where something vouches: a builder's `unsafe`
+    // memory traits (`DeviceMemory`, `HostMemory`) and `stream_vouched_by`, or the `unsafe`
+    // `Export::vouched`'s caller, for memory and a stream valid while `owner` lives; without
+    // them, the descriptor is only described to the consumer, as its dict describes it.
+    unsafe { export_with(owner, &x.descriptor, &x.layout, request, trust) }
+}
+
+/// [`dlpack_capsule`]'s tensor, with its layout, within what `trust` allows.
 ///
 /// # Safety
 /// `d` describes memory valid for reads (and writes unless read-only) while `owner` lives,
@@ -472,8 +643,7 @@ unsafe fn export_with<'py, S: Space>(
     layout: &Layout,
     request: &DlpackRequest,
     trust: Trust,
-) -> PyResult<Bound<'py, PyAny>> {
-    let py = owner.py();
+) -> PyResult<ManagedExport> {
     if d.mask.is_some() {
         return Err(DlpackError::Mask.into());
     }
@@ -590,11 +760,11 @@ unsafe fn export_with<'py, S: Space>(
     let mut flags = DlpackFlags::empty();
     flags.set(DlpackFlags::READ_ONLY, readonly);
     flags.set(DlpackFlags::IS_COPIED, copied);
-    if request.versioned() {
-        into_capsule::<DLManagedTensorVersioned>(py, tensor, flags, shape, strides, keep)
+    Ok(if request.versioned() {
+        ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, shape, strides, keep, true)
     } else {
-        into_capsule::<DLManagedTensor>(py, tensor, flags, shape, strides, keep)
-    }
+        ManagedExport::new::<DLManagedTensor>(tensor, flags, shape, strides, keep, false)
+    })
 }
 
 /// The producer's stream for cai's own driver calls: a default stream, or a handle `trust`

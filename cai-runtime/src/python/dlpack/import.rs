@@ -79,6 +79,30 @@ impl Drop for ImportedTensor {
 }
 
 impl ImportedTensor {
+    /// An owning versioned tensor handed over by C code (the exchange table).
+    ///
+    /// # Safety
+    /// `ptr` is an owning versioned tensor whose deleter nobody else calls.
+    pub(crate) unsafe fn from_raw(ptr: NonNull<DLManagedTensorVersioned>) -> Self {
+        ImportedTensor {
+            ptr: ptr.cast(),
+            versioned: true,
+        }
+    }
+
+    /// The tensor's device, among those cai reads (after checking the version).
+    pub(crate) fn device(&self) -> Result<DlpackDevice, DlpackError> {
+        self.flags()?;
+        let d = &self.tensor().device;
+        DlpackDevice::from_pair(d.device_type.0 as i64, d.device_id as i64).ok_or_else(|| {
+            field(
+                "dl_tensor.device",
+                format!("({}, {})", d.device_type.0, d.device_id),
+                "cai reads kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) tensors",
+            )
+        })
+    }
+
     /// Takes the tensor out of a capsule returned by `__dlpack__`, renaming it `used_...`.
     fn consume(capsule: &Bound<'_, PyAny>) -> Result<Self, DlpackError> {
         let p = capsule.as_ptr();
@@ -350,12 +374,19 @@ impl<S: Space> ForeignArray<S> {
         copy: Option<bool>,
     ) -> PyResult<Self> {
         let py = obj.py();
+        let ordered = options.sync && !crate::sync::ignore_streams();
+        // The producer's exchange table, where its type has one (the table has no `copy`).
+        if copy.is_none()
+            && let Some(table) = super::exchange::Table::of(obj)?
+        {
+            let (tensor, _, producer) = from_table(obj, table, options)?;
+            return Self::from_tensor(tensor, Some(obj), options, producer);
+        }
         if S::DEVICE {
             // Before asking the producer for work: a stream is passed only for CUDA memory.
             // (A host import reads the device from the tensor instead: one call fewer.)
             check_space::<S>(dlpack_device_of(obj)?)?;
         }
-        let ordered = options.sync && !crate::sync::ignore_streams();
         // The keywords of the legacy call (a stream for CUDA memory, `copy` if given), and the
         // same with `max_version` for the first.
         let kwargs = |versioned: bool| -> PyResult<Bound<'_, PyDict>> {
@@ -390,19 +421,88 @@ impl<S: Space> ForeignArray<S> {
             Err(e) => return Err(e),
         };
         let tensor = ImportedTensor::consume(&capsule)?;
-        // From here the deleter runs exactly once: when `tensor` (or the Held it moves into)
-        // drops, on success or error.
+        Self::from_tensor(tensor, Some(obj), options, Producer::Ordered(ordered))
+    }
+
+    /// Runs `f` on a view of `obj`'s memory that lasts for the call: lent by the producer's
+    /// exchange table (`dltensor_from_py_object_no_sync`: no tensor is made, and no deleter
+    /// runs) where its type has one that lends tensors, else an import as
+    /// [`Self::from_dlpack_with`]. Device memory is ordered as any import's (the consumer's
+    /// stream waits for the producer's current work stream). The view is read-only when lent
+    /// (the lent tensor cannot say whether its memory may be written: import with
+    /// [`Self::from_dlpack_with`] to write), and cannot leave `f`, which borrows it:
+    ///
+    /// ```compile_fail
+    /// use cai_runtime::python::ForeignArray;
+    /// use cai_runtime::Host;
+    /// use cai_runtime::__private::pyo3::prelude::*;
+    /// use cai_runtime::sync::ImportOptions;
+    ///
+    /// fn escape<'a>(obj: &Bound<'_, PyAny>) -> PyResult<&'a ForeignArray<Host>> {
+    ///     ForeignArray::<Host>::with_dlpack(obj, &ImportOptions::default(), |a| a)
+    /// }
+    /// ```
+    pub fn with_dlpack<R>(
+        obj: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+        f: impl FnOnce(&ForeignArray<S>) -> R,
+    ) -> PyResult<R> {
+        if let Some(table) = super::exchange::Table::of(obj)?
+            && let Some(t) = table.borrowed(obj)?
+        {
+            let descriptor = describe::<S>(&t, true)?;
+            let place =
+                DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
+            let device_id = match place {
+                Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
+                _ => None,
+            };
+            let ordered = options.sync && !crate::sync::ignore_streams();
+            let stream = match place {
+                Some(d) if ordered && d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
+                _ => None,
+            };
+            let layout = descriptor.layout().map_err(|e| {
+                field(
+                    "dl_tensor.strides",
+                    format!("{:?}", descriptor.strides),
+                    e.to_string(),
+                )
+            })?;
+            // (The owner is held for the call: what keeps the lent memory alive.)
+            let a = ForeignArray::from_dlpack_parts(
+                descriptor,
+                layout,
+                Held::default(),
+                Some(obj),
+                options,
+                Producer::Current(stream),
+                device_id,
+            )?;
+            return Ok(f(&a));
+        }
+        Ok(f(&Self::from_dlpack_with(obj, options, None)?))
+    }
+
+    /// The import of a consumed tensor (whose deleter runs exactly once from here: when the
+    /// import, or the error, drops), kept alive with `owner`.
+    pub(crate) fn from_tensor(
+        tensor: ImportedTensor,
+        owner: Option<&Bound<'_, PyAny>>,
+        options: &ImportOptions,
+        producer: Producer,
+    ) -> PyResult<Self> {
         let flags = tensor.flags()?;
         // A legacy capsule cannot say "read-only" (JAX exports only those, and its arrays are
         // immutable): imported read-only, as NumPy imports it.
         let readonly = !tensor.versioned || flags.contains(DlpackFlags::READ_ONLY);
         let descriptor = describe::<S>(tensor.tensor(), readonly)?;
         let device = &tensor.tensor().device;
-        let device_id =
-            match DlpackDevice::from_pair(device.device_type.0 as i64, device.device_id as i64) {
-                Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
-                _ => None,
-            };
+        let place = DlpackDevice::from_pair(device.device_type.0 as i64, device.device_id as i64);
+        let device_id = match place {
+            Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
+            _ => None,
+        };
         let layout = descriptor.layout().map_err(|e| {
             field(
                 "dl_tensor.strides",
@@ -412,6 +512,76 @@ impl<S: Space> ForeignArray<S> {
         })?;
         let mut held = Held::default();
         held.tensor(tensor);
-        ForeignArray::from_dlpack_parts(descriptor, layout, held, obj, options, ordered, device_id)
+        ForeignArray::from_dlpack_parts(
+            descriptor, layout, held, owner, options, producer, device_id,
+        )
     }
+}
+
+/// The tensor a producer's exchange table gives for `obj`, its device, and the producer's
+/// current work stream (where streams are ordered: the table orders nothing, so the import
+/// orders it before the consumer's stream, as a CUDA Array Interface stream).
+fn from_table(
+    obj: &Bound<'_, PyAny>,
+    table: super::exchange::Table,
+    options: &ImportOptions,
+) -> PyResult<(ImportedTensor, DlpackDevice, Producer)> {
+    let tensor = table.managed(obj)?;
+    let device = tensor.device()?;
+    let ordered = options.sync && !crate::sync::ignore_streams();
+    let stream = if ordered && device.is_cuda() {
+        Some(table.current_work_stream(obj.py(), device)?)
+    } else {
+        None
+    };
+    Ok((tensor, device, Producer::Current(stream)))
+}
+
+impl super::AnyForeignArray {
+    /// Imports any DLPack producer on the side its memory is (`cai.from_dlpack`): a device
+    /// array for CUDA memory (`kDLCUDA`, `kDLCUDAManaged`, `kDLCUDAHost`), a host array for
+    /// `kDLCPU`; through the producer's exchange table where its type has one (and `copy` is
+    /// `None`), else as [`ForeignArray::from_dlpack_with`].
+    pub fn from_dlpack_with(
+        obj: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+        copy: Option<bool>,
+    ) -> PyResult<Self> {
+        use super::AnyForeignArray as A;
+        if copy.is_none()
+            && let Some(table) = super::exchange::Table::of(obj)?
+        {
+            let (tensor, device, producer) = from_table(obj, table, options)?;
+            return Ok(if device.is_cuda() {
+                A::Device(ForeignArray::from_tensor(
+                    tensor,
+                    Some(obj),
+                    options,
+                    producer,
+                )?)
+            } else {
+                A::Host(ForeignArray::from_tensor(
+                    tensor,
+                    Some(obj),
+                    options,
+                    producer,
+                )?)
+            });
+        }
+        Ok(if dlpack_device_of(obj)?.is_cuda() {
+            A::Device(ForeignArray::from_dlpack_with(obj, options, copy)?)
+        } else {
+            A::Host(ForeignArray::from_dlpack_with(obj, options, copy)?)
+        })
+    }
+}
+
+/// What a DLPack producer did about streams.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Producer {
+    /// `__dlpack__`: ordered its work before the consumer's stream, where `true`.
+    Ordered(bool),
+    /// The exchange table: nothing; its current work stream (where streams are ordered) is
+    /// ordered before the consumer's by the import, as a CUDA Array Interface stream is.
+    Current(Option<crate::stream::Stream>),
 }

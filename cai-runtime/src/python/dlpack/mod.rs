@@ -14,6 +14,7 @@
 //! ways; and a bare `<V2`, the type string PyTorch's bfloat16 has in a dict, to `kDLBfloat`
 //! (other `|V<n>` items stay refused: DLPack has no structured types).
 
+mod exchange;
 mod export;
 mod import;
 
@@ -27,10 +28,14 @@ use crate::shown::Shown;
 use crate::structured::Descr;
 use crate::typestr::{ByteOrder, Kind, TypeStr};
 
+pub use exchange::{AnyForeignArray, DlpackView, ExchangeViewFn};
+#[doc(hidden)]
+pub use exchange::{ExchangeClass, exchange_api, set_exchange_view, wrong_type};
 pub use export::{DlpackRequest, live_exports};
+pub(crate) use export::{ManagedExport, dlpack_managed};
 pub(crate) use export::{descriptor_dlpack_device, dlpack_capsule};
-pub(crate) use import::ImportedTensor;
 pub use import::dlpack_device_of;
+pub(crate) use import::{ImportedTensor, Producer};
 
 /// The DLPack version cai implements: written into its versioned capsules and offered to
 /// producers as `max_version`.

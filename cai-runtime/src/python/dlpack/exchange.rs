@@ -1,0 +1,580 @@
+//! DLPack's C exchange table (`DLPackExchangeAPI`, DLPack 1.3), both ways.
+//!
+//! - Producer: every cai class has `__dlpack_c_exchange_api__`, a capsule named
+//!   `dlpack_exchange_api` pointing at a table of its own, made once per class and never freed
+//!   ([`exchange_api`], which the generated methods call). Its functions:
+//!   - `managed_tensor_from_py_object_no_sync`: the tensor `__dlpack__(max_version=(1, 3))`
+//!     gives, device memory ordered before cai's current work stream (below) with an event,
+//!     never a host wait;
+//!   - `managed_tensor_to_py_object_no_sync`: a cai view owning the tensor (the `cai` package's
+//!     `HostArrayView` / `CudaArrayView`; in another extension, a [`DlpackView`]);
+//!   - `managed_tensor_allocator`: new C-contiguous host memory, or memory of the CUDA device
+//!     asked for (managed memory for `kDLCUDAManaged`);
+//!   - `current_work_stream`: the legacy default stream (`0x1`) for CUDA devices, the stream
+//!     cai's imports order their work on by default; NULL for the host;
+//!   - `dltensor_from_py_object_no_sync` is NULL, as the standard allows: cai builds each
+//!     export's layout when asked, so it has no shape and strides to lend that outlive the
+//!     call, and a consumer then uses `managed_tensor_from_py_object_no_sync`.
+//!
+//!   Errors are Python exceptions (the allocator's go through `set_error`), a panic included;
+//!   nothing unwinds into the consumer.
+//! - Consumer: [`Table::of`] finds a producer's table on its type (cached per type), and
+//!   `ForeignArray::from_dlpack` uses it in place of `__dlpack__`.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::ptr::NonNull;
+use std::sync::Mutex;
+
+use dlpark::ffi::{
+    DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
+    DLPackVersion, DLTensor,
+};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::{ffi, intern};
+
+use super::import::ImportedTensor;
+use super::{DLPACK_VERSION, DlpackDevice, DlpackError};
+use crate::descriptor::{Device, Host};
+use crate::python::ForeignArray;
+use crate::python::protocol::Exporter;
+use crate::sync::ImportOptions;
+
+/// The capsule's name.
+const EXCHANGE_API: &CStr = c"dlpack_exchange_api";
+
+/// The first DLPack version with the exchange table: tables of older versions are not read.
+const FIRST_VERSION: (u32, u32) = (1, 2);
+
+/// How a class's table reaches an instance's [`Exporter`]: the generated methods implement it
+/// for each class. Not an API.
+#[doc(hidden)]
+pub trait ExchangeClass: 'static {
+    /// Calls `f` with the exporter of `obj`, an instance of the class (a `TypeError` for any
+    /// other object: a consumer may pass one).
+    fn with_exporter(
+        obj: &Bound<'_, PyAny>,
+        f: &mut dyn FnMut(&dyn Exporter) -> PyResult<()>,
+    ) -> PyResult<()>;
+}
+
+/// `__dlpack_c_exchange_api__` of class `C`: a capsule of a table made now and never freed
+/// (DLPack: a table lives as long as the process). Called once per class, when Python makes
+/// the class's type object.
+pub fn exchange_api<C: ExchangeClass>(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    let table: &'static DLPackExchangeAPI = Box::leak(Box::new(DLPackExchangeAPI {
+        header: DLPackExchangeAPIHeader {
+            version: DLPackVersion {
+                major: DLPACK_VERSION.0,
+                minor: DLPACK_VERSION.1,
+            },
+            prev_api: std::ptr::null_mut(),
+        },
+        managed_tensor_allocator: Some(allocate),
+        managed_tensor_from_py_object_no_sync: Some(from_py_object::<C>),
+        managed_tensor_to_py_object_no_sync: Some(to_py_object),
+        dltensor_from_py_object_no_sync: None,
+        current_work_stream: Some(current_work_stream),
+    }));
+    let p = std::ptr::from_ref(table).cast_mut().cast::<c_void>();
+    // SAFETY: a non-null pointer to a table that is never freed, and a static name; no
+    // destructor (the table outlives the capsule).
+    let capsule = unsafe { ffi::PyCapsule_New(p, EXCHANGE_API.as_ptr(), None) };
+    if capsule.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: a new reference, just made.
+    Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
+}
+
+/// Runs a table function that takes a Python object, with the thread attached (the caller
+/// holds the GIL, as the standard says of these functions): 0 on success, -1 with the error
+/// set as the Python exception; a panic becomes a `RuntimeError`, never an unwind into C.
+fn guarded(what: &str, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+    let run = std::panic::AssertUnwindSafe(|| {
+        Python::attach(|py| match f(py) {
+            Ok(()) => 0,
+            Err(e) => {
+                e.restore(py);
+                -1
+            }
+        })
+    });
+    std::panic::catch_unwind(run).unwrap_or_else(|_| {
+        Python::attach(|py| {
+            PyRuntimeError::new_err(format!("cai's {what} panicked (a bug in cai)")).restore(py)
+        });
+        -1
+    })
+}
+
+/// `managed_tensor_from_py_object_no_sync`.
+///
+/// # Safety
+/// Called by a consumer holding the GIL, with `obj` a live object and `out` writable or null.
+unsafe extern "C" fn from_py_object<C: ExchangeClass>(
+    obj: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    guarded("managed_tensor_from_py_object_no_sync", |py| {
+        if obj.is_null() || out.is_null() {
+            return Err(PyValueError::new_err(format!(
+                "managed_tensor_from_py_object_no_sync: {} is NULL",
+                if obj.is_null() { "py_object" } else { "out" }
+            )));
+        }
+        // SAFETY: a live object (the caller's contract), borrowed for this call.
+        let obj = unsafe { Bound::from_borrowed_ptr(py, obj.cast()) };
+        let mut made = None;
+        C::with_exporter(&obj, &mut |e| {
+            made = Some(crate::python::protocol::exchange_tensor(&obj, e)?);
+            Ok(())
+        })?;
+        let made = made.ok_or_else(|| PyRuntimeError::new_err("no tensor was made"))?;
+        // SAFETY: `out` is writable (checked non-null; the caller's contract).
+        unsafe { *out = made.into_raw() };
+        Ok(())
+    })
+}
+
+/// The function making the view `managed_tensor_to_py_object_no_sync` returns: the `cai`
+/// package's own view classes where it set one ([`set_exchange_view`]), else [`DlpackView`].
+pub type ExchangeViewFn = for<'py> fn(Python<'py>, AnyForeignArray) -> PyResult<Bound<'py, PyAny>>;
+
+static VIEW: std::sync::OnceLock<ExchangeViewFn> = std::sync::OnceLock::new();
+
+/// Sets the class `managed_tensor_to_py_object_no_sync` makes, for this extension module (each
+/// extension has its own copy of cai-runtime); the first call wins. Not an API: the `cai`
+/// package's.
+#[doc(hidden)]
+pub fn set_exchange_view(f: ExchangeViewFn) {
+    let _ = VIEW.set(f);
+}
+
+/// An import of either space.
+pub enum AnyForeignArray {
+    /// Device memory (`kDLCUDA`, `kDLCUDAManaged`, `kDLCUDAHost`).
+    Device(ForeignArray<Device>),
+    /// Host memory (`kDLCPU`).
+    Host(ForeignArray<Host>),
+}
+
+/// `managed_tensor_to_py_object_no_sync`: the tensor's ownership passes to a cai view; on
+/// error, its deleter is called (the tensor was ours).
+///
+/// # Safety
+/// Called by a consumer holding the GIL, with `tensor` an owning versioned tensor or null and
+/// `out` writable or null.
+unsafe extern "C" fn to_py_object(
+    tensor: *mut DLManagedTensorVersioned,
+    out: *mut *mut c_void,
+) -> c_int {
+    guarded("managed_tensor_to_py_object_no_sync", |py| {
+        let Some(tensor) = NonNull::new(tensor) else {
+            return Err(PyValueError::new_err(
+                "managed_tensor_to_py_object_no_sync: tensor is NULL",
+            ));
+        };
+        // SAFETY: an owning tensor whose ownership the caller hands over (the standard's
+        // "stolen"): its deleter runs once, when the import drops.
+        let tensor = unsafe { ImportedTensor::from_raw(tensor) };
+        if out.is_null() {
+            return Err(PyValueError::new_err(
+                "managed_tensor_to_py_object_no_sync: out_py_object is NULL",
+            ));
+        }
+        let device = tensor.device()?;
+        let options = ImportOptions {
+            sync: false,
+            ..ImportOptions::default()
+        };
+        let array = if device.is_cuda() {
+            AnyForeignArray::Device(ForeignArray::from_tensor(
+                tensor,
+                None,
+                &options,
+                super::Producer::Ordered(false),
+            )?)
+        } else {
+            AnyForeignArray::Host(ForeignArray::from_tensor(
+                tensor,
+                None,
+                &options,
+                super::Producer::Ordered(false),
+            )?)
+        };
+        let view = match VIEW.get() {
+            Some(f) => f(py, array)?,
+            None => Bound::new(py, DlpackView(array))?.into_any(),
+        };
+        // SAFETY: `out` is writable (checked non-null); the new reference is the caller's.
+        unsafe { *out = view.into_ptr().cast() };
+        Ok(())
+    })
+}
+
+/// `current_work_stream`: the legacy default stream for CUDA memory, NULL for the host.
+///
+/// # Safety
+/// Called by a consumer holding the GIL, with `out` writable or null.
+unsafe extern "C" fn current_work_stream(
+    device_type: DLDeviceType,
+    device_id: i32,
+    out: *mut *mut c_void,
+) -> c_int {
+    guarded("current_work_stream", |_| {
+        if out.is_null() {
+            return Err(PyValueError::new_err(
+                "current_work_stream: out_current_stream is NULL",
+            ));
+        }
+        let device = DlpackDevice::from_pair(device_type.0 as i64, device_id as i64)
+            .ok_or_else(|| {
+                DlpackError::Device(format!(
+                    "current_work_stream of device ({}, {device_id}): cai works on kDLCPU (1, 0), kDLCUDA (2, n), kDLCUDAHost (3, 0) and kDLCUDAManaged (13, n)",
+                    device_type.0
+                ))
+            })?;
+        let stream = if device.is_cuda() {
+            crate::stream::Stream::LegacyDefault.as_raw() as usize
+        } else {
+            0
+        };
+        // SAFETY: `out` is writable (checked non-null).
+        unsafe { *out = stream as *mut c_void };
+        Ok(())
+    })
+}
+
+/// `managed_tensor_allocator`: errors go to `set_error` (no Python needed), kind `ValueError`
+/// for a prototype cai cannot allocate, `MemoryError` where the memory is not there.
+///
+/// # Safety
+/// `prototype` is a valid tensor or null, `out` writable or null, `set_error` callable with
+/// `error_ctx` or null.
+unsafe extern "C" fn allocate(
+    prototype: *mut DLTensor,
+    out: *mut *mut DLManagedTensorVersioned,
+    error_ctx: *mut c_void,
+    set_error: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char)>,
+) -> c_int {
+    let made = std::panic::catch_unwind(|| {
+        if prototype.is_null() || out.is_null() {
+            return Err((
+                "ValueError",
+                "managed_tensor_allocator: prototype or out is NULL".to_owned(),
+            ));
+        }
+        // SAFETY: a valid tensor (the caller's contract), read during this call.
+        let prototype = unsafe { &*prototype };
+        super::export::allocate(prototype)
+    })
+    .unwrap_or_else(|_| {
+        Err((
+            "RuntimeError",
+            "cai's managed_tensor_allocator panicked (a bug in cai)".to_owned(),
+        ))
+    });
+    match made {
+        Ok(tensor) => {
+            // SAFETY: `out` is writable (checked non-null above, or `made` is an error).
+            unsafe { *out = tensor.into_raw() };
+            0
+        }
+        Err((kind, message)) => {
+            if !out.is_null() {
+                // SAFETY: as above.
+                unsafe { *out = std::ptr::null_mut() };
+            }
+            if let Some(set_error) = set_error {
+                let kind = CString::new(kind).unwrap_or_default();
+                let message = CString::new(message.replace('\0', " ")).unwrap_or_default();
+                // SAFETY: the consumer's callback with its context (the caller's contract) and
+                // two NUL-terminated strings alive during the call.
+                unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr()) };
+            }
+            -1
+        }
+    }
+}
+
+/// A view of a tensor handed to cai through `managed_tensor_to_py_object_no_sync` in an
+/// extension that set no view class of its own: it owns the tensor (the producer's deleter runs
+/// when it is collected) and exports it through every protocol of its memory's side.
+#[pyclass(frozen, module = "cai", name = "DlpackView")]
+pub struct DlpackView(AnyForeignArray);
+
+impl Exporter for DlpackView {
+    fn device(
+        &self,
+    ) -> Option<Result<super::super::Export<'_, Device>, crate::error::DescriptorError>> {
+        match &self.0 {
+            // SAFETY: the tensor's memory, which this view keeps alive (it owns the tensor).
+            AnyForeignArray::Device(a) => Some(Ok(unsafe {
+                super::super::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
+            })),
+            AnyForeignArray::Host(_) => None,
+        }
+    }
+    fn host(
+        &self,
+    ) -> Option<Result<super::super::Export<'_, Host>, crate::error::DescriptorError>> {
+        match &self.0 {
+            // SAFETY: as above.
+            AnyForeignArray::Host(a) => Some(Ok(unsafe {
+                super::super::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
+            })),
+            AnyForeignArray::Device(_) => None,
+        }
+    }
+    fn dlpack_side(&self, _: Option<DlpackDevice>) -> super::super::Side {
+        match self.0 {
+            AnyForeignArray::Device(_) => super::super::Side::Device,
+            AnyForeignArray::Host(_) => super::super::Side::Host,
+        }
+    }
+}
+
+#[crate::pymethods(cuda, host, exporter, crate = "crate")]
+impl DlpackView {
+    /// Size of each dimension.
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        match &self.0 {
+            AnyForeignArray::Device(a) => a.layout().shape().to_vec(),
+            AnyForeignArray::Host(a) => a.layout().shape().to_vec(),
+        }
+    }
+}
+
+/// A producer's table, found on its type ([`Table::of`]); the capsule holding it is kept by
+/// the cache, so the table outlives every use even where a producer frees it with its capsule.
+#[derive(Clone, Copy)]
+pub(crate) struct Table(&'static DLPackExchangeAPI);
+
+/// Types seen lately, with their table (or none): a type is held, so its address is never
+/// another type's while cached. (DLPack lets consumers cache the table per type; a table set on
+/// a type cai has cached is seen once the type leaves this cache.)
+struct Cached {
+    ty: Py<PyAny>,
+    table: Option<(Py<PyAny>, Table)>,
+}
+
+// SAFETY: `Table` points at a table that lives as long as the process (the standard's
+// contract), or as long as its capsule, which the entry holds; it is only read.
+unsafe impl Send for Cached {}
+
+static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
+const CACHED_TYPES: usize = 16;
+
+impl Table {
+    /// The table on `obj`'s type, walked back (`prev_api`) to a version cai reads; `None` where
+    /// the type has none, or none cai reads. A malformed table (a capsule of another name, a
+    /// NULL function the standard requires) is an error naming it.
+    pub(crate) fn of(obj: &Bound<'_, PyAny>) -> PyResult<Option<Table>> {
+        let py = obj.py();
+        let ty = obj.get_type();
+        let key = ty.as_ptr();
+        {
+            let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = cache.iter().position(|c| c.ty.as_ptr() == key) {
+                let t = cache[i].table.as_ref().map(|(_, t)| *t);
+                if i > 0 {
+                    let hit = cache.remove(i);
+                    cache.insert(0, hit);
+                }
+                return Ok(t);
+            }
+        }
+        let found = match ty.getattr_opt(intern!(py, "__dlpack_c_exchange_api__"))? {
+            None => None,
+            Some(capsule) => Some((capsule.clone().unbind(), Self::read(&capsule)?)),
+        };
+        let table = found.as_ref().and_then(|(_, t)| *t);
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        let evicted = if cache.len() >= CACHED_TYPES {
+            cache.pop()
+        } else {
+            None
+        };
+        cache.insert(
+            0,
+            Cached {
+                ty: ty.into_any().unbind(),
+                table: found.and_then(|(c, t)| t.map(|t| (c, t))),
+            },
+        );
+        drop(cache);
+        drop(evicted);
+        Ok(table)
+    }
+
+    /// The table a `__dlpack_c_exchange_api__` value points at, of a version cai reads.
+    fn read(capsule: &Bound<'_, PyAny>) -> PyResult<Option<Table>> {
+        let bad = |why: String| {
+            DlpackError::Capsule(format!(
+                "__dlpack_c_exchange_api__ of the producer's type: {why}"
+            ))
+        };
+        let p = capsule.as_ptr();
+        // SAFETY: `p` is a live object; PyCapsule_IsValid accepts any object and raises nothing.
+        if unsafe { ffi::PyCapsule_IsValid(p, EXCHANGE_API.as_ptr()) } != 1 {
+            return Err(bad(format!(
+                "{} is not a capsule named 'dlpack_exchange_api'",
+                capsule
+                    .repr()
+                    .map(|r| crate::shown::shorten(&r.to_string_lossy()).into_owned())
+                    .unwrap_or_else(|_| "<unprintable>".to_owned())
+            ))
+            .into());
+        }
+        // SAFETY: a valid capsule of this name: its pointer is non-null.
+        let mut header = unsafe { ffi::PyCapsule_GetPointer(p, EXCHANGE_API.as_ptr()) }
+            .cast::<DLPackExchangeAPIHeader>();
+        // A chain of versions, newest first; a cycle or an endless chain stops here.
+        for _ in 0..16 {
+            if header.is_null() {
+                return Ok(None);
+            }
+            // SAFETY: the producer's table, alive for the process (the standard's contract);
+            // its header is laid out the same in every version.
+            let h = unsafe { &*header };
+            let v = (h.version.major, h.version.minor);
+            if v.0 == DLPACK_VERSION.0 && v >= FIRST_VERSION {
+                // SAFETY: a table of DLPack 1.2 or later, 1.x: the layout of `DLPackExchangeAPI`
+                // (later minor versions only add at the end).
+                let t = unsafe { &*header.cast::<DLPackExchangeAPI>() };
+                for (name, missing) in [
+                    (
+                        "managed_tensor_from_py_object_no_sync",
+                        t.managed_tensor_from_py_object_no_sync.is_none(),
+                    ),
+                    ("current_work_stream", t.current_work_stream.is_none()),
+                ] {
+                    if missing {
+                        return Err(bad(format!(
+                            "version {}.{}, `{name}` is NULL, which the standard does not allow",
+                            v.0, v.1
+                        ))
+                        .into());
+                    }
+                }
+                return Ok(Some(Table(t)));
+            }
+            header = h.prev_api;
+        }
+        Ok(None)
+    }
+
+    /// `managed_tensor_from_py_object_no_sync(obj)`: the owning tensor; the producer's
+    /// exception where it raised one.
+    pub(crate) fn managed(self, obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
+        let py = obj.py();
+        let f = self
+            .0
+            .managed_tensor_from_py_object_no_sync
+            .expect("checked by `read`");
+        let mut out: *mut DLManagedTensorVersioned = std::ptr::null_mut();
+        // SAFETY: the producer's function, given an instance of the type its table was found
+        // on and a writable out-pointer; called holding the GIL, with no exception pending.
+        let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
+        let raised = PyErr::take(py);
+        let tensor = NonNull::new(out)
+            // SAFETY: an owning tensor the producer handed over (whatever else it said): ours
+            // to delete, once.
+            .map(|p| unsafe { ImportedTensor::from_raw(p) });
+        check_call("managed_tensor_from_py_object_no_sync", rc, raised)?;
+        tensor.ok_or_else(|| {
+            DlpackError::Capsule(
+                "the producer's managed_tensor_from_py_object_no_sync returned 0 but no tensor (out = NULL)".into(),
+            )
+            .into()
+        })
+    }
+
+    /// `dltensor_from_py_object_no_sync(obj)`, where the table has it: a tensor valid until
+    /// this call's caller returns (`None`: the producer does not lend tensors).
+    pub(crate) fn borrowed(self, obj: &Bound<'_, PyAny>) -> PyResult<Option<DLTensor>> {
+        let Some(f) = self.0.dltensor_from_py_object_no_sync else {
+            return Ok(None);
+        };
+        let mut out = DLTensor {
+            data: std::ptr::null_mut(),
+            device: dlpark::ffi::DLDevice {
+                device_type: DLDeviceType(0),
+                device_id: 0,
+            },
+            ndim: 0,
+            dtype: dlpark::ffi::DLDataType {
+                code: dlpark::ffi::DLDataTypeCode(0),
+                bits: 0,
+                lanes: 0,
+            },
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        // SAFETY: the producer's function, given an instance of the type its table was found
+        // on and a writable tensor; called holding the GIL, with no exception pending.
+        let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
+        check_call("dltensor_from_py_object_no_sync", rc, PyErr::take(obj.py()))?;
+        Ok(Some(out))
+    }
+
+    /// `current_work_stream` of `device`: the producer's stream (NULL: the legacy default
+    /// stream, as the driver reads a NULL stream).
+    pub(crate) fn current_work_stream(
+        self,
+        py: Python<'_>,
+        device: DlpackDevice,
+    ) -> PyResult<crate::stream::Stream> {
+        let f = self.0.current_work_stream.expect("checked by `read`");
+        let (kind, id) = device.to_pair();
+        let mut out: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the producer's function with a device and a writable out-pointer, called
+        // holding the GIL.
+        let rc = unsafe { f(DLDeviceType(kind as u32), id, &mut out) };
+        check_call("current_work_stream", rc, PyErr::take(py))?;
+        if out.is_null() {
+            return Ok(crate::stream::Stream::LegacyDefault);
+        }
+        crate::stream::Stream::from_raw(out as usize as u64).map_err(|e| {
+            DlpackError::Capsule(format!(
+                "the producer's current_work_stream gave {:#x}: {e}",
+                out as usize
+            ))
+            .into()
+        })
+    }
+}
+
+/// The outcome of a producer's table function: its own exception where it raised one, a
+/// `RuntimeError` where it said -1 without one or 0 with one (that exception its cause).
+fn check_call(name: &str, rc: c_int, raised: Option<PyErr>) -> PyResult<()> {
+    match (rc, raised) {
+        (0, None) => Ok(()),
+        (0, Some(e)) => {
+            let err = PyRuntimeError::new_err(format!(
+                "the producer's {name} returned 0 (success) with an exception set"
+            ));
+            Python::attach(|py| err.set_cause(py, Some(e)));
+            Err(err)
+        }
+        (_, Some(e)) => Err(e),
+        (rc, None) => Err(PyRuntimeError::new_err(format!(
+            "the producer's {name} returned {rc} without setting an exception"
+        ))),
+    }
+}
+
+/// Whether `obj` is a class with `__dlpack_c_exchange_api__` (for the type error of a
+/// consumer that passes an object of another type).
+pub fn wrong_type(obj: &Bound<'_, PyAny>, class: &str) -> PyErr {
+    PyTypeError::new_err(format!(
+        "the exchange table of {class} was given a {}, not a {class}",
+        obj.get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    ))
+}
