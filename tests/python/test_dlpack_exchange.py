@@ -1,0 +1,405 @@
+"""DLPack's C exchange table (`__dlpack_c_exchange_api__`): cai's own table called as a C
+consumer calls it, and cai consuming producers' tables, well-formed and misbehaving (the ctypes
+producers of dlpack_exchange.py)."""
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import cai
+import cai.examples
+import dlpack_exchange as dx
+
+live_exports = cai._native._dlpack_live_exports
+
+
+def cai_objects():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    return {
+        "storage": cai.zeros((3, 4), dtype=np.float32),
+        "host view": cai.as_host_array(a),
+        "derived": cai.examples.Grid(3, 4),
+    }
+
+
+# --- cai's table, called as a C consumer calls it ---------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [cai.HostArrayView, cai.CudaArrayView, cai.DeviceArray, type(cai.zeros(1)), cai.examples.Grid])
+def test_every_class_publishes_a_table(cls):
+    t = dx.read_table(cls)
+    assert t.version == (1, 3)
+    assert t.prev_api is None
+    assert t.functions[dx.DLTENSOR_FROM_PY] is None  # cai lends no tensors: see docs/dlpack.md
+    for slot in (dx.ALLOCATOR, dx.FROM_PY, dx.TO_PY, dx.CURRENT_WORK_STREAM):
+        assert t.functions[slot] is not None, slot
+    # One table per class, made once.
+    assert dx.read_table(cls).address == t.address
+
+
+@pytest.mark.parametrize("name", ["storage", "host view", "derived"])
+def test_from_py_gives_the_data_in_place(name):
+    obj = cai_objects()[name]
+    before = live_exports()
+    m = dx.call_from_py(type(obj), obj)
+    assert m.version == (1, 3)
+    assert live_exports() == before + 1
+    np.testing.assert_array_equal(m.numpy(), np.from_dlpack(obj))
+    assert m.numpy().ctypes.data == np.from_dlpack(obj).ctypes.data
+    m.delete()
+    assert live_exports() == before
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a,
+        lambda a: np.asfortranarray(a),
+        lambda a: a[::-1, ::2],
+        lambda a: a[1:, 1:],
+        lambda a: a[0, 0],
+        lambda a: a[:0],
+    ],
+    ids=["C", "F", "negative", "offset", "0-d", "empty"],
+)
+@pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint16, np.complex64, np.bool_, np.float16])
+def test_from_py_layouts_and_types(view, dtype):
+    a = view(np.arange(30).reshape(5, 6).astype(dtype))
+    v = cai.as_host_array(a)
+    m = dx.call_from_py(type(v), v)
+    np.testing.assert_array_equal(m.numpy(), a)
+    assert m.numpy().dtype == a.dtype
+    m.delete()
+
+
+def test_from_py_says_read_only():
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    v = cai.as_host_array(a)
+    m = dx.call_from_py(type(v), v)
+    assert m.flags & dx.READ_ONLY
+    m.delete()
+    w = cai.as_host_array(np.arange(6.0))
+    m = dx.call_from_py(type(w), w)
+    assert not m.flags & dx.READ_ONLY
+    m.delete()
+
+
+def test_from_py_keeps_the_exporter_alive():
+    before = live_exports()
+    s = cai.zeros(5, dtype=np.int32)
+    np.from_dlpack(s)[:] = 7
+    m = dx.call_from_py(type(s), s)
+    del s
+    gc.collect()
+    np.testing.assert_array_equal(m.numpy(), 7)
+    m.delete()
+    assert live_exports() == before
+
+
+def test_from_py_refuses_another_class_and_what_dlpack_cannot_say():
+    v = cai.as_host_array(np.arange(3.0))
+    with pytest.raises(TypeError, match="exchange table of .*Grid.* was given a HostArrayView"):
+        dx.call_from_py(cai.examples.Grid, v)
+    structured = cai.as_host_array(np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
+    with pytest.raises(BufferError, match="structured"):
+        dx.call_from_py(type(structured), structured)
+
+
+def test_from_py_from_threads():
+    s = cai.zeros((64,), dtype=np.float64)
+    errors = []
+
+    def work():
+        try:
+            for _ in range(200):
+                m = dx.call_from_py(type(s), s)
+                assert m.shape == (64,)
+                m.delete()
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(e)
+
+    before = live_exports()
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert live_exports() == before
+
+
+def test_current_work_stream():
+    cls = type(cai.zeros(1))
+    assert dx.call_current_work_stream(cls, dx.KDLCPU, 0) == 0
+    assert dx.call_current_work_stream(cls, dx.KDLCUDA, 0) == 1  # the legacy default stream
+    assert dx.call_current_work_stream(cls, 13, 1) == 1
+    with pytest.raises(BufferError, match=r"current_work_stream of device \(4, 0\)"):
+        dx.call_current_work_stream(cls, 4, 0)
+
+
+def test_allocator_gives_host_memory():
+    m = dx.call_allocator(cai.HostArrayView, (2, 3), np.float32)
+    assert m.shape == (2, 3) and m.strides == (3, 1) and m.device == (dx.KDLCPU, 0)
+    x = m.numpy()
+    x[:] = 5
+    assert x.sum() == 30
+    m.delete()
+    z = dx.call_allocator(cai.HostArrayView, (), np.int64)
+    assert z.shape is None and z.numpy().shape == ()  # NULL shape: legal for 0-d since 1.3
+    z.delete()
+    e = dx.call_allocator(cai.HostArrayView, (0, 4), np.complex128)
+    assert e.numpy().shape == (0, 4)
+    e.delete()
+
+
+@pytest.mark.parametrize(
+    "shape, device, kind, match",
+    [
+        ((-1, 2), (1, 0), "ValueError", r"prototype.shape\[0\] = -1: negative"),
+        ((2**40, 2**40), (1, 0), "ValueError", "too many"),
+        ((2,), (3, 0), "ValueError", "kDLCUDAHost"),
+        ((2,), (4, 0), "ValueError", r"prototype.device = \(4, 0\)"),
+        ((2,), (1, 1), "ValueError", r"prototype.device = \(1, 1\)"),
+        ((2,), (2, 0), "RuntimeError", "cannot allocate 16 bytes"),
+    ],
+)
+def test_allocator_errors_go_through_set_error(shape, device, kind, match):
+    with pytest.raises(dx.ProducerError, match=match) as e:
+        dx.call_allocator(cai.HostArrayView, shape, np.float64, device)
+    assert e.value.kind == kind
+
+
+def test_to_py_makes_a_cai_view_owning_the_tensor():
+    a = np.arange(6.0).reshape(2, 3)
+    address, owner = dx.make_managed(a)
+    v = dx.call_to_py(cai.HostArrayView, address)
+    assert isinstance(v, cai.HostArrayView)
+    np.testing.assert_array_equal(np.asarray(v), a)
+    assert owner.deleted == 0
+    del v
+    gc.collect()
+    assert owner.deleted == 1 and owner.unknown_deletes == 0
+
+
+def test_to_py_deletes_a_tensor_it_refuses():
+    address, owner = dx.make_managed(np.arange(3.0), device=(4, 0))
+    with pytest.raises(ValueError, match=r"dl_tensor.device"):
+        dx.call_to_py(cai.HostArrayView, address)
+    assert owner.deleted == 1 and not owner.live
+    address, owner = dx.make_managed(np.arange(3.0), version=(2, 0))
+    with pytest.raises(ValueError, match="version"):
+        dx.call_to_py(cai.HostArrayView, address)
+    assert owner.deleted == 1
+
+
+def test_to_py_keeps_read_only():
+    a = np.arange(3.0)
+    a.flags.writeable = False
+    address, owner = dx.make_managed(a)
+    v = dx.call_to_py(type(cai.zeros(1)), address)
+    assert not np.asarray(v).flags.writeable
+    del v
+    gc.collect()
+    assert owner.deleted == 1
+
+
+# --- cai consuming producers' tables ----------------------------------------------------------
+
+
+def test_from_dlpack_uses_the_table():
+    T = dx.make_producer_type(dlpack="raise")
+    a = np.arange(12.0).reshape(3, 4)[:, ::2]
+    v = cai.from_dlpack(T(a))
+    assert T.exchange.calls[dx.FROM_PY] == 1 and T.exchange.dlpack_calls == 0
+    assert T.exchange.calls[dx.CURRENT_WORK_STREAM] == 0  # host memory: no stream to order
+    np.testing.assert_array_equal(np.asarray(v), a)
+    assert np.asarray(v).ctypes.data == a.ctypes.data
+    assert T.exchange.deleted == 0
+    del v
+    gc.collect()
+    assert T.exchange.deleted == 1 and not T.exchange.live and T.exchange.unknown_deletes == 0
+
+
+def test_the_view_outlives_the_producer():
+    T = dx.make_producer_type(dlpack="raise")
+    v = cai.from_dlpack(T(np.arange(5) * 3))
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(v), np.arange(5) * 3)
+
+
+def test_read_only_tensors_stay_read_only():
+    T = dx.make_producer_type(dlpack="raise")
+    a = np.arange(4.0)
+    a.flags.writeable = False
+    v = cai.from_dlpack(T(a))
+    assert not np.asarray(v).flags.writeable
+
+
+def test_copy_and_type_without_table_use_dlpack():
+    T = dx.make_producer_type()
+    v = cai.from_dlpack(T(np.arange(3.0)), copy=True)
+    assert T.exchange.dlpack_calls == 1 and T.exchange.calls[dx.FROM_PY] == 0
+    np.testing.assert_array_equal(np.asarray(v), np.arange(3.0))
+    U = dx.make_producer_type(publish="absent")
+    cai.from_dlpack(U(np.arange(3.0)))
+    assert U.exchange.dlpack_calls == 1
+
+
+@pytest.mark.parametrize(
+    "version, chain, used",
+    [
+        ((1, 3), None, "table"),
+        ((1, 2), None, "table"),
+        ((1, 9), None, "table"),
+        ((1, 1), None, "dlpack"),
+        ((0, 9), None, "dlpack"),
+        ((2, 0), None, "dlpack"),
+        ((2, 0), (1, 3), "older table"),
+        ((3, 0), (2, 0), "dlpack"),
+    ],
+)
+def test_versions_and_prev_api(version, chain, used):
+    older = dx.make_producer_type(version=chain, dlpack="raise") if chain else None
+    T = dx.make_producer_type(version=version, prev_api=older.exchange if older else None)
+    v = cai.from_dlpack(T(np.arange(4.0)))
+    np.testing.assert_array_equal(np.asarray(v), np.arange(4.0))
+    calls = {
+        "table": T.exchange.calls[dx.FROM_PY],
+        "older table": older.exchange.calls[dx.FROM_PY] if older else 0,
+        "dlpack": T.exchange.dlpack_calls,
+    }
+    assert calls[used] == 1, calls
+    assert sum(calls.values()) == 1, calls
+
+
+def test_a_cycle_of_tables_ends():
+    T = dx.make_producer_type(version=(2, 0))
+    T.exchange.table.header.prev_api = T.exchange.address  # itself
+    cai.from_dlpack(T(np.arange(2.0)))
+    assert T.exchange.dlpack_calls == 1
+
+
+@pytest.mark.parametrize(
+    "publish, name, match",
+    [
+        ("capsule", b"not_the_api", "not a capsule named 'dlpack_exchange_api'"),
+        ("int", b"dlpack_exchange_api", "not a capsule named 'dlpack_exchange_api'"),
+        ("none", b"dlpack_exchange_api", "None is not a capsule"),
+    ],
+)
+def test_malformed_attributes_are_named(publish, name, match):
+    T = dx.make_producer_type(publish=publish, capsule_name=name)
+    with pytest.raises(ValueError, match=match):
+        cai.from_dlpack(T(np.arange(2.0)))
+    assert T.exchange.calls[dx.FROM_PY] == 0
+
+
+@pytest.mark.parametrize("slot", [dx.FROM_PY, dx.CURRENT_WORK_STREAM])
+def test_a_required_function_missing_is_named(slot):
+    T = dx.make_producer_type(null=(slot,))
+    with pytest.raises(ValueError, match=f"`{slot}` is NULL"):
+        cai.from_dlpack(T(np.arange(2.0)))
+
+
+def test_optional_functions_may_be_null():
+    T = dx.make_producer_type(null=(dx.ALLOCATOR, dx.TO_PY, dx.DLTENSOR_FROM_PY), dlpack="raise")
+    np.testing.assert_array_equal(np.asarray(cai.from_dlpack(T(np.arange(2.0)))), np.arange(2.0))
+
+
+@pytest.mark.parametrize(
+    "mode, error, match",
+    [
+        ("raise", KeyError, "the producer's own"),
+        ("memory_error", MemoryError, None),
+        ("silent", RuntimeError, "managed_tensor_from_py_object_no_sync returned -1 without setting an exception"),
+        ("zero_with_error", RuntimeError, r"returned 0 \(success\) with an exception set"),
+        ("null_out", ValueError, "returned 0 but no tensor"),
+    ],
+)
+def test_misbehaving_from_py(mode, error, match):
+    T = dx.make_producer_type(modes={dx.FROM_PY: mode}, exc=KeyError("the producer's own"))
+    with pytest.raises(error, match=match) as e:
+        cai.from_dlpack(T(np.arange(2.0)))
+    if mode == "zero_with_error":
+        assert isinstance(e.value.__cause__, MemoryError)
+    gc.collect()
+    assert not T.exchange.live and T.exchange.unknown_deletes == 0  # nothing leaked or freed twice
+    assert not T.exchange.errors
+
+
+@pytest.mark.parametrize(
+    "tensor, match",
+    [
+        ({"null_shape": True}, r"`dl_tensor.shape` = NULL"),
+        ({"tensor_version": (2, 0)}, "version"),
+        ({"device": (4, 0)}, r"dl_tensor.device"),
+    ],
+)
+def test_malformed_tensors_are_deleted_once(tensor, match):
+    T = dx.make_producer_type(dlpack="raise", **tensor)
+    with pytest.raises(ValueError, match=match):
+        cai.from_dlpack(T(np.arange(3.0)))
+    gc.collect()
+    assert T.exchange.deleted == 1 and not T.exchange.live and T.exchange.unknown_deletes == 0
+
+
+def test_null_strides_are_c_order_and_0d_has_no_shape():
+    T = dx.make_producer_type(dlpack="raise", null_strides=True)
+    np.testing.assert_array_equal(np.asarray(cai.from_dlpack(T(np.arange(6.0).reshape(2, 3)))), np.arange(6.0).reshape(2, 3))
+    U = dx.make_producer_type(dlpack="raise", null_shape=True, null_strides=True)
+    assert np.asarray(cai.from_dlpack(U(np.array(4.5)))) == 4.5
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_deleter_that_raises_loses_no_exception():
+    T = dx.make_producer_type(dlpack="raise", deleter_raises=True)
+    v = cai.from_dlpack(T(np.arange(2.0)))
+    with pytest.raises(ZeroDivisionError):
+        try:
+            1 / 0
+        finally:
+            del v
+            gc.collect()
+    assert T.exchange.deleted == 1
+
+
+def test_tables_are_cached_per_type_and_types_are_freed():
+    made = []
+    for i in range(40):  # more types than the cache holds
+        T = dx.make_producer_type(f"P{i}", dlpack="raise")
+        made.append(T.exchange)
+        cai.from_dlpack(T(np.arange(2.0)))
+    gc.collect()
+    assert all(c.calls[dx.FROM_PY] == 1 for c in made)
+
+
+def test_with_dlpack_lends_where_the_table_does():
+    hook = cai._native._with_dlpack_ns
+    T = dx.make_producer_type(dlpack="raise")
+    _, readonly = hook(T(np.arange(3.0)), 3)
+    assert readonly  # lent: the tensor cannot say whether it may be written
+    assert T.exchange.calls[dx.DLTENSOR_FROM_PY] == 3 and T.exchange.calls[dx.FROM_PY] == 0
+    U = dx.make_producer_type(dlpack="raise", null=(dx.DLTENSOR_FROM_PY,))
+    _, readonly = hook(U(np.arange(3.0)), 2)
+    assert not readonly and U.exchange.calls[dx.FROM_PY] == 2
+    gc.collect()
+    assert U.exchange.deleted == 2
+    V = dx.make_producer_type(dlpack="raise", modes={dx.DLTENSOR_FROM_PY: "raise"}, exc=OSError("lent no tensor"))
+    with pytest.raises(OSError, match="lent no tensor"):
+        hook(V(np.arange(3.0)), 1)
+
+
+def test_cai_consumes_its_own_table():
+    before = live_exports()
+    s = cai.zeros((2, 3), dtype=np.int16)
+    np.from_dlpack(s)[:] = 4
+    v = cai.from_dlpack(s)
+    assert isinstance(v, cai.HostArrayView)
+    np.testing.assert_array_equal(np.asarray(v), 4)
+    assert live_exports() == before + 1
+    del v
+    gc.collect()
+    assert live_exports() == before
