@@ -50,8 +50,9 @@ if command -v objdump >/dev/null; then
 fi
 
 cp -r tests/gpu "$out/tests"
-# The ctypes DLPack producer both suites build malformed tensors with.
-cp tests/python/dlpack_producer.py "$out/tests/"
+# The ctypes DLPack producer both suites build malformed tensors with, and the exchange-table
+# toolkit that calls any type's table as a C consumer does.
+cp tests/python/dlpack_producer.py tests/python/dlpack_exchange.py "$out/tests/"
 rm -rf "$out/tests/__pycache__"
 cp benches/gpu_bench.py "$out/"
 cp scripts/gpu-run.sh "$out/run.sh"

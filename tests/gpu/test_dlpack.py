@@ -38,14 +38,34 @@ def test_dlpack_device_of_device_and_managed_memory():
     assert cai.zeros(4).__dlpack_device__() == (1, 0)
 
 
+class OnlyDlpack:
+    """`obj`'s `__dlpack__` alone (no exchange table on this type)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __dlpack__(self, **kwargs):
+        return self.obj.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.obj.__dlpack_device__()
+
+
+@pytest.mark.parametrize(
+    "path, plan",
+    # The exchange table orders nothing: cai orders the producer's current work stream (the
+    # legacy default stream, after which cai's table ordered the array's own) before the
+    # reader's. `__dlpack__` orders the reader's stream itself.
+    [("table", "event-wait"), ("__dlpack__", "none: ordered by the producer")],
+)
 @pytest.mark.parametrize("non_blocking", [False, True])
-def test_the_consumers_stream_waits_for_the_producers_work(non_blocking):
+def test_the_consumers_stream_waits_for_the_producers_work(non_blocking, path, plan):
     reader = cai.DeviceArray(np.zeros(1, dtype=np.uint8), non_blocking=True)
     for value in (5, 6):
         a = pending(value, non_blocking=non_blocking)
-        v = cai.from_dlpack(a, stream=reader.stream)
+        v = cai.from_dlpack(a if path == "table" else OnlyDlpack(a), stream=reader.stream)
         assert isinstance(v, cai.CudaArrayView)
-        assert v.sync_plan == "none: ordered by the producer" and v.consumer_stream == reader.stream
+        assert v.sync_plan == plan and v.consumer_stream == reader.stream
         assert (v.ptr, v.shape, v.typestr) == (a.ptr, (1 << 16,), "|u1")
         assert (items(v, np.uint8)[-64:] == value).all()
         a.synchronize()

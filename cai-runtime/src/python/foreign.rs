@@ -278,7 +278,10 @@ impl<S: Space> ForeignArray<S> {
             consumer_device: None,
         };
         if !S::DEVICE {
-            if let super::dlpack::Producer::Current(Some(stream)) = producer {
+            if let super::dlpack::Producer::Current(Some(stream)) = producer
+                && options.sync
+                && !crate::sync::ignore_streams()
+            {
                 // A host reader of host-accessible CUDA memory reads as soon as this returns.
                 // SAFETY: the producer's current work stream, which its table gave: the
                 // producer answers for it, as for the data.
@@ -297,6 +300,18 @@ impl<S: Space> ForeignArray<S> {
                 a.descriptor.stream = S::stream_entry(stream);
                 a.prepare_device()?;
                 a.check_claimed_device(device_id)?;
+                if stream.is_some() && options.sync && !crate::sync::ignore_streams() {
+                    if options.mode == crate::sync::SyncMode::Synchronize {
+                        // Any stream may use the data afterwards, as after `__dlpack__`.
+                        if a.sync_plan == SyncPlan::Nothing(NoSyncReason::SameStream) {
+                            a.wait_for_the_producer()?;
+                        }
+                    } else {
+                        // The data is ready on the consumer's stream: the view's own exports
+                        // say so, as after `__dlpack__`.
+                        a.descriptor.stream = S::stream_entry(Some(options.consumer.stream()));
+                    }
+                }
                 return Ok(a);
             }
         };

@@ -379,7 +379,7 @@ impl<S: Space> ForeignArray<S> {
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
         {
-            let (tensor, _, producer) = from_table(obj, table, options)?;
+            let (tensor, _, producer) = from_table(obj, table)?;
             return Self::from_tensor(tensor, Some(obj), options, producer);
         }
         if S::DEVICE {
@@ -457,9 +457,8 @@ impl<S: Space> ForeignArray<S> {
                 Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
                 _ => None,
             };
-            let ordered = options.sync && !crate::sync::ignore_streams();
             let stream = match place {
-                Some(d) if ordered && d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
+                Some(d) if d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
                 _ => None,
             };
             let layout = descriptor.layout().map_err(|e| {
@@ -524,12 +523,11 @@ impl<S: Space> ForeignArray<S> {
 fn from_table(
     obj: &Bound<'_, PyAny>,
     table: super::exchange::Table,
-    options: &ImportOptions,
 ) -> PyResult<(ImportedTensor, DlpackDevice, Producer)> {
     let tensor = table.managed(obj)?;
     let device = tensor.device()?;
-    let ordered = options.sync && !crate::sync::ignore_streams();
-    let stream = if ordered && device.is_cuda() {
+    // (Asked even where streams are not ordered: the import's plan says why it orders none.)
+    let stream = if device.is_cuda() {
         Some(table.current_work_stream(obj.py(), device)?)
     } else {
         None
@@ -551,7 +549,7 @@ impl super::AnyForeignArray {
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
         {
-            let (tensor, device, producer) = from_table(obj, table, options)?;
+            let (tensor, device, producer) = from_table(obj, table)?;
             return Ok(if device.is_cuda() {
                 A::Device(ForeignArray::from_tensor(
                     tensor,
