@@ -3,6 +3,7 @@ and on the emulated driver), and PyTorch's table (2.11+) read by cai (a GPU only
 place, its stream ordered after torch's current stream, bf16 kept."""
 
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ import cai
 import dlpack_exchange as dx
 
 from test_dlpack import pending
+
+EMULATED = bool(os.environ.get("CAI_GPU_SUITE_EMULATED"))
 
 
 def test_cais_table_exports_device_memory_ordered_before_the_legacy_stream():
@@ -56,6 +59,16 @@ def test_cai_reads_its_own_device_table():
     assert v.sync_plan == "event-wait" and v.consumer_stream == reader.stream
     assert v.__cuda_array_interface__["stream"] == reader.stream  # where the data is ready
     assert (np.frombuffer(v.copy_to_host(), dtype=np.uint8)[-64:] == 9).all()
+
+
+@pytest.mark.skipif(not EMULATED, reason="a bogus stream handle is undefined behaviour on a real driver; the emulator reports it")
+def test_a_bogus_current_work_stream_is_named():
+    # A tensor said to be on device 0 (its pointer unchecked), with a stream that is none.
+    T = dx.make_producer_type(dlpack="raise", device=(dx.KDLCUDA, 0), stream=0xDEADBEEF)
+    with pytest.raises(ValueError, match=r"the stream the producer's current_work_stream gave \(3735928559\)"):
+        cai.from_dlpack(T(np.empty(4, dtype=np.float32)), check_pointer=False)
+    gc.collect()
+    assert T.exchange.deleted == 1 and not T.exchange.live
 
 
 # --- PyTorch's table (a GPU only) ---------------------------------------------------------------

@@ -10,6 +10,7 @@ something must observe it, so an unordered read is stale every time, and each ha
 has its control). What it cannot: kernels, timing, and a real GPU's behaviour (the GPU suite).
 """
 
+import gc
 import os
 import sys
 
@@ -24,6 +25,9 @@ from cuda.core import Buffer, Device, LegacyPinnedMemoryResource  # noqa: E402
 from cuda.core.utils import StridedMemoryView  # noqa: E402
 
 nc = pytest.importorskip("numba.cuda")
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import dlpack_exchange as dx  # noqa: E402 (the exchange-table toolkit of tests/python)
 
 DTYPES = [np.float32, np.float64, np.int16, np.uint8, np.complex64, np.float16]
 
@@ -210,6 +214,40 @@ def test_cai_imports_a_strided_memory_view(device):
     w = cai.from_dlpack(v)  # a StridedMemoryView speaks DLPack (not the CUDA Array Interface)
     assert w.ptr == a.ptr and w.shape == (3, 4)
     assert np.frombuffer(w.copy_to_host(), dtype=np.int16).tolist() == list(range(12))
+
+
+def test_cai_reads_a_strided_memory_view_through_its_table(device):
+    # cuda.core 1.2's StridedMemoryView publishes DLPack's exchange table (all five functions);
+    # its current_work_stream is NULL (cuda.core keeps no current stream): the legacy default
+    # stream, which cai orders before the reader's stream.
+    t = dx.read_table(StridedMemoryView)
+    assert t.version == (1, 3) and all(t.functions.values())
+    a = cai.DeviceArray(np.arange(12, dtype=np.int16).reshape(3, 4))
+    a.synchronize()
+    v = StridedMemoryView.from_cuda_array_interface(a, stream_ptr=-1)
+    reader = cai.DeviceArray(np.zeros(1, dtype=np.uint8), non_blocking=True)
+    w = cai.from_dlpack(v, stream=reader.stream)
+    assert w.sync_plan == "event-wait"  # the table's way; __dlpack__ orders the stream itself
+    assert w.ptr == a.ptr and w.shape == (3, 4)
+    assert np.frombuffer(w.copy_to_host(), dtype=np.int16).tolist() == list(range(12))
+    h = StridedMemoryView.from_dlpack(np.arange(6.0), stream_ptr=-1)
+    np.testing.assert_array_equal(np.asarray(cai.from_dlpack(h)), np.arange(6.0))
+
+
+def test_tensors_pass_between_cai_and_cuda_core_tables(device):
+    a = cai.DeviceArray(np.arange(8, dtype=np.float32))
+    a.synchronize()
+    # cai's tensor to a StridedMemoryView (its managed_tensor_to_py_object_no_sync)...
+    o = dx.call_to_py(StridedMemoryView, dx.call_from_py(type(a), a))
+    assert isinstance(o, StridedMemoryView) and o.ptr == a.ptr and o.shape == (8,)
+    assert host_bytes(device, o.ptr, 32, device.create_stream()) == np.arange(8, dtype=np.float32).tobytes()
+    # ...and cuda.core's tensor to a cai view (cai's).
+    m = dx.call_from_py(StridedMemoryView, o)
+    x = dx.call_to_py(cai.CudaArrayView, m)
+    assert isinstance(x, cai.CudaArrayView) and x.ptr == a.ptr
+    assert x.copy_to_host() == np.arange(8, dtype=np.float32).tobytes()
+    del o, x
+    gc.collect()
 
 
 # --- numba-cuda, both ways ---------------------------------------------------------------------

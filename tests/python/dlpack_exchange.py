@@ -174,7 +174,7 @@ def make_managed(array, **knobs):
 
 # --- producer ---------------------------------------------------------------------------------
 
-MODES = ("ok", "raise", "memory_error", "silent", "zero_with_error", "null_out", "set_error", None)
+MODES = ("ok", "raise", "memory_error", "silent", "zero_with_error", "null_out", "set_error", "fail_after_out", None)
 
 
 class Control(Owner):
@@ -187,6 +187,8 @@ class Control(Owner):
       "silent" (-1, no exception); "zero_with_error" (does its work, returns 0 with MemoryError
       set); "null_out" (0 with the output NULL; dltensor_from_py leaves its DLTensor unwritten);
       "set_error" (the allocator only: calls SetError(ctx, "MemoryError", ...) and returns -1);
+      "fail_after_out" (managed_tensor_from_py_object_no_sync only: writes a tensor to `out`,
+      then fails as C code often does, deleting it itself and returning -1 with MemoryError);
       `None`: the slot is NULL.
     - `errors`: exceptions the callbacks raised (each returned -1 with MemoryError set).
     - `stream`: what current_work_stream writes; `stream_calls`: its (device_type, device_id)s.
@@ -229,6 +231,8 @@ class Control(Owner):
             raise ValueError("mode 'raise' needs a function whose first argument is the object")
         if mode == "set_error" and slot != ALLOCATOR:
             raise ValueError("mode 'set_error' is the allocator's")
+        if mode == "fail_after_out" and slot != FROM_PY:
+            raise ValueError("mode 'fail_after_out' is managed_tensor_from_py_object_no_sync's")
         if exc is not None:
             self.exc = exc
         self.modes[slot] = mode
@@ -273,7 +277,11 @@ class Control(Owner):
         if self.modes[FROM_PY] == "null_out":
             _write_pointer(out, None)
             return 0
-        _write_pointer(out, self.managed(_obj(py_object).array, **self.tensor))
+        address = self.managed(_obj(py_object).array, **self.tensor)
+        _write_pointer(out, address)
+        if self.modes[FROM_PY] == "fail_after_out":
+            Managed(address).delete()
+            return _with_memory_error(-1)
         return self._done(FROM_PY)
 
     def _dltensor_from_py(self, py_object, out):

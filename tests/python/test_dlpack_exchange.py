@@ -285,16 +285,42 @@ def test_a_cycle_of_tables_ends():
 @pytest.mark.parametrize(
     "publish, name, match",
     [
-        ("capsule", b"not_the_api", "not a capsule named 'dlpack_exchange_api'"),
-        ("int", b"dlpack_exchange_api", "not a capsule named 'dlpack_exchange_api'"),
-        ("none", b"dlpack_exchange_api", "None is not a capsule"),
+        ("capsule", b"not_the_api", "a capsule named 'not_the_api', not 'dlpack_exchange_api'"),
+        ("null_pointer", b"dlpack_exchange_api", "a capsule holding NULL"),
     ],
 )
-def test_malformed_attributes_are_named(publish, name, match):
+def test_malformed_capsules_are_named(publish, name, match):
     T = dx.make_producer_type(publish=publish, capsule_name=name)
     with pytest.raises(ValueError, match=match):
         cai.from_dlpack(T(np.arange(2.0)))
-    assert T.exchange.calls[dx.FROM_PY] == 0
+    assert T.exchange.calls[dx.FROM_PY] == 0 and T.exchange.dlpack_calls == 0
+
+
+@pytest.mark.parametrize("publish", ["none", "int"])
+def test_values_that_are_no_capsule_mean_no_table(publish):
+    # None switches a table off; an address as an int is never dereferenced (any Python code
+    # can write one): `__dlpack__` is used.
+    T = dx.make_producer_type(publish=publish)
+    np.testing.assert_array_equal(np.asarray(cai.from_dlpack(T(np.arange(2.0)))), np.arange(2.0))
+    assert T.exchange.calls[dx.FROM_PY] == 0 and T.exchange.dlpack_calls == 1
+
+
+def test_a_device_tensor_for_a_host_import_is_refused_before_its_stream_is_asked():
+    T = dx.make_producer_type(dlpack="raise", device=(dx.KDLCUDA, 0))
+    with pytest.raises(BufferError, match=r"the tensor is on \(2, 0\)"):
+        cai._native._import_dlpack_ns(T(np.arange(2.0)), 1)
+    assert T.exchange.stream_calls == []
+    gc.collect()
+    assert T.exchange.deleted == 1 and not T.exchange.live
+
+
+def test_a_shape_that_overflows_is_named():
+    address, owner = dx.make_managed(np.zeros((2, 3)))
+    t = dx.DLManagedTensorVersioned.from_address(address).dl_tensor
+    t.shape[0] = t.shape[1] = 2**40
+    with pytest.raises(ValueError, match=r"`dl_tensor.shape and strides` = \[1099511627776, 1099511627776\]"):
+        dx.call_to_py(cai.HostArrayView, address)
+    assert owner.deleted == 1
 
 
 @pytest.mark.parametrize("slot", [dx.FROM_PY, dx.CURRENT_WORK_STREAM])
@@ -317,6 +343,8 @@ def test_optional_functions_may_be_null():
         ("silent", RuntimeError, "managed_tensor_from_py_object_no_sync returned -1 without setting an exception"),
         ("zero_with_error", RuntimeError, r"returned 0 \(success\) with an exception set"),
         ("null_out", ValueError, "returned 0 but no tensor"),
+        # A producer that wrote `out`, then failed and freed it: `out` is not the consumer's.
+        ("fail_after_out", MemoryError, None),
     ],
 )
 def test_misbehaving_from_py(mode, error, match):

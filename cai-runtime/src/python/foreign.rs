@@ -298,7 +298,26 @@ impl<S: Space> ForeignArray<S> {
                 // As a CUDA Array Interface import: the consumer's stream waits for the
                 // producer's (an event), or the host for it, as the options say.
                 a.descriptor.stream = S::stream_entry(stream);
-                a.prepare_device()?;
+                match a.prepare_device() {
+                    Ok(()) => {}
+                    // Past the pointer check, an error is the ordering's: named for what gave
+                    // the stream (the table, not a descriptor's `stream`), its type kept.
+                    Err(e) if !options.check_pointer || a.attributes.is_some() => {
+                        return Err(Python::attach(|py| {
+                            let err = PyErr::from_type(
+                                e.get_type(py),
+                                format!(
+                                    "the stream the producer's current_work_stream gave ({}): {}",
+                                    stream.map_or(0, crate::stream::Stream::as_raw),
+                                    e.value(py)
+                                ),
+                            );
+                            err.set_cause(py, Some(e));
+                            err
+                        }));
+                    }
+                    Err(e) => return Err(e),
+                }
                 a.check_claimed_device(device_id)?;
                 if stream.is_some() && options.sync && !crate::sync::ignore_streams() {
                     if options.mode == crate::sync::SyncMode::Synchronize {

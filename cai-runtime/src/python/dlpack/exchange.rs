@@ -417,16 +417,27 @@ impl Table {
             ))
         };
         let p = capsule.as_ptr();
-        // SAFETY: `p` is a live object; PyCapsule_IsValid accepts any object and raises nothing.
+        // SAFETY: `p` is a live object: PyCapsule_CheckExact reads its type.
+        if unsafe { ffi::PyCapsule_CheckExact(p) } == 0 {
+            // Not a capsule (None, to switch a table off; an address as an int, which cai does
+            // not dereference, since any Python code can write one): no table cai reads.
+            return Ok(None);
+        }
+        // SAFETY: `p` is a live capsule; PyCapsule_IsValid raises nothing.
         if unsafe { ffi::PyCapsule_IsValid(p, EXCHANGE_API.as_ptr()) } != 1 {
-            return Err(bad(format!(
-                "{} is not a capsule named 'dlpack_exchange_api'",
-                capsule
-                    .repr()
-                    .map(|r| crate::shown::shorten(&r.to_string_lossy()).into_owned())
-                    .unwrap_or_else(|_| "<unprintable>".to_owned())
-            ))
-            .into());
+            // SAFETY: `p` is a capsule: GetName returns its name, or null (an invalid capsule:
+            // one holding NULL) with an exception set, cleared here (no Python code runs).
+            let name = unsafe { ffi::PyCapsule_GetName(p) };
+            let why = if name.is_null() {
+                // SAFETY: as above.
+                unsafe { ffi::PyErr_Clear() };
+                "a capsule holding NULL (or with no name), not a valid 'dlpack_exchange_api' capsule".to_owned()
+            } else {
+                // SAFETY: a capsule's name is a NUL-terminated string it keeps.
+                let name = unsafe { CStr::from_ptr(name) }.to_string_lossy();
+                format!("a capsule named '{name}', not 'dlpack_exchange_api'")
+            };
+            return Err(bad(why).into());
         }
         // SAFETY: a valid capsule of this name: its pointer is non-null.
         let mut header = unsafe { ffi::PyCapsule_GetPointer(p, EXCHANGE_API.as_ptr()) }
@@ -479,9 +490,12 @@ impl Table {
         // on and a writable out-pointer; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
         let raised = PyErr::take(py);
+        // Only a call that returned 0 hands a tensor over ("NULL on failure": a producer that
+        // failed after writing `out` may have freed it already).
         let tensor = NonNull::new(out)
-            // SAFETY: an owning tensor the producer handed over (whatever else it said): ours
-            // to delete, once.
+            .filter(|_| rc == 0)
+            // SAFETY: an owning tensor the producer handed over: ours to delete, once (also
+            // where it returned 0 with an exception set, which is refused below).
             .map(|p| unsafe { ImportedTensor::from_raw(p) });
         check_call("managed_tensor_from_py_object_no_sync", rc, raised)?;
         tensor.ok_or_else(|| {

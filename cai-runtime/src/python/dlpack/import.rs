@@ -379,7 +379,7 @@ impl<S: Space> ForeignArray<S> {
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
         {
-            let (tensor, _, producer) = from_table(obj, table)?;
+            let (tensor, _, producer) = from_table(obj, table, check_space::<S>)?;
             return Self::from_tensor(tensor, Some(obj), options, producer);
         }
         if S::DEVICE {
@@ -461,13 +461,7 @@ impl<S: Space> ForeignArray<S> {
                 Some(d) if d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
                 _ => None,
             };
-            let layout = descriptor.layout().map_err(|e| {
-                field(
-                    "dl_tensor.strides",
-                    format!("{:?}", descriptor.strides),
-                    e.to_string(),
-                )
-            })?;
+            let layout = layout_of(&descriptor)?;
             // (The owner is held for the call: what keeps the lent memory alive.)
             let a = ForeignArray::from_dlpack_parts(
                 descriptor,
@@ -502,13 +496,7 @@ impl<S: Space> ForeignArray<S> {
             Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
             _ => None,
         };
-        let layout = descriptor.layout().map_err(|e| {
-            field(
-                "dl_tensor.strides",
-                format!("{:?}", descriptor.strides),
-                e.to_string(),
-            )
-        })?;
+        let layout = layout_of(&descriptor)?;
         let mut held = Held::default();
         held.tensor(tensor);
         ForeignArray::from_dlpack_parts(
@@ -523,9 +511,11 @@ impl<S: Space> ForeignArray<S> {
 fn from_table(
     obj: &Bound<'_, PyAny>,
     table: super::exchange::Table,
+    check: impl FnOnce(DlpackDevice) -> Result<(), DlpackError>,
 ) -> PyResult<(ImportedTensor, DlpackDevice, Producer)> {
     let tensor = table.managed(obj)?;
     let device = tensor.device()?;
+    check(device)?;
     // (Asked even where streams are not ordered: the import's plan says why it orders none.)
     let stream = if device.is_cuda() {
         Some(table.current_work_stream(obj.py(), device)?)
@@ -549,7 +539,7 @@ impl super::AnyForeignArray {
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
         {
-            let (tensor, device, producer) = from_table(obj, table)?;
+            let (tensor, device, producer) = from_table(obj, table, |_| Ok(()))?;
             return Ok(if device.is_cuda() {
                 A::Device(ForeignArray::from_tensor(
                     tensor,
@@ -572,6 +562,22 @@ impl super::AnyForeignArray {
             A::Host(ForeignArray::from_dlpack_with(obj, options, copy)?)
         })
     }
+}
+
+/// The layout of a tensor's descriptor; an error names the shape and strides (in bytes, as
+/// read), whichever makes the span overflow.
+fn layout_of<S: Space>(d: &ArrayDescriptor<S>) -> Result<crate::layout::Layout, DlpackError> {
+    d.layout().map_err(|e| {
+        let strides = match &d.strides {
+            Some(s) => format!("{s:?} (bytes)"),
+            None => "NULL (C order)".to_owned(),
+        };
+        field(
+            "dl_tensor.shape and strides",
+            format!("{:?} and {strides}", d.shape),
+            e.to_string(),
+        )
+    })
 }
 
 /// What a DLPack producer did about streams.
