@@ -20,7 +20,7 @@ enum Imported {
 /// of `CudaArrayView` and `HostArrayView`.
 // `sequence`: `len()` fills the C sequence slot, which the C API's sequence functions read.
 #[pyclass(module = "cai", frozen, subclass, sequence)]
-pub struct ArrayView(Imported);
+pub struct ArrayView(Imported, cpy::DlpackCache);
 
 impl ArrayView {
     fn descr(&self) -> Option<&cai_runtime::Descr> {
@@ -92,6 +92,10 @@ impl cpy::Exporter for ArrayView {
             return self.dtype(py).map(Some);
         }
         Ok(None)
+    }
+    /// An import's descriptor is fixed when it is made.
+    fn dlpack_cache(&self) -> Option<&cpy::DlpackCache> {
+        Some(&self.1)
     }
 }
 
@@ -246,14 +250,16 @@ pub(crate) fn new_cuda_view(
 ) -> PyResult<Py<CudaArrayView>> {
     Py::new(
         py,
-        PyClassInitializer::from(ArrayView(Imported::Cuda(a))).add_subclass(CudaArrayView),
+        PyClassInitializer::from(ArrayView(Imported::Cuda(a), Default::default()))
+            .add_subclass(CudaArrayView),
     )
 }
 
 pub(crate) fn new_host_view(py: Python<'_>, a: ForeignArray<Host>) -> PyResult<Py<HostArrayView>> {
     Py::new(
         py,
-        PyClassInitializer::from(ArrayView(Imported::Host(a))).add_subclass(HostArrayView),
+        PyClassInitializer::from(ArrayView(Imported::Host(a), Default::default()))
+            .add_subclass(HostArrayView),
     )
 }
 

@@ -1,6 +1,6 @@
 """Type stubs for cai._native (the compiled part of cai)."""
 
-from typing import Any, Iterator, Literal, Optional, Sequence, final
+from typing import Any, ClassVar, Iterator, Literal, Optional, Sequence, final
 
 from typing_extensions import CapsuleType, disjoint_base
 
@@ -31,6 +31,7 @@ class Grid:
         copy: Optional[bool] = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @final
 class Counts:
@@ -48,6 +49,7 @@ class Counts:
         copy: Optional[bool] = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 def counts(n: int) -> Counts: ...
 
@@ -78,6 +80,7 @@ class DeviceMatrix:
         copy: Optional[bool] = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @final
 class Buffer:
@@ -105,6 +108,7 @@ class Buffer:
         copy: Optional[bool] = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @disjoint_base
 class ArrayView:
@@ -155,6 +159,7 @@ class ArrayView:
         copy: Optional[bool] = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @final
 class CudaArrayView(ArrayView):
@@ -284,6 +289,7 @@ class DeviceArray:
         copy: Optional[bool] = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 _Shape = Sequence[int] | int
 _Halo = Sequence[int | tuple[int, int]]
@@ -368,6 +374,7 @@ class Storage:
         copy: Optional[bool] = None,
     ) -> CapsuleType: ...
     def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
     @property
     def __gt_data_interface__(self) -> dict[Optional[str], _Descriptor]: ...
     def __array__(self, dtype: _DType = None, copy: Optional[bool] = None) -> Any: ...

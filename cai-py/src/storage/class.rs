@@ -32,6 +32,8 @@ use pyo3::types::{PyDict, PyTuple};
 pub struct PyStorage {
     pub(super) inner: Storage,
     dtype: Py<PyAny>,
+    /// DLPack's exports of the host side (which never changes) share what this keeps.
+    dlpack: cpy::DlpackCache,
 }
 
 /// GDP-3's storage types ("Storage Types"): the class of a storage says where its buffers are
@@ -103,12 +105,22 @@ impl PyStorage {
 
     pub(super) fn new_py(py: Python<'_>, inner: Storage, dtype: &Dtype) -> PyResult<Py<PyStorage>> {
         let dtype = dtype.numpy.clone().unbind();
-        PyStorage { inner, dtype }.into_object(py)
+        PyStorage {
+            inner,
+            dtype,
+            dlpack: cpy::DlpackCache::default(),
+        }
+        .into_object(py)
     }
 
     fn view(&self, py: Python<'_>, inner: Storage) -> PyResult<Py<PyStorage>> {
         let dtype = self.dtype.clone_ref(py);
-        PyStorage { inner, dtype }.into_object(py)
+        PyStorage {
+            inner,
+            dtype,
+            dlpack: cpy::DlpackCache::default(),
+        }
+        .into_object(py)
     }
 
     /// The Python object, of the storage type its buffers make it.
@@ -201,6 +213,10 @@ impl cpy::Exporter for PyStorage {
     /// The storage's own `numpy.dtype` (structured types, bf16 and datetimes exactly).
     fn numpy_dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         Ok(Some(self.dtype.bind(py).clone()))
+    }
+    /// A storage's buffers, geometry and element type are fixed when it is made.
+    fn dlpack_cache(&self) -> Option<&cpy::DlpackCache> {
+        Some(&self.dlpack)
     }
 }
 

@@ -93,4 +93,4 @@ pub use export::{add_classes, array_interface, cuda_array_interface, to_dict};
 pub use foreign::{ForeignArray, ForeignDeviceArray, ForeignHostArray, Typed, TypedMut, ViewError};
 pub(crate) use memo::Memo;
 pub use parse::stream_argument;
-pub use protocol::{Export, Exporter, Side};
+pub use protocol::{DlpackCache, Export, Exporter, Side};

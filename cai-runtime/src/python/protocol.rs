@@ -165,6 +165,52 @@ pub trait Exporter {
         let _ = py;
         Ok(None)
     }
+
+    /// Where an exporter whose host side never changes (its memory, layout, type and
+    /// read-only flag fixed for its life: a storage, an import's view) keeps what its DLPack
+    /// exports of it share, made at the first: `__dlpack__` and the exchange table then build
+    /// no descriptor. `None` (the default): built on every export.
+    fn dlpack_cache(&self) -> Option<&DlpackCache> {
+        None
+    }
+}
+
+/// What an exporter's DLPack exports of its unchanging host side share
+/// ([`Exporter::dlpack_cache`]); empty until the first export.
+#[derive(Default)]
+pub struct DlpackCache(std::sync::OnceLock<Option<super::dlpack::Template>>);
+
+impl std::fmt::Debug for DlpackCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DlpackCache")
+            .field("made", &self.0.get().is_some())
+            .finish()
+    }
+}
+
+/// The host export of `e` for `request` through its [`DlpackCache`], where it has one and the
+/// request shares the memory as it is; `None`: the full export is needed.
+fn cached_host_export(
+    exporter: &Bound<'_, PyAny>,
+    e: &dyn Exporter,
+    request: &super::DlpackRequest,
+    what: &str,
+) -> PyResult<Option<super::dlpack::ManagedExport>> {
+    let Some(cache) = e.dlpack_cache().filter(|_| request.shares_host()) else {
+        return Ok(None);
+    };
+    let template = match cache.0.get() {
+        Some(t) => t,
+        None => {
+            let x = side_of(e, Side::Host, false, what, |e| e.host())?.resolve(what)?;
+            cache.0.get_or_init(|| super::dlpack::Template::of(&x))
+        }
+    };
+    let Some(template) = template else {
+        return Ok(None);
+    };
+    e.prepare(Side::Host)?;
+    template.export(exporter, request).map(Some)
 }
 
 /// The [`Exporter`] of a value implementing the derived traits: the sides it implements, the
@@ -237,8 +283,12 @@ pub(crate) fn exchange_tensor(
             super::dlpack::dlpack_managed(exporter, &x, &super::DlpackRequest::exchange(true))
         }
         Side::Host => {
+            let request = super::DlpackRequest::exchange(false);
+            if let Some(m) = cached_host_export(exporter, e, &request, WHAT)? {
+                return Ok(m);
+            }
             let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
-            super::dlpack::dlpack_managed(exporter, &x, &super::DlpackRequest::exchange(false))
+            super::dlpack::dlpack_managed(exporter, &x, &request)
         }
     }
 }
@@ -295,6 +345,9 @@ pub mod methods {
                 super::super::dlpack::dlpack_capsule(exporter, &x, &request)
             }
             Side::Host => {
+                if let Some(m) = super::cached_host_export(exporter, e, &request, WHAT)? {
+                    return m.into_capsule(exporter.py());
+                }
                 let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
                 super::super::dlpack::dlpack_capsule(exporter, &x, &request)
             }

@@ -23,7 +23,6 @@
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::ptr::NonNull;
-use std::sync::Mutex;
 
 use dlpark::ffi::{
     DLDeviceType, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
@@ -36,8 +35,8 @@ use pyo3::{ffi, intern};
 use super::import::ImportedTensor;
 use super::{DLPACK_VERSION, DlpackDevice, DlpackError};
 use crate::descriptor::{Device, Host};
-use crate::python::ForeignArray;
 use crate::python::protocol::Exporter;
+use crate::python::{ForeignArray, Memo};
 use crate::sync::ImportOptions;
 
 /// The capsule's name.
@@ -352,20 +351,20 @@ impl DlpackView {
 #[derive(Clone, Copy)]
 pub(crate) struct Table(&'static DLPackExchangeAPI);
 
-/// Types seen lately, with their table (or none): a type is held, so its address is never
-/// another type's while cached. (DLPack lets consumers cache the table per type; a table set on
-/// a type cai has cached is seen once the type leaves this cache.)
-struct Cached {
-    ty: Py<PyAny>,
-    table: Option<(Py<PyAny>, Table)>,
+/// A table found on a type, with the capsule holding it.
+struct Found {
+    _capsule: Py<PyAny>,
+    table: Table,
 }
 
 // SAFETY: `Table` points at a table that lives as long as the process (the standard's
-// contract), or as long as its capsule, which the entry holds; it is only read.
-unsafe impl Send for Cached {}
+// contract), or as long as its capsule, which is held beside it; it is only read.
+unsafe impl Send for Found {}
 
-static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
-const CACHED_TYPES: usize = 16;
+/// Types seen lately, with their table (or none): a type is held, so its address is never
+/// another type's while cached. (DLPack lets consumers cache the table per type; a table set on
+/// a type cai has cached is seen once the type leaves this memo.)
+static TABLES: Memo<Py<PyAny>, Option<Found>, 16> = Memo::new();
 
 impl Table {
     /// The table on `obj`'s type, walked back (`prev_api`) to a version cai reads; `None` where
@@ -375,37 +374,18 @@ impl Table {
         let py = obj.py();
         let ty = obj.get_type();
         let key = ty.as_ptr();
-        {
-            let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(i) = cache.iter().position(|c| c.ty.as_ptr() == key) {
-                let t = cache[i].table.as_ref().map(|(_, t)| *t);
-                if i > 0 {
-                    let hit = cache.remove(i);
-                    cache.insert(0, hit);
-                }
-                return Ok(t);
-            }
+        if let Some(t) = TABLES.get(|k| k.as_ptr() == key, |f| f.as_ref().map(|f| f.table)) {
+            return Ok(t);
         }
         let found = match ty.getattr_opt(intern!(py, "__dlpack_c_exchange_api__"))? {
             None => None,
-            Some(capsule) => Some((capsule.clone().unbind(), Self::read(&capsule)?)),
+            Some(capsule) => Self::read(&capsule)?.map(|table| Found {
+                _capsule: capsule.unbind(),
+                table,
+            }),
         };
-        let table = found.as_ref().and_then(|(_, t)| *t);
-        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        let evicted = if cache.len() >= CACHED_TYPES {
-            cache.pop()
-        } else {
-            None
-        };
-        cache.insert(
-            0,
-            Cached {
-                ty: ty.into_any().unbind(),
-                table: found.and_then(|(c, t)| t.map(|t| (c, t))),
-            },
-        );
-        drop(cache);
-        drop(evicted);
+        let table = found.as_ref().map(|f| f.table);
+        TABLES.insert(ty.into_any().unbind(), found);
         Ok(table)
     }
 

@@ -160,6 +160,16 @@ impl DlpackRequest {
         }
     }
 
+    /// Whether a host export for this request shares the memory as it is (no stream, no other
+    /// device, no copy): what a [`Template`] serves.
+    pub(crate) fn shares_host(&self) -> bool {
+        matches!(
+            self.stream,
+            ConsumerStream::Unspecified | ConsumerStream::NoSync
+        ) && matches!(self.dl_device, None | Some(DlpackDevice::Cpu))
+            && self.copy != Some(true)
+    }
+
     /// What the consumer said of copies (`copy`): `None` (copy if needed), `True`, `False`.
     pub fn copy(&self) -> Option<bool> {
         self.copy
@@ -644,32 +654,7 @@ unsafe fn export_with<'py, S: Space>(
     request: &DlpackRequest,
     trust: Trust,
 ) -> PyResult<ManagedExport> {
-    if d.mask.is_some() {
-        return Err(DlpackError::Mask.into());
-    }
-    let dtype = dl_dtype(&d.typestr, d.descr.as_ref())?;
-    let itemsize = layout.itemsize();
-    let empty = layout.size() == 0;
-    let mut strides = Dims::with_capacity(layout.ndim());
-    for &s in layout.strides() {
-        if s % itemsize as isize != 0 && !empty {
-            return Err(DlpackError::ByteStrides {
-                strides: layout.strides().to_vec(),
-                itemsize,
-            }
-            .into());
-        }
-        strides.push((s / itemsize as isize) as i64);
-    }
-    if empty {
-        // Any strides describe no items: C order, in items.
-        let mut n = 1i64;
-        for (s, &dim) in strides.iter_mut().zip(layout.shape()).rev() {
-            *s = n;
-            n = n.saturating_mul(dim.max(1) as i64);
-        }
-    }
-    let shape: Dims = layout.shape().iter().map(|&n| n as i64).collect();
+    let (dtype, shape, strides) = tensor_parts(d, layout)?;
     if !S::DEVICE
         && !matches!(
             request.stream,
@@ -726,10 +711,7 @@ unsafe fn export_with<'py, S: Space>(
     }
     let readonly = d.data.readonly && matches!(source, Source::Share);
     if readonly && !request.versioned() {
-        return Err(DlpackError::Unmet(
-            "the data is read-only, and the legacy DLPack capsule cannot say so: ask for a versioned one (max_version=(1, 0) or later), or for a copy (copy=True)".into(),
-        )
-        .into());
+        return Err(legacy_cannot_say_read_only());
     }
     let (ptr, keep) = match source {
         Source::Share => {
@@ -765,6 +747,110 @@ unsafe fn export_with<'py, S: Space>(
     } else {
         ManagedExport::new::<DLManagedTensor>(tensor, flags, shape, strides, keep, false)
     })
+}
+
+/// The refusal of read-only data through a legacy capsule.
+fn legacy_cannot_say_read_only() -> PyErr {
+    DlpackError::Unmet(
+        "the data is read-only, and the legacy DLPack capsule cannot say so: ask for a versioned one (max_version=(1, 0) or later), or for a copy (copy=True)".into(),
+    )
+    .into()
+}
+
+/// A tensor's DLPack type, shape and strides (in items; C order where there are no items) for
+/// a descriptor and its layout: what DLPack cannot say (a mask, a type, byte strides that are
+/// not whole items) is an error naming it.
+fn tensor_parts<S: Space>(
+    d: &ArrayDescriptor<S>,
+    layout: &Layout,
+) -> Result<(dlpark::ffi::DLDataType, Dims, Dims), DlpackError> {
+    if d.mask.is_some() {
+        return Err(DlpackError::Mask);
+    }
+    let dtype = dl_dtype(&d.typestr, d.descr.as_ref())?;
+    let itemsize = layout.itemsize();
+    let empty = layout.size() == 0;
+    let mut strides = Dims::with_capacity(layout.ndim());
+    for &s in layout.strides() {
+        if s % itemsize as isize != 0 && !empty {
+            return Err(DlpackError::ByteStrides {
+                strides: layout.strides().to_vec(),
+                itemsize,
+            });
+        }
+        strides.push((s / itemsize as isize) as i64);
+    }
+    if empty {
+        // Any strides describe no items: C order, in items.
+        let mut n = 1i64;
+        for (s, &dim) in strides.iter_mut().zip(layout.shape()).rev() {
+            *s = n;
+            n = n.saturating_mul(dim.max(1) as i64);
+        }
+    }
+    let shape: Dims = layout.shape().iter().map(|&n| n as i64).collect();
+    Ok((dtype, shape, strides))
+}
+
+/// What every export of a host side that never changes shares, made once
+/// ([`crate::python::DlpackCache`]): the tensor's address, type, shape and strides, and its
+/// read-only flag.
+pub(crate) struct Template {
+    data: u64,
+    dtype: dlpark::ffi::DLDataType,
+    shape: Dims,
+    strides: Dims,
+    readonly: bool,
+}
+
+impl Template {
+    /// The template of a resolved host export, where DLPack can say it (else `None`: the full
+    /// export raises the error).
+    pub(crate) fn of(x: &Resolved<crate::descriptor::Host>) -> Option<Template> {
+        let (dtype, shape, strides) = tensor_parts(&x.descriptor, &x.layout).ok()?;
+        Some(Template {
+            data: x.descriptor.data.ptr,
+            dtype,
+            shape,
+            strides,
+            readonly: x.descriptor.data.readonly,
+        })
+    }
+
+    /// The tensor a request that shares host memory ([`DlpackRequest::shares_host`]) gets:
+    /// the same as from the full export, `owner` kept alive by it.
+    pub(crate) fn export(
+        &self,
+        owner: &Bound<'_, PyAny>,
+        request: &DlpackRequest,
+    ) -> PyResult<ManagedExport> {
+        if self.readonly && !request.versioned() {
+            return Err(legacy_cannot_say_read_only());
+        }
+        let tensor = DLTensor {
+            data: self.data as *mut std::ffi::c_void,
+            device: DLDevice {
+                device_type: DLDeviceType::CPU,
+                device_id: 0,
+            },
+            ndim: self.shape.len() as i32,
+            dtype: self.dtype,
+            shape: std::ptr::null_mut(),
+            strides: std::ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let mut flags = DlpackFlags::empty();
+        flags.set(DlpackFlags::READ_ONLY, self.readonly);
+        let keep = Keep::Object(owner.clone().unbind());
+        let (shape, strides) = (self.shape.clone(), self.strides.clone());
+        Ok(if request.versioned() {
+            ManagedExport::new::<DLManagedTensorVersioned>(
+                tensor, flags, shape, strides, keep, true,
+            )
+        } else {
+            ManagedExport::new::<DLManagedTensor>(tensor, flags, shape, strides, keep, false)
+        })
+    }
 }
 
 /// The producer's stream for cai's own driver calls: a default stream, or a handle `trust`

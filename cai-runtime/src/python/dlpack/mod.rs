@@ -32,7 +32,7 @@ pub use exchange::{AnyForeignArray, DlpackView, ExchangeViewFn};
 #[doc(hidden)]
 pub use exchange::{ExchangeClass, exchange_api, set_exchange_view, wrong_type};
 pub use export::{DlpackRequest, live_exports};
-pub(crate) use export::{ManagedExport, dlpack_managed};
+pub(crate) use export::{ManagedExport, Template, dlpack_managed};
 pub(crate) use export::{descriptor_dlpack_device, dlpack_capsule};
 pub use import::dlpack_device_of;
 pub(crate) use import::{ImportedTensor, Producer};
