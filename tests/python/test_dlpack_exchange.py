@@ -431,3 +431,61 @@ def test_cai_consumes_its_own_table():
     del v
     gc.collect()
     assert live_exports() == before
+
+
+# --- fuzzing: any combination of misbehaviours ----------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FROM_PY_MODES = ["ok", "raise", "memory_error", "silent", "zero_with_error", "null_out", "fail_after_out", None]
+STREAM_MODES = ["ok", "memory_error", "silent", "zero_with_error", "null_out", None]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # deleter_raises
+@settings(max_examples=150, deadline=None)
+@given(
+    version=st.tuples(st.integers(0, 3), st.integers(0, 4)),
+    publish=st.sampled_from(["capsule", "int", "none", "null_pointer", "absent"]),
+    from_py=st.sampled_from(FROM_PY_MODES),
+    stream_mode=st.sampled_from(STREAM_MODES),
+    dlpack=st.sampled_from(["numpy", "raise"]),
+    tensor_version=st.sampled_from([(1, 3), (1, 0), (2, 0), (0, 9)]),
+    device=st.sampled_from([(1, 0), (2, 0), (4, 0), (1, 3)]),
+    null_shape=st.booleans(),
+    null_strides=st.booleans(),
+    deleter_raises=st.booleans(),
+    copy=st.sampled_from([None, True]),
+    shape=st.sampled_from([(3, 4), (0,), (), (5,)]),
+)
+def test_fuzz_the_consumer(
+    version, publish, from_py, stream_mode, dlpack, tensor_version, device, null_shape, null_strides, deleter_raises, copy, shape
+):
+    T = dx.make_producer_type(
+        version=version,
+        publish=publish,
+        modes={dx.FROM_PY: from_py, dx.CURRENT_WORK_STREAM: stream_mode},
+        exc=LookupError("the producer's own"),
+        dlpack=dlpack,
+        tensor_version=tensor_version,
+        device=device,
+        null_shape=null_shape,
+        null_strides=null_strides,
+        deleter_raises=deleter_raises,
+    )
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    try:
+        v = cai.from_dlpack(T(a), copy=copy, check_pointer=False, sync=False)
+    except (ValueError, TypeError, BufferError, RuntimeError, MemoryError, LookupError):
+        pass
+    else:
+        if isinstance(v, cai.HostArrayView):
+            np.testing.assert_array_equal(np.asarray(v), a)
+        else:  # "device" memory that is the host's here (its pointer unchecked, no stream used)
+            assert isinstance(v, cai.CudaArrayView) and v.shape == a.shape
+        del v
+    gc.collect()
+    c = T.exchange
+    assert not c.live, "a tensor the table made was never deleted"
+    assert c.unknown_deletes == 0, "a tensor was deleted twice"
+    assert not c.errors, c.errors
