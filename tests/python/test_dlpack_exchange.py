@@ -489,3 +489,53 @@ def test_fuzz_the_consumer(
     assert not c.live, "a tensor the table made was never deleted"
     assert c.unknown_deletes == 0, "a tensor was deleted twice"
     assert not c.errors, c.errors
+
+
+# --- the template an unchanging host side's exports share -------------------------------------
+
+
+def test_later_exports_of_a_storage_or_view_are_the_first_ones():
+    ro = np.arange(6.0).reshape(2, 3)[:, ::-1]
+    ro.flags.writeable = False
+    for obj in (cai.zeros((3, 4), dtype=np.int16), cai.as_host_array(np.arange(12.0).reshape(3, 4).T), cai.as_host_array(ro)):
+        first = np.from_dlpack(obj)
+        for _ in range(3):
+            again = np.from_dlpack(obj)
+            assert again.__array_interface__ == first.__array_interface__
+            assert again.flags.writeable == first.flags.writeable
+        # Requests the template does not serve still get what they ask for.
+        assert np.from_dlpack(obj, copy=True).ctypes.data != first.ctypes.data
+        with pytest.raises(ValueError, match="`stream` = 5"):
+            obj.__dlpack__(stream=5)
+        with pytest.raises(BufferError, match="dl_device"):
+            obj.__dlpack__(dl_device=(2, 0))
+        legacy = obj.__dlpack__ if first.flags.writeable else None
+        if legacy is not None:
+            legacy()  # (a legacy capsule, from the template)
+        else:
+            for _ in range(2):  # read-only: no legacy capsule, first time or later
+                with pytest.raises(BufferError, match="read-only"):
+                    obj.__dlpack__()
+                with pytest.raises(BufferError, match="read-only"):
+                    obj.__dlpack__(max_version=(0, 9))
+
+
+def test_what_dlpack_cannot_say_is_refused_every_time():
+    s = cai.zeros(3, dtype=np.dtype([("a", "<f4"), ("b", "<i4")]))
+    for _ in range(3):
+        with pytest.raises(BufferError, match="structured"):
+            s.__dlpack__(max_version=(1, 3))
+        with pytest.raises(BufferError, match="structured"):
+            dx.call_from_py(type(s), s)
+
+
+def test_the_first_export_from_threads():
+    for _ in range(20):
+        s = cai.zeros((8, 8))
+        out = []
+        threads = [threading.Thread(target=lambda: out.append(np.from_dlpack(s).ctypes.data)) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(set(out)) == 1 and len(out) == 4
