@@ -357,7 +357,7 @@ impl Layout {
 
     /// The byte offset of every item relative to the data pointer, in C order (last index
     /// fastest); nothing for an array with no items.
-    pub fn item_offsets(&self) -> impl Iterator<Item = isize> + '_ {
+    pub fn item_offsets(&self) -> impl ExactSizeIterator<Item = isize> + '_ {
         let n = if self.is_empty() { 0 } else { self.size() };
         let mut index = vec![0usize; self.ndim()];
         let mut offset = 0isize;

@@ -655,6 +655,36 @@ def test_pyfunction_takes_imported_arrays_as_arguments():
         cai.examples.total([1.0, 2.0])
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.arange(12.0).reshape(3, 4),
+        lambda: np.arange(24.0).reshape(2, 3, 4)[:, ::-1, ::2],
+        lambda: np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+        lambda: np.array(2.5),
+        lambda: np.zeros((3, 0)),
+        lambda: np.broadcast_to(np.arange(3.0), (4, 3)),
+        lambda: np.frombuffer(b"\0" + np.arange(5.0).tobytes(), dtype=np.float64, offset=1),  # unaligned
+    ],
+    ids=["2-D", "3-D strided", "F", "0-d", "empty", "broadcast", "unaligned"],
+)
+def test_total_sums_every_dimensionality(make):
+    # Before `Typed::iter`, docs/python.md's `total` read only the first axis's items at
+    # index [i], which a 2-D array has none of: it returned 0.0 (-0.0 summed) silently.
+    a = make()
+    assert cai.examples.total(a) == a.sum()
+
+
+def test_the_docs_total_is_the_packages():
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    docs = (root / "docs/python.md").read_text()
+    block = re.search(r"(/// Sum of a float64 array.*?\n}\n)", docs, re.S).group(1)
+    assert block in (root / "cai-py/src/examples.rs").read_text()
+
+
 def test_str_subclass_typestr_with_python_eq_is_safe():
     class Sneaky(str):
         def __eq__(self, other):

@@ -746,7 +746,29 @@ fn address_of<S: Space>(a: &ForeignArray<S>, index: &[usize]) -> Option<u64> {
 /// Reads need an element type for which every bit pattern is a valid value
 /// ([`AnyBitPattern`]: integers, floats, `half::f16`, `Complex`; not `bool`, nor a struct that
 /// may hold one), since foreign memory may hold any bits.
-impl<T: Element + AnyBitPattern> Typed<'_, T, Host> {
+impl<'a, T: Element + AnyBitPattern> Typed<'a, T, Host> {
+    /// The items in logical (C) order, each read as [`Self::get`] reads it, whatever the
+    /// strides (negative, zero, any dimensionality; one item for a 0-d array, none for an
+    /// empty one):
+    ///
+    /// ```
+    /// # use cai_runtime::python::ForeignHostArray;
+    /// # use cai_runtime::__private::pyo3::PyResult;
+    /// fn total(a: &ForeignHostArray) -> PyResult<f64> {
+    ///     Ok(a.typed::<f64>()?.iter().sum())
+    /// }
+    /// ```
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = T> + 'a {
+        let array: &'a ForeignArray<Host> = self.array;
+        let base = array.ptr() as usize as *const u8;
+        array.layout.item_offsets().map(move |off| {
+            // SAFETY: as in `get`: every item offset lies inside the validated extent of
+            // memory the view keeps alive; `T` matches the typestr and accepts any bits; the
+            // read is unaligned-tolerant and makes no reference to the memory.
+            unsafe { (base.wrapping_offset(off) as *const T).read_unaligned() }
+        })
+    }
+
     /// Reads item `index` (`None` outside the shape).
     pub fn get(&self, index: &[usize]) -> Option<T> {
         let addr = self.address_of(index)?;
