@@ -399,8 +399,10 @@ impl Table {
         let p = capsule.as_ptr();
         // SAFETY: `p` is a live object: PyCapsule_CheckExact reads its type.
         if unsafe { ffi::PyCapsule_CheckExact(p) } == 0 {
-            // Not a capsule (None, to switch a table off; an address as an int, which cai does
-            // not dereference, since any Python code can write one): no table cai reads.
+            // Not a capsule (None: a type without a table; an address as an int, which cai does
+            // not dereference, since any Python code can write one): no table cai reads. (As
+            // for any change of the attribute, a type cai has cached keeps its first answer
+            // until it leaves the cache: see `TABLES`.)
             return Ok(None);
         }
         // SAFETY: `p` is a live capsule; PyCapsule_IsValid raises nothing.
