@@ -10,11 +10,8 @@ use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-/// What an [`ArrayView`] holds: one imported array of either protocol.
-enum Imported {
-    Cuda(ForeignArray<Device>),
-    Host(ForeignArray<Host>),
-}
+// What an [`ArrayView`] holds: one imported array of either side.
+use cpy::AnyForeignArray as Imported;
 
 /// An imported array: a validated descriptor and a strong reference to its owner. Base class
 /// of `CudaArrayView` and `HostArrayView`.
@@ -25,14 +22,14 @@ pub struct ArrayView(Imported, cpy::DlpackCache);
 impl ArrayView {
     fn descr(&self) -> Option<&cai_runtime::Descr> {
         match &self.0 {
-            Imported::Cuda(a) => a.descriptor().descr.as_ref(),
+            Imported::Device(a) => a.descriptor().descr.as_ref(),
             Imported::Host(a) => a.descriptor().descr.as_ref(),
         }
     }
 
     fn descriptor_parts(&self) -> (&cai_runtime::Layout, &TypeStr, cai_runtime::Data, u32) {
         match &self.0 {
-            Imported::Cuda(a) => (
+            Imported::Device(a) => (
                 a.layout(),
                 &a.descriptor().typestr,
                 a.descriptor().data,
@@ -53,28 +50,13 @@ impl ArrayView {
 /// which every export keeps.
 impl cpy::Exporter for ArrayView {
     fn device(&self) -> Option<Result<cpy::Export<'_, Device>, DescriptorError>> {
-        match &self.0 {
-            // SAFETY: as above: a producer's descriptor, of memory this view keeps alive.
-            Imported::Cuda(a) => Some(Ok(unsafe {
-                cpy::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
-            })),
-            Imported::Host(_) => None,
-        }
+        self.0.device()
     }
     fn host(&self) -> Option<Result<cpy::Export<'_, Host>, DescriptorError>> {
-        match &self.0 {
-            // SAFETY: as above.
-            Imported::Host(a) => Some(Ok(unsafe {
-                cpy::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
-            })),
-            Imported::Cuda(_) => None,
-        }
+        self.0.host()
     }
-    fn dlpack_side(&self, _: Option<cpy::DlpackDevice>) -> cpy::Side {
-        match self.0 {
-            Imported::Cuda(_) => cpy::Side::Device,
-            Imported::Host(_) => cpy::Side::Host,
-        }
+    fn dlpack_side(&self, wants: Option<cpy::DlpackDevice>) -> cpy::Side {
+        self.0.dlpack_side(wants)
     }
     fn absent(&self, side: cpy::Side) -> String {
         match side {
@@ -174,7 +156,7 @@ impl ArrayView {
     #[getter]
     fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         match &self.0 {
-            Imported::Cuda(a) => a.owner(py),
+            Imported::Device(a) => a.owner(py),
             Imported::Host(a) => a.owner(py),
         }
     }
@@ -183,7 +165,7 @@ impl ArrayView {
     fn mask<'py>(slf: &Bound<'py, Self>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let (py, keep) = (slf.py(), Some(slf.as_any()));
         match &slf.get().0 {
-            Imported::Cuda(a) => a
+            Imported::Device(a) => a
                 .descriptor()
                 .mask
                 .as_deref()
@@ -200,7 +182,7 @@ impl ArrayView {
     fn __repr__(&self) -> String {
         let (layout, typestr, data, _) = self.descriptor_parts();
         let kind = match self.0 {
-            Imported::Cuda(_) => "CudaArrayView",
+            Imported::Device(_) => "CudaArrayView",
             Imported::Host(_) => "HostArrayView",
         };
         let ro = if data.readonly { "True" } else { "False" };
@@ -226,7 +208,7 @@ pub struct HostArrayView;
 /// `__class__` between the two view classes (their layouts are the same).
 pub(crate) fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> PyResult<&'a ForeignArray<Device>> {
     match &slf.as_super().get().0 {
-        Imported::Cuda(a) => Ok(a),
+        Imported::Device(a) => Ok(a),
         Imported::Host(_) => Err(swapped("CudaArrayView", "host")),
     }
 }
@@ -234,7 +216,7 @@ pub(crate) fn cuda_of<'a>(slf: &'a Bound<'_, CudaArrayView>) -> PyResult<&'a For
 fn host_of<'a>(slf: &'a Bound<'_, HostArrayView>) -> PyResult<&'a ForeignArray<Host>> {
     match &slf.as_super().get().0 {
         Imported::Host(a) => Ok(a),
-        Imported::Cuda(_) => Err(swapped("HostArrayView", "device")),
+        Imported::Device(_) => Err(swapped("HostArrayView", "device")),
     }
 }
 
@@ -250,7 +232,7 @@ pub(crate) fn new_cuda_view(
 ) -> PyResult<Py<CudaArrayView>> {
     Py::new(
         py,
-        PyClassInitializer::from(ArrayView(Imported::Cuda(a), Default::default()))
+        PyClassInitializer::from(ArrayView(Imported::Device(a), Default::default()))
             .add_subclass(CudaArrayView),
     )
 }

@@ -303,12 +303,15 @@ unsafe extern "C" fn allocate(
 #[pyclass(frozen, module = "cai", name = "DlpackView")]
 pub struct DlpackView(AnyForeignArray);
 
-impl Exporter for DlpackView {
+/// An import's one side. Its descriptor is vouched for: the producer answers for its memory
+/// and stream (the protocols' trust), and the import keeps alive what it read through (owner,
+/// dicts, buffers, tensors), which every export of it keeps in turn.
+impl Exporter for AnyForeignArray {
     fn device(
         &self,
     ) -> Option<Result<super::super::Export<'_, Device>, crate::error::DescriptorError>> {
-        match &self.0 {
-            // SAFETY: the tensor's memory, which this view keeps alive (it owns the tensor).
+        match self {
+            // SAFETY: as above: a producer's descriptor, of memory the import keeps alive.
             AnyForeignArray::Device(a) => Some(Ok(unsafe {
                 super::super::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
             })),
@@ -318,7 +321,7 @@ impl Exporter for DlpackView {
     fn host(
         &self,
     ) -> Option<Result<super::super::Export<'_, Host>, crate::error::DescriptorError>> {
-        match &self.0 {
+        match self {
             // SAFETY: as above.
             AnyForeignArray::Host(a) => Some(Ok(unsafe {
                 super::super::Export::vouched(std::borrow::Cow::Borrowed(a.descriptor()))
@@ -327,10 +330,26 @@ impl Exporter for DlpackView {
         }
     }
     fn dlpack_side(&self, _: Option<DlpackDevice>) -> super::super::Side {
-        match self.0 {
+        match self {
             AnyForeignArray::Device(_) => super::super::Side::Device,
             AnyForeignArray::Host(_) => super::super::Side::Host,
         }
+    }
+}
+
+impl Exporter for DlpackView {
+    fn device(
+        &self,
+    ) -> Option<Result<super::super::Export<'_, Device>, crate::error::DescriptorError>> {
+        self.0.device()
+    }
+    fn host(
+        &self,
+    ) -> Option<Result<super::super::Export<'_, Host>, crate::error::DescriptorError>> {
+        self.0.host()
+    }
+    fn dlpack_side(&self, wants: Option<DlpackDevice>) -> super::super::Side {
+        self.0.dlpack_side(wants)
     }
 }
 
