@@ -224,7 +224,7 @@ impl<S: Space> ForeignArray<S> {
             consumer_device: None,
         };
         if S::DEVICE {
-            a.prepare_device()?;
+            a.prepare_device(StreamSource::Descriptor)?;
         }
         Ok(a)
     }
@@ -298,26 +298,7 @@ impl<S: Space> ForeignArray<S> {
                 // As a CUDA Array Interface import: the consumer's stream waits for the
                 // producer's (an event), or the host for it, as the options say.
                 a.descriptor.stream = S::stream_entry(stream);
-                match a.prepare_device() {
-                    Ok(()) => {}
-                    // Past the pointer check, an error is the ordering's: named for what gave
-                    // the stream (the table, not a descriptor's `stream`), its type kept.
-                    Err(e) if !options.check_pointer || a.attributes.is_some() => {
-                        return Err(Python::attach(|py| {
-                            let err = PyErr::from_type(
-                                e.get_type(py),
-                                format!(
-                                    "the stream the producer's current_work_stream gave ({}): {}",
-                                    stream.map_or(0, crate::stream::Stream::as_raw),
-                                    e.value(py)
-                                ),
-                            );
-                            err.set_cause(py, Some(e));
-                            err
-                        }));
-                    }
-                    Err(e) => return Err(e),
-                }
+                a.prepare_device(StreamSource::ExchangeTable)?;
                 a.check_claimed_device(device_id)?;
                 if stream.is_some() && options.sync && !crate::sync::ignore_streams() {
                     if options.mode == crate::sync::SyncMode::Synchronize {
@@ -334,7 +315,7 @@ impl<S: Space> ForeignArray<S> {
                 return Ok(a);
             }
         };
-        a.prepare_device()?;
+        a.prepare_device(StreamSource::Descriptor)?;
         a.check_claimed_device(device_id)?;
         a.sync_plan = SyncPlan::Nothing(match (options.sync, ordered) {
             (false, _) => NoSyncReason::Disabled,
@@ -407,8 +388,9 @@ impl<S: Space> ForeignArray<S> {
         })
     }
 
-    /// Decides what to do about the producer's stream, checks the pointer, and does it.
-    fn prepare_device(&mut self) -> PyResult<()> {
+    /// Decides what to do about the producer's stream, checks the pointer, and does it; errors
+    /// name the stream as `source` gave it.
+    fn prepare_device(&mut self, source: StreamSource) -> PyResult<()> {
         let o = &self.options;
         self.sync_plan = crate::sync::plan(
             self.stream(),
@@ -417,12 +399,12 @@ impl<S: Space> ForeignArray<S> {
             o.sync,
             crate::sync::ignore_streams(),
         );
-        self.apply_with_driver()?;
+        self.apply_with_driver(source)?;
         Ok(())
     }
 
     /// Pointer checks, then the sync plan, with the driver.
-    fn apply_with_driver(&mut self) -> PyResult<()> {
+    fn apply_with_driver(&mut self, source: StreamSource) -> PyResult<()> {
         use crate::cuda;
         if self.options.check_pointer {
             self.attributes = cuda::check_device_pointer(self.ptr(), self.layout.extent())?;
@@ -440,13 +422,15 @@ impl<S: Space> ForeignArray<S> {
             // The consumer's default streams are those of its device. (An import that orders
             // nothing makes no driver call: its device is found when a copy needs it.)
             let plan = self.sync_plan;
-            let device = self.consumer_device().map_err(|e| sync_error(plan, e))?;
+            let device = self
+                .consumer_device()
+                .map_err(|e| sync_error(plan, source, e))?;
             let data = self.data_device();
             // SAFETY: the plan names the producer's stream, which its descriptor gave and the
             // import trusts as it trusts the data pointer (the producer answers for both: see
             // `from_interface`'s contract), and the consumer's, a `LiveStream`.
             cuda::with_device(device, || unsafe { cuda::execute(self.sync_plan, data) })
-                .map_err(|e| sync_error(self.sync_plan, e))?;
+                .map_err(|e| sync_error(self.sync_plan, source, e))?;
         }
         Ok(())
     }
@@ -828,16 +812,33 @@ impl ForeignArray<Host> {
     }
 }
 
+/// Where an import's producer stream came from, for errors to name it.
+#[derive(Clone, Copy)]
+enum StreamSource {
+    /// The descriptor's `stream` (the CUDA Array Interface).
+    Descriptor,
+    /// The producer's exchange table (`current_work_stream`).
+    ExchangeTable,
+}
+
 /// A failed synchronization with the producer's stream, naming the streams involved. A handle
 /// the driver does not know (`CUDA_ERROR_INVALID_HANDLE`) is a bad value: ValueError.
-fn sync_error(plan: SyncPlan, e: crate::driver_error::DriverError) -> PyErr {
-    let what = match plan {
-        SyncPlan::EventWait { producer, consumer } => format!(
-            "cannot order the consumer's stream {consumer} after the producer's `stream` = {producer}"
-        ),
-        SyncPlan::Synchronize { producer } => {
-            format!("cannot synchronize the producer's `stream` = {producer}")
+fn sync_error(plan: SyncPlan, source: StreamSource, e: crate::driver_error::DriverError) -> PyErr {
+    let producer = |s: Stream| match source {
+        StreamSource::Descriptor => format!("the producer's `stream` = {s}"),
+        StreamSource::ExchangeTable => {
+            format!("the producer's stream {s} (its table's current_work_stream)")
         }
+    };
+    let what = match plan {
+        SyncPlan::EventWait {
+            producer: p,
+            consumer,
+        } => format!(
+            "cannot order the consumer's stream {consumer} after {}",
+            producer(p)
+        ),
+        SyncPlan::Synchronize { producer: p } => format!("cannot synchronize {}", producer(p)),
         SyncPlan::Nothing(_) => "cannot synchronize".to_owned(),
     };
     stream_error(what, e)

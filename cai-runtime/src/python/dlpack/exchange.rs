@@ -582,8 +582,8 @@ fn check_call(name: &str, rc: c_int, raised: Option<PyErr>) -> PyResult<()> {
     }
 }
 
-/// Whether `obj` is a class with `__dlpack_c_exchange_api__` (for the type error of a
-/// consumer that passes an object of another type).
+/// The `TypeError` of a class's table given an object of another type (the generated
+/// `ExchangeClass::with_exporter`'s).
 pub fn wrong_type(obj: &Bound<'_, PyAny>, class: &str) -> PyErr {
     PyTypeError::new_err(format!(
         "the exchange table of {class} was given a {}, not a {class}",

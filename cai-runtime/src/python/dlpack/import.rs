@@ -373,8 +373,6 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
         copy: Option<bool>,
     ) -> PyResult<Self> {
-        let py = obj.py();
-        let ordered = options.sync && !crate::sync::ignore_streams();
         // The producer's exchange table, where its type has one (the table has no `copy`).
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
@@ -382,10 +380,27 @@ impl<S: Space> ForeignArray<S> {
             let (tensor, _, producer) = from_table(obj, table, check_space::<S>)?;
             return Self::from_tensor(tensor, Some(obj), options, producer);
         }
+        Self::from_dunder_dlpack(obj, options, copy, None)
+    }
+
+    /// The import through `obj.__dlpack__`; `device`: what `__dlpack_device__` said, where the
+    /// caller asked already.
+    fn from_dunder_dlpack(
+        obj: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+        copy: Option<bool>,
+        device: Option<DlpackDevice>,
+    ) -> PyResult<Self> {
+        let py = obj.py();
+        let ordered = options.sync && !crate::sync::ignore_streams();
         if S::DEVICE {
             // Before asking the producer for work: a stream is passed only for CUDA memory.
             // (A host import reads the device from the tensor instead: one call fewer.)
-            check_space::<S>(dlpack_device_of(obj)?)?;
+            let device = match device {
+                Some(d) => d,
+                None => dlpack_device_of(obj)?,
+            };
+            check_space::<S>(device)?;
         }
         // The keywords of the legacy call (a stream for CUDA memory, `copy` if given), and the
         // same with `max_version` for the first.
@@ -439,10 +454,18 @@ impl<S: Space> ForeignArray<S> {
     /// use cai_runtime::sync::ImportOptions;
     ///
     /// fn escape<'a>(obj: &Bound<'_, PyAny>) -> PyResult<&'a ForeignArray<Host>> {
-    ///     ForeignArray::<Host>::with_dlpack(obj, &ImportOptions::default(), |a| a)
+    ///     // SAFETY: `f` runs no Python code.
+    ///     unsafe { ForeignArray::<Host>::with_dlpack(obj, &ImportOptions::default(), |a| a) }
     /// }
     /// ```
-    pub fn with_dlpack<R>(
+    ///
+    /// # Safety
+    /// A lent tensor is valid only until control returns to Python: nothing but `obj` keeps
+    /// its memory (no tensor holds the producer's storage), so Python code run while `f` runs
+    /// (by `f`, or by another thread while `f` lets the GIL go) could free or move it, a
+    /// PyTorch `resize_` say. `f` must run no Python code that may change `obj`'s memory, and
+    /// must not let the GIL go while other threads could.
+    pub unsafe fn with_dlpack<R>(
         obj: &Bound<'_, PyAny>,
         options: &ImportOptions,
         f: impl FnOnce(&ForeignArray<S>) -> R,
@@ -556,10 +579,22 @@ impl super::AnyForeignArray {
                 )?)
             });
         }
-        Ok(if dlpack_device_of(obj)?.is_cuda() {
-            A::Device(ForeignArray::from_dlpack_with(obj, options, copy)?)
+        // (The table was looked for: `__dlpack__` is next.)
+        let device = dlpack_device_of(obj)?;
+        Ok(if device.is_cuda() {
+            A::Device(ForeignArray::from_dunder_dlpack(
+                obj,
+                options,
+                copy,
+                Some(device),
+            )?)
         } else {
-            A::Host(ForeignArray::from_dlpack_with(obj, options, copy)?)
+            A::Host(ForeignArray::from_dunder_dlpack(
+                obj,
+                options,
+                copy,
+                Some(device),
+            )?)
         })
     }
 }
