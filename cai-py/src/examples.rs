@@ -11,7 +11,10 @@
 //! - `Buffer`: a descriptor built at run time (`DescriptorBuilder`) for any dtype and layout;
 //! - `Field`: `#[derive(GtDataInterface)]` with hooks (GDP-3's `__gt_data_interface__`);
 //! - `total(a)`: a `#[pyfunction]` taking any object exposing `__array_interface__` as a
-//!   typed view (`HostArrayView`).
+//!   typed view (`HostArrayView`);
+//! - `Mesh` (made by `mesh(rows, cols)`): an `ndarray::Array2` field, whose own shape and
+//!   strides the export takes; `column_sums(a)` and `scale(a, factor)`: any host array as an
+//!   `ndarray::ArrayView` / `ArrayViewMut`.
 //!
 //! Their `#[pyclass(module = "cai.examples")]` names the module Python finds them in
 //! (`python/cai/examples.py` re-exports them from the native module).
@@ -453,6 +456,65 @@ fn total(a: ForeignHostArray) -> PyResult<f64> {
     Ok(a.typed::<f64>()?.iter().sum())
 }
 
+/// A float64 matrix held in an `ndarray::Array2`, which gives the export its shape and strides
+/// (no `shape` key: C order, or F order for a transposed one). Made by
+/// `cai.examples.mesh(rows, cols, transposed=False)`.
+#[pyclass(module = "cai.examples", frozen, weakref)]
+#[derive(ArrayInterface)]
+#[cai(python)]
+pub struct Mesh {
+    #[cai(data)]
+    values: ndarray::Array2<f64>,
+}
+
+/// `Mesh` holding `i * cols + j` at (i, j), or its transpose (cols x rows, F order).
+#[pyfunction]
+#[pyo3(signature = (rows, cols, transposed = false))]
+fn mesh(
+    #[pyo3(from_py_with = arg::rows)] rows: usize,
+    #[pyo3(from_py_with = arg::cols)] cols: usize,
+    transposed: bool,
+) -> PyResult<Mesh> {
+    checked_len(rows, cols)?;
+    let values = ndarray::Array2::from_shape_fn((rows, cols), |(i, j)| (i * cols + j) as f64);
+    Ok(Mesh {
+        values: if transposed {
+            values.reversed_axes()
+        } else {
+            values
+        },
+    })
+}
+
+/// Imports any host array: through DLPack where the object has `__dlpack__` (NumPy, JAX,
+/// PyTorch, cai's storages), else through `__array_interface__`.
+fn import_any(a: &Bound<'_, PyAny>) -> PyResult<ForeignHostArray> {
+    if a.hasattr(pyo3::intern!(a.py(), "__dlpack__"))? {
+        ForeignHostArray::from_dlpack(a)
+    } else {
+        ForeignHostArray::from_object(a, true)
+    }
+}
+
+/// The column sums of a 2-D float64 array of any layout, from any host array, computed on an
+/// `ndarray::ArrayView`.
+#[pyfunction]
+fn column_sums(a: &Bound<'_, PyAny>) -> PyResult<Vec<f64>> {
+    let a = import_any(a)?;
+    let view = a.as_array::<f64, ndarray::Ix2>()?;
+    Ok(view.sum_axis(ndarray::Axis(0)).to_vec())
+}
+
+/// Multiplies every item of a float64 array of any dimensionality by `factor`, in place,
+/// through an `ndarray::ArrayViewMut` (refused for read-only or broadcast arrays).
+#[pyfunction]
+fn scale(a: &Bound<'_, PyAny>, #[pyo3(from_py_with = arg::item)] factor: f64) -> PyResult<()> {
+    let mut a = import_any(a)?;
+    a.as_array_mut::<f64, ndarray::IxDyn>()?
+        .mapv_inplace(|x| x * factor);
+    Ok(())
+}
+
 /// Adds these to the module.
 pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Grid>()?;
@@ -462,5 +524,9 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Field>()?;
     m.add_function(wrap_pyfunction!(counts, m)?)?;
     m.add_function(wrap_pyfunction!(total, m)?)?;
+    m.add_class::<Mesh>()?;
+    m.add_function(wrap_pyfunction!(mesh, m)?)?;
+    m.add_function(wrap_pyfunction!(column_sums, m)?)?;
+    m.add_function(wrap_pyfunction!(scale, m)?)?;
     Ok(())
 }

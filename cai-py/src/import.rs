@@ -590,6 +590,28 @@ fn _with_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<(f64, bool)> {
     ))
 }
 
+/// Test support (feature `testing`): the items of any host array (`from_object`) in logical
+/// order, read through `ForeignArray::as_array::<T, IxDyn>` for the `T` its dtype names (every
+/// integer, float and complex type; as `HostArrayView.get` reads them).
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _as_array_items<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let (py, a) = (obj.py(), ForeignArray::<Host>::from_object(obj, true)?);
+    let t = a.descriptor().typestr;
+    macro_rules! items_as {
+        (Bool, $ty:ty) => {};
+        (Void, $ty:ty, $ext:ident) => {};
+        ($kind:ident, $ty:ty) => {
+            if <$ty as Element>::DTYPE.typestr().same_type(&t) {
+                let view = a.as_array::<$ty, ndarray::IxDyn>()?;
+                return view.iter().map(|v| args::ItemValue::to_py(*v, py)).collect();
+            }
+        };
+    }
+    cai_runtime::for_each_element!(items_as);
+    Err(PyTypeError::new_err(format!("no item type for typestr '{t}'")))
+}
+
 /// The import functions' keyword arguments, for their docstrings.
 macro_rules! import_keywords {
     () => {
@@ -624,6 +646,7 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(_import_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_with_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
+        m.add_function(wrap_pyfunction!(_as_array_items, m)?)?;
     }
     Ok(())
 }

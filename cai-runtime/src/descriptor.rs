@@ -429,9 +429,11 @@ impl<'a> DescriptorBuilder<'a, Host> {
     }
 
     /// Exports host memory as items of `E`; see [`DescriptorBuilder::device_as`].
+    /// Memory that carries its own layout ([`HostMemory::own_layout`]: ndarray's arrays) gives
+    /// the shape, strides and offset.
     pub fn host_as<E: Element, M: HostMemory + ?Sized>(memory: &'a M) -> Self {
         let byte_len = memory.len().saturating_mul(size_of::<M::Elem>());
-        Self {
+        let builder = Self {
             vouched: true,
             ..Self::new(
                 memory.host_ptr() as usize as u64,
@@ -439,6 +441,13 @@ impl<'a> DescriptorBuilder<'a, Host> {
                 &E::DTYPE,
                 memory.is_writable(),
             )
+        };
+        match memory.own_layout() {
+            Some(own) => builder
+                .shape(own.shape)
+                .strides(Some(own.strides))
+                .offset(own.offset),
+            None => builder,
         }
     }
 }

@@ -34,6 +34,8 @@
 //! - `stream.rs`: the `stream` entry ([`Stream`]); `memory.rs`: what may back device and host
 //!   arrays ([`DeviceMemory`], [`HostMemory`]).
 //! - `interface.rs`: the traits the derives implement and the traits annotated fields need.
+//! - `ndarray.rs` (feature `ndarray`): ndarray's arrays as host memory with their own layout,
+//!   and imports as `ArrayView`s (`python::ForeignArray::as_array`).
 //! - `pointer.rs`: pointer attributes and the import checks on them ([`check_pointer`]).
 //! - `error.rs`: the descriptor's and memory errors ([`DescriptorError`], [`AllocError`]...);
 //!   `driver_error.rs`: [`DriverError`], the named CUDA result codes.
@@ -56,6 +58,8 @@ mod error;
 mod interface;
 mod layout;
 mod memory;
+#[cfg(feature = "ndarray")]
+mod ndarray;
 mod pointer;
 #[cfg(feature = "python")]
 pub mod python;
@@ -76,7 +80,7 @@ pub use interface::{
     ArrayInterface, AsMask, AsOffset, AsReadonly, AsShape, AsStrides, CudaArrayInterface,
 };
 pub use layout::{Extent, Layout, LayoutError, MAX_NDIM, Order, Runs};
-pub use memory::{DeviceMemory, HostMemory, RawDeviceMemory};
+pub use memory::{DeviceMemory, HostMemory, OwnLayout, RawDeviceMemory};
 pub use pointer::{MemoryType, PointerAttributes, PointerError, check_pointer};
 pub use stream::{AsStream, LiveStream, Stream, StreamError, StreamHandle};
 pub use structured::{Descr, DescrField, DescrFormat, DescrNameError};

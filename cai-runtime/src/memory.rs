@@ -82,6 +82,30 @@ pub unsafe trait HostMemory {
     fn is_writable(&self) -> bool {
         true
     }
+    /// Whether the memory carries its own shape and strides ([`Self::own_layout`]), as
+    /// ndarray's arrays do: a derive then takes them from it, and naming `shape`, `strides`,
+    /// `offset` or `order` beside such a field is a compile error.
+    const OWN_LAYOUT: bool = false;
+    /// The memory's own layout, where it has one (ndarray's arrays): its items are then those
+    /// of this layout, found within the `len()` items from `host_ptr()` (the lowest address),
+    /// not the flat run of them. `None` (the default): a flat run, which the derive's `shape`,
+    /// `strides`, `offset` and `order` describe. An export checks that the layout fits.
+    fn own_layout(&self) -> Option<OwnLayout> {
+        None
+    }
+}
+
+/// The layout host memory carries itself ([`HostMemory::own_layout`]): the shape, the byte
+/// strides (negative ones included), and the byte offset of the first item from the lowest
+/// address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OwnLayout {
+    /// Items per dimension.
+    pub shape: Vec<usize>,
+    /// Bytes from one item to the next along each dimension.
+    pub strides: Vec<isize>,
+    /// Bytes from `host_ptr()` to the first item (index zero).
+    pub offset: usize,
 }
 
 macro_rules! host_slices {

@@ -1,5 +1,6 @@
 """Builds the README's own code, as a newcomer would copy it: every fenced block after a
-`<!-- newcomer: DIR/FILE -->` line is written to DIR/FILE in a scratch folder beside a `cai`
+`<!-- newcomer: DIR/FILE -->` line (in README.md and the docs that have such blocks,
+`DOCS`) is written to DIR/FILE in a scratch folder beside a `cai`
 link to this repository (the README's crates depend on `../cai/...`), then each DIR that got a
 Cargo.toml is built (`cargo run` where it has src/main.rs). A DIR with Python files is a PyO3
 module: its wheel is built with maturin (this interpreter's), installed into a scratch folder, and
@@ -23,6 +24,8 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+# The files whose marked blocks are built and run, README.md first.
+DOCS = ["README.md", "docs/python.md"]
 MARK = re.compile(r"^<!-- newcomer: (\S+) -->\n```[a-z]*\n(.*?)^```$", re.M | re.S)
 # What the README's GPU example prints where it finds no driver or no device.
 NO_GPU = "no GPU here"
@@ -32,10 +35,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--driver", type=pathlib.Path, help="a folder with a libcuda.so.1")
     args = parser.parse_args()
-    readme = (ROOT / "README.md").read_text()
-    blocks = MARK.findall(readme)
-    if not blocks:
-        sys.exit("README.md has no `<!-- newcomer: ... -->` code blocks")
+    blocks = []
+    for doc in DOCS:
+        found = MARK.findall((ROOT / doc).read_text())
+        if not found:
+            sys.exit(f"{doc} has no `<!-- newcomer: ... -->` code blocks")
+        blocks += found
     target = ROOT / "target" / "newcomer"
     with tempfile.TemporaryDirectory() as tmp:
         scratch = pathlib.Path(tmp)
@@ -49,10 +54,10 @@ def main():
         for crate in crates:
             binary = (scratch / crate / "src" / "main.rs").exists()
             command = ["cargo", "run", "--quiet"] if binary else ["cargo", "build", "--quiet"]
-            print(f"== README's {crate}: {' '.join(command)}", flush=True)
+            print(f"== {crate}: {' '.join(command)}", flush=True)
             subprocess.run(command, cwd=scratch / crate, env=env, check=True)
             if binary and args.driver:
-                print(f"== README's {crate}: {' '.join(command)}, with {args.driver}", flush=True)
+                print(f"== {crate}: {' '.join(command)}, with {args.driver}", flush=True)
                 library_path = [str(args.driver.resolve()), env.get("LD_LIBRARY_PATH", "")]
                 run = subprocess.run(
                     command,
@@ -68,14 +73,14 @@ def main():
                     sys.exit(f"README's {crate} found no GPU with the driver in {args.driver}")
         for crate in sorted({pathlib.Path(p).parts[0] for p, _ in blocks if p.endswith(".py")}):
             run_module(scratch / crate, env)
-    print(f"README.md: {len(blocks)} blocks, {len(crates)} crates built")
+    print(f"{', '.join(DOCS)}: {len(blocks)} blocks, {len(crates)} crates built")
 
 
 def run_module(crate, env):
     """Builds `crate`'s wheel, installs it into a scratch folder and runs its Python files."""
     maturin = pathlib.Path(sys.executable).parent / "maturin"
     wheels, site = crate / "wheels", crate / "site"
-    print(f"== README's {crate.name}: maturin build, then its Python", flush=True)
+    print(f"== {crate.name}: maturin build, then its Python", flush=True)
     subprocess.run([maturin, "build", "--quiet", "-i", sys.executable, "-o", wheels], cwd=crate, env=env, check=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
@@ -83,7 +88,7 @@ def run_module(crate, env):
         check=True,
     )
     for script in sorted(crate.glob("*.py")):
-        print(f"== README's {crate.name}/{script.name}", flush=True)
+        print(f"== {crate.name}/{script.name}", flush=True)
         subprocess.run([sys.executable, script], env=dict(env, PYTHONPATH=site), check=True)
 
 

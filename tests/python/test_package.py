@@ -25,16 +25,19 @@ def test_example_classes_live_in_cai_examples_only():
     package's own namespace holds its API, without them (and without test hooks)."""
     import pickle
 
-    examples = ["Buffer", "Counts", "DeviceMatrix", "Field", "Grid", "counts", "total"]
+    examples = [
+        "Buffer", "Counts", "DeviceMatrix", "Field", "Grid", "Mesh",
+        "column_sums", "counts", "mesh", "scale", "total",
+    ]
     assert sorted(cai.examples.__all__) == examples
     public = set(cai.__all__) | {n for n in dir(cai) if not n.startswith("_")}
     assert not public & set(examples), public & set(examples)
     assert not {n for n in dir(cai) if n.startswith("_import")}
-    for name in ["Buffer", "Counts", "DeviceMatrix", "Field", "Grid"]:
+    for name in ["Buffer", "Counts", "DeviceMatrix", "Field", "Grid", "Mesh"]:
         cls = getattr(cai.examples, name)
         assert (cls.__module__, cls.__qualname__) == ("cai.examples", name)
         assert pickle.loads(pickle.dumps(cls)) is cls
-    for f in [cai.examples.counts, cai.examples.total]:
+    for f in [cai.examples.counts, cai.examples.total, cai.examples.mesh, cai.examples.column_sums, cai.examples.scale]:
         assert pickle.loads(pickle.dumps(f)) is f
     assert cai.examples.Grid.__module__ == type(cai.examples.counts(1)).__module__
 

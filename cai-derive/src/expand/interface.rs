@@ -217,6 +217,34 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
         }
     };
 
+    // Memory that carries its own layout (ndarray's arrays) takes no layout keys: a compile
+    // error (evaluated where the type is known, so for generic fields too).
+    let common = &plan.common;
+    let layout_keys = !matches!(common.shape, Source::Default)
+        || !matches!(common.strides, Source::Default)
+        || !matches!(common.offset, Source::Default)
+        || common.order == Order::F;
+    // A struct without generics gets a constant item, which `cargo check` evaluates; a generic
+    // one an inline constant, evaluated where the type is known (a build).
+    let own_layout_refused = quote_spanned! {data_ty.span()=>
+        ::core::assert!(
+            !<#data_ty as #krate::HostMemory>::OWN_LAYOUT,
+            "this `#[cai(data)]` field carries its own shape and strides (an ndarray array): remove `shape`, `strides`, `offset` and `order` from `#[cai(...)]`"
+        )
+    };
+    let refuse_layout_keys = protocol == Protocol::Host && layout_keys;
+    let generic = !cont.generics.params.is_empty();
+    let start = if refuse_layout_keys && generic {
+        quote_spanned! {data_ty.span()=> {
+            const { #own_layout_refused };
+            #start
+        }}
+    } else {
+        start
+    };
+    let refusal_item = (refuse_layout_keys && !generic)
+        .then(|| quote_spanned! {data_ty.span()=> const _: () = #own_layout_refused; });
+
     let mut calls = layout_calls(
         &plan.common,
         krate,
@@ -246,9 +274,10 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
         super::python::derived_pymethods(ident, methods, krate, at)
     });
     quote! {
+        #refusal_item
         #[automatically_derived]
         impl #impl_generics #trait_ for #ident #ty_generics #where_clause {
-                        fn #method(&self) -> #krate::__private::Result<#descriptor, #krate::DescriptorError> {
+            fn #method(&self) -> #krate::__private::Result<#descriptor, #krate::DescriptorError> {
                 #start #(#calls)* .build()
             }
             fn __cai_builder(&self) -> ::core::option::Option<#krate::__private::Result<#krate::DescriptorBuilder<'_, #space>, #krate::DescriptorError>> {

@@ -54,6 +54,28 @@ class Counts:
 def counts(n: int) -> Counts: ...
 
 @final
+class Mesh:
+    """A float64 matrix held in an ``ndarray::Array2``, made by ``mesh(rows, cols)``."""
+    @property
+    def __array_interface__(self) -> _Descriptor: ...
+    @property
+    def __array_struct__(self) -> CapsuleType: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
+
+def mesh(rows: int, cols: int, transposed: bool = False) -> Mesh: ...
+def column_sums(a: object) -> list[float]: ...
+def scale(a: object, factor: float) -> None: ...
+
+@final
 class DeviceMatrix:
     """float32 device memory allocated elsewhere, exported with its stream."""
     def __new__(

@@ -12,9 +12,37 @@ The package's tests use them as producers.
   layout, its descriptor built at run time;
 - ``Field(ni, nj, nk, halo=None)``: a field exporting ``__gt_data_interface__`` with hooks that
   record their calls (``#[derive(GtDataInterface)]``);
-- ``total(a)``: the sum of a 1-D float64 array read in Rust through a typed view.
+- ``total(a)``: the sum of a float64 array of any shape, read in Rust through a typed view;
+- ``mesh(rows, cols, transposed=False)``: a float64 ``Mesh`` held in an ``ndarray::Array2``,
+  exported with the array's own shape and strides;
+- ``column_sums(a)`` and ``scale(a, factor)``: any host array (DLPack or
+  ``__array_interface__``) as an ``ndarray`` view, read and written in Rust.
 """
 
-from ._native import Buffer, Counts, DeviceMatrix, Field, Grid, counts, total
+from ._native import (
+    Buffer,
+    Counts,
+    DeviceMatrix,
+    Field,
+    Grid,
+    Mesh,
+    column_sums,
+    counts,
+    mesh,
+    scale,
+    total,
+)
 
-__all__ = ["Buffer", "Counts", "DeviceMatrix", "Field", "Grid", "counts", "total"]
+__all__ = [
+    "Buffer",
+    "Counts",
+    "DeviceMatrix",
+    "Field",
+    "Grid",
+    "Mesh",
+    "column_sums",
+    "counts",
+    "mesh",
+    "scale",
+    "total",
+]

@@ -4,6 +4,10 @@ from ._native import (
     DeviceMatrix as DeviceMatrix,
     Field as Field,
     Grid as Grid,
+    Mesh as Mesh,
+    column_sums as column_sums,
     counts as counts,
+    mesh as mesh,
+    scale as scale,
     total as total,
 )

@@ -100,10 +100,13 @@ impl_pyerr! {
     /// `TypeError`, as NumPy's `dtype("x")`.
     TypeStrError => PyTypeError;
     /// `ValueError` for mutable access to read-only data, a layout or a stream a view cannot
-    /// take; `TypeError` for an element type that is not the array's.
+    /// take, memory another import views; `TypeError` for an element type or a
+    /// dimensionality that is not the array's; `MemoryError` for a copy too big.
     ViewError {
         ViewError::Dtype { .. } | ViewError::Descr { .. } => PyTypeError,
+        ViewError::Dimensionality { .. } => PyTypeError,
         ViewError::Backend { .. } => PyRuntimeError,
+        ViewError::Alloc(_) => PyMemoryError,
         _ => PyValueError,
     }
     /// `MemoryError`, as NumPy raises when an array cannot be allocated.

@@ -31,6 +31,7 @@ use bytemuck::{AnyBitPattern, NoUninit};
 use pyo3::prelude::*;
 
 use super::buffer::Held;
+use super::claim::{Access, Claim, Scoped};
 use super::errors::{driver_error, stream_error};
 use super::fast;
 use super::parse::{interface_of, parse_exposed};
@@ -65,6 +66,8 @@ pub struct ForeignArray<S: Space> {
     /// The device whose context the import's stream work ran in (the current one then, or
     /// the data's): its release and copies run there too, on whatever thread.
     consumer_device: Option<u32>,
+    /// How Rust code reads and writes the host bytes (`claim.rs`).
+    claim: Claim,
 }
 
 /// An imported `__cuda_array_interface__`.
@@ -111,6 +114,52 @@ pub enum ViewError {
         /// Its byte strides.
         strides: Vec<isize>,
     },
+    /// Another import of the same bytes holds a claim that excludes this access (see
+    /// [`ForeignArray::as_array`]).
+    #[error(
+        "the array's memory is {held} through another import that is still alive, so it cannot be {asked} here: drop that import first"
+    )]
+    Claimed {
+        /// What was asked.
+        asked: &'static str,
+        /// What the other import does.
+        held: &'static str,
+    },
+    /// A view of fixed dimensionality of an array of another.
+    #[error("the array is {found}-dimensional but the view is {expected}-dimensional")]
+    Dimensionality {
+        /// The view's.
+        expected: usize,
+        /// The array's.
+        found: usize,
+    },
+    /// A reference view of items that are not aligned for the element type.
+    #[error(
+        "the array's items are not aligned for {rust} (address {ptr:#x}, byte strides {strides:?}, alignment {align}): a reference view needs aligned items (typed() reads them unaligned)"
+    )]
+    Misaligned {
+        /// Rust type name.
+        rust: &'static str,
+        /// The data pointer.
+        ptr: u64,
+        /// The byte strides.
+        strides: Vec<isize>,
+        /// `T`'s alignment.
+        align: usize,
+    },
+    /// A mutable view of an array in which two indices name the same bytes (a broadcast).
+    #[error(
+        "the array's items overlap (shape {shape:?}, byte strides {strides:?}): a mutable view needs each item in bytes of its own"
+    )]
+    Overlapping {
+        /// The array's shape.
+        shape: Vec<usize>,
+        /// Its byte strides.
+        strides: Vec<isize>,
+    },
+    /// A copy that does not fit in memory.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
     /// A cudarc view on another device's default stream than the import's consumer's.
     #[error(
         "the import ordered the data for device {import}'s default stream, not device {view}'s: import with device {view} current, or view on device {import}'s stream"
@@ -222,6 +271,7 @@ impl<S: Space> ForeignArray<S> {
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
             consumer_device: None,
+            claim: Claim::default(),
         };
         if S::DEVICE {
             a.prepare_device(StreamSource::Descriptor)?;
@@ -276,6 +326,7 @@ impl<S: Space> ForeignArray<S> {
             sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
             attributes: None,
             consumer_device: None,
+            claim: Claim::default(),
         };
         if !S::DEVICE {
             if let super::dlpack::Producer::Current(Some(stream)) = producer
@@ -542,6 +593,7 @@ impl<S: Space> ForeignArray<S> {
     pub fn typed<T: Element>(&self) -> Result<Typed<'_, T, S>, ViewError> {
         check_dtype::<T>(&self.descriptor)?;
         Ok(Typed {
+            _claim: self.claim(Access::Read)?,
             array: self,
             _elem: PhantomData,
         })
@@ -574,13 +626,41 @@ impl<S: Space> ForeignArray<S> {
             return Err(ViewError::ReadOnly);
         }
         Ok(TypedMut {
+            _claim: self.claim(Access::Write)?,
             array: self,
             _elem: PhantomData,
         })
     }
 }
 
-fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewError> {
+impl<S: Space> ForeignArray<S> {
+    /// The host bytes the array spans, as addresses; empty for device memory, which Rust code
+    /// never references, and for an array with no items.
+    fn claimed_bytes(&self) -> (u128, u128) {
+        let Some(e) = self.layout.extent().filter(|_| !S::DEVICE) else {
+            return (0, 0);
+        };
+        let ptr = i128::from(self.ptr());
+        let lo = u128::try_from(ptr + e.lo as i128).unwrap_or(0);
+        let hi = u128::try_from(ptr + e.hi as i128).unwrap_or(0);
+        (lo, hi)
+    }
+
+    /// Claims `access` to the bytes the array spans while the returned value lives
+    /// (`claim.rs`).
+    pub(crate) fn claim(&self, access: Access) -> Result<Scoped, ViewError> {
+        let (lo, hi) = self.claimed_bytes();
+        self.claim.scoped(lo, hi, access)
+    }
+
+    /// Claims `access` to the bytes the array spans until the import is dropped.
+    pub(crate) fn claim_lasting(&self, access: Access) -> Result<(), ViewError> {
+        let (lo, hi) = self.claimed_bytes();
+        self.claim.lasting(lo, hi, access)
+    }
+}
+
+pub(crate) fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewError> {
     let expected = T::DTYPE.typestr();
     // An extended type reads what stands for it (bfloat16: PyTorch's bare `<V2` too), and
     // nothing else: not any opaque bytes of its size.
@@ -679,6 +759,7 @@ fn owner_extended(
 #[derive(Debug)]
 pub struct Typed<'a, T, S: Space> {
     array: &'a ForeignArray<S>,
+    _claim: Scoped,
     _elem: PhantomData<fn() -> T>,
 }
 
@@ -686,6 +767,7 @@ pub struct Typed<'a, T, S: Space> {
 #[derive(Debug)]
 pub struct TypedMut<'a, T, S: Space> {
     array: &'a mut ForeignArray<S>,
+    _claim: Scoped,
     _elem: PhantomData<fn() -> T>,
 }
 
@@ -742,7 +824,7 @@ impl<'a, T: Element + AnyBitPattern> Typed<'a, T, Host> {
     ///     Ok(a.typed::<f64>()?.iter().sum())
     /// }
     /// ```
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = T> + 'a {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = T> + '_ {
         let array: &'a ForeignArray<Host> = self.array;
         let base = array.ptr() as usize as *const u8;
         array.layout.item_offsets().map(move |off| {
@@ -782,14 +864,16 @@ impl<T: Element + NoUninit> TypedMut<'_, T, Host> {
 }
 
 impl ForeignArray<Host> {
-    /// The items' bytes in C order (a copy), whatever the strides; `AllocError` when the copy
-    /// does not fit in memory (a broadcast view's items can far exceed the memory they are in).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, AllocError> {
+    /// The items' bytes in C order (a copy), whatever the strides; [`ViewError::Alloc`] when
+    /// the copy does not fit in memory (a broadcast view's items can far exceed the memory
+    /// they are in), [`ViewError::Claimed`] while another import views the bytes mutably.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, ViewError> {
         self.to_bytes_in(crate::layout::Order::C)
     }
 
     /// The items' bytes in C or F order (a copy), whatever the strides; see [`Self::to_bytes`].
-    pub fn to_bytes_in(&self, order: crate::layout::Order) -> Result<Vec<u8>, AllocError> {
+    pub fn to_bytes_in(&self, order: crate::layout::Order) -> Result<Vec<u8>, ViewError> {
+        let _claim = self.claim(Access::Read)?;
         let itemsize = self.layout.itemsize();
         let mut out = byte_vec(self.layout.nbytes())?;
         // F order of an array is C order of its transpose.

@@ -12,6 +12,8 @@
 //! - `foreign.rs`: [`ForeignArray`], the spec's `from_cuda_array_interface` / `as_cuda_array`
 //!   in Rust: a validated, typed view that keeps what it reads through alive (`buffer.rs`:
 //!   [`Held`]).
+//! - `claim.rs`: which imports Rust code reads, writes and views, so that no two imports of
+//!   the same bytes give safe Rust aliasing views (rust-numpy's borrow checking).
 //! - `check.rs`: the conformance checker ([`check()`]).
 //! - `dlpack/`: DLPack, both directions: capsules for `__dlpack__` ([`DlpackRequest`]) and
 //!   imports of any producer ([`ForeignArray::from_dlpack_with`]), with
@@ -30,7 +32,7 @@
 //! |---|---|---|
 //! | [`DescriptorError`](crate::DescriptorError), [`LayoutError`](crate::LayoutError), [`StreamError`](crate::StreamError), [`DescrNameError`](crate::DescrNameError) | `ValueError` | values of the right types that break a rule (a shape too large, a stream of 0) |
 //! | [`TypeStrError`](crate::TypeStrError) | `TypeError` | not a type string, as NumPy's `dtype("x")` is a `TypeError` |
-//! | [`ViewError`] | `ValueError` for [`ViewError::ReadOnly`], else `TypeError` | writing read-only data is a bad value; an element type that is not the array's is a type mismatch |
+//! | [`ViewError`] | `TypeError` for an element type or a dimensionality that is not the array's, `MemoryError` for a copy too big, else `ValueError` | an element type that is not the array's is a type mismatch; writing read-only data, a layout a view cannot take, memory another import views are bad values |
 //! | [`DlpackError`] | `BufferError` for requests and tensors cai cannot serve, `ValueError` for malformed values, `TypeError` for arguments of the wrong type | as the Array API standard's `__dlpack__` says |
 //! | [`AllocError`](crate::AllocError) | `MemoryError` | as NumPy raises when an array cannot be allocated |
 //! | [`DriverError`](crate::DriverError) | `RuntimeError` | the CUDA driver failed, whatever the arguments |
@@ -66,11 +68,12 @@ compile_error!(
 pub(crate) mod array_struct;
 mod buffer;
 mod check;
+pub(crate) mod claim;
 pub(crate) mod dlpack;
 pub(crate) mod errors;
 pub(crate) mod export;
 pub(crate) mod fast;
-mod foreign;
+pub(crate) mod foreign;
 pub(crate) mod memo;
 pub(crate) mod parse;
 pub(crate) mod protocol;

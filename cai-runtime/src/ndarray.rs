@@ -1,0 +1,294 @@
+//! ndarray's arrays (feature `ndarray`, ndarray 0.17), both ways:
+//!
+//! - **Export.** `Array`, `ArcArray`, `ArrayView`, `ArrayViewMut` and `CowArray` are
+//!   [`HostMemory`] that carries its own shape and strides ([`HostMemory::own_layout`]): a
+//!   derive's `#[cai(data)]` field of one of these types needs no `shape` (naming one is a
+//!   compile error), and exports C, F, sliced, negative-stride and empty arrays as they are.
+//!   `ArrayView`, `ArcArray` (whose data its clones share) and `CowArray` (which may borrow) are
+//!   exported read-only.
+//!
+//!   A struct generic over its memory learns that it holds an ndarray array only where the
+//!   type is known, so there the refusal of layout keys comes with a build, not a check:
+//!
+//!   ```compile_fail,E0080
+//!   use cai_runtime::{ArrayInterface, HostMemory};
+//!
+//!   #[derive(ArrayInterface)]
+//!   #[cai(order = "F")]
+//!   struct Any<M: HostMemory> {
+//!       #[cai(data)]
+//!       values: M,
+//!   }
+//!
+//!   let _ = Any { values: ndarray::Array2::<f32>::zeros((2, 3)) }.array_interface();
+//!   ```
+//! - **Import** (with `python`). [`ForeignArray::as_array`] and [`ForeignArray::as_array_mut`]
+//!   view an imported host array as an `ArrayView` / `ArrayViewMut`, rust-numpy's names.
+
+use ndarray::{ArrayBase, CowRepr, Data, Dimension, OwnedArcRepr, OwnedRepr, ViewRepr};
+
+use crate::element::Element;
+use crate::memory::{HostMemory, OwnLayout};
+
+/// The lowest address an array's items occupy and how many items from there its extent spans
+/// (0 for an array with no items).
+fn span<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> (*const S::Elem, usize) {
+    if a.is_empty() {
+        return (a.as_ptr(), 0);
+    }
+    let (mut lo, mut hi) = (0isize, 0isize);
+    for (&d, &s) in a.shape().iter().zip(a.strides()) {
+        // A live array's items are inside one allocation: no overflow.
+        let reach = (d as isize - 1) * s;
+        lo += reach.min(0);
+        hi += reach.max(0);
+    }
+    (a.as_ptr().wrapping_offset(lo), (hi - lo) as usize + 1)
+}
+
+fn own_layout<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> OwnLayout {
+    let size = size_of::<S::Elem>() as isize;
+    let (low, _) = span(a);
+    OwnLayout {
+        shape: a.shape().to_vec(),
+        strides: a.strides().iter().map(|&s| s * size).collect(),
+        offset: (a.as_ptr() as usize).wrapping_sub(low as usize),
+    }
+}
+
+macro_rules! ndarray_memory {
+    ($( [$($g:tt)*] $repr:ty, writable: $w:expr; )*) => {$(
+        // SAFETY: `span` is the extent of the array's items, which the array owns or borrows
+        // for as long as it lives; only arrays that own their data alone, or borrow it
+        // mutably, are writable.
+        unsafe impl<$($g)* D: Dimension> HostMemory for ArrayBase<$repr, D> {
+            type Elem = T;
+            const OWN_LAYOUT: bool = true;
+            fn host_ptr(&self) -> *const T {
+                span(self).0
+            }
+            fn len(&self) -> usize {
+                span(self).1
+            }
+            fn is_writable(&self) -> bool {
+                $w
+            }
+            fn own_layout(&self) -> Option<OwnLayout> {
+                Some(own_layout(self))
+            }
+        }
+    )*};
+}
+
+ndarray_memory! {
+    [T: Element,] OwnedRepr<T>, writable: true;
+    [T: Element,] OwnedArcRepr<T>, writable: false;
+    ['a, T: Element,] ViewRepr<&'a T>, writable: false;
+    ['a, T: Element,] ViewRepr<&'a mut T>, writable: true;
+    ['a, T: Element,] CowRepr<'a, T>, writable: false;
+}
+
+#[cfg(feature = "python")]
+mod import {
+    use bytemuck::{AnyBitPattern, NoUninit};
+    use ndarray::{ArrayView, ArrayViewMut, Axis, Dimension, ShapeBuilder};
+
+    use crate::descriptor::Host;
+    use crate::element::Element;
+    use crate::python::ForeignArray;
+    use crate::python::ViewError;
+    use crate::python::claim::Access;
+    use crate::python::foreign::check_dtype;
+
+    /// What `ArrayView::from_shape_ptr` takes: the shape and item strides from the lowest
+    /// corner, the axes to invert after, and the pointer there.
+    struct Plan<T, D> {
+        shape: D,
+        strides: D,
+        invert: Vec<usize>,
+        ptr: *mut T,
+    }
+
+    impl ForeignArray<Host> {
+        /// The items as an ndarray view, for any layout (C, F, sliced, negative strides,
+        /// broadcast, empty), `D` a fixed dimensionality (`Ix2`) or `IxDyn`:
+        ///
+        /// ```
+        /// # use cai_runtime::python::ForeignHostArray;
+        /// # use cai_runtime::__private::pyo3::PyResult;
+        /// fn column_sums(a: &ForeignHostArray) -> PyResult<Vec<f64>> {
+        ///     let v = a.as_array::<f64, ndarray::Ix2>()?;
+        ///     Ok(v.sum_axis(ndarray::Axis(0)).to_vec())
+        /// }
+        /// ```
+        ///
+        /// Refused with a [`ViewError`] (in Python a `TypeError` or `ValueError`), never a
+        /// panic: another element type ([`ViewError::Dtype`]), another dimensionality
+        /// ([`ViewError::Dimensionality`]), items not aligned for `T` or byte strides that are
+        /// not whole items ([`ViewError::Misaligned`]: [`Self::typed`] reads those), or bytes
+        /// another live import of the same memory writes or views mutably
+        /// ([`ViewError::Claimed`]).
+        ///
+        /// The view borrows the import, which keeps the memory alive. While the import lives,
+        /// it holds a claim on the bytes it spans, as rust-numpy's borrow checking does: no
+        /// other import in this extension module may then view them mutably, nor write them
+        /// while this one views them. Python code that writes the array while the view is
+        /// alive (a callback, another thread while this one has detached from the
+        /// interpreter) is not seen: do not let it run.
+        pub fn as_array<T, D>(&self) -> Result<ArrayView<'_, T, D>, ViewError>
+        where
+            T: Element + AnyBitPattern,
+            D: Dimension,
+        {
+            let plan = self.plan::<T, D>()?;
+            self.claim_lasting(Access::Shared)?;
+            // SAFETY: `plan` checked that the pointer is non-null and aligned, and that every
+            // item (the strides are whole, non-negative items from the lowest corner) lies in
+            // the validated extent of memory the import keeps alive and the trust boundary
+            // vouches for (`foreign.rs`); `T` matches the typestr and accepts any bits; the
+            // claim keeps other imports from writing the bytes while the view borrows `self`.
+            let mut view = unsafe {
+                ArrayView::from_shape_ptr(plan.shape.strides(plan.strides), plan.ptr.cast_const())
+            };
+            for axis in plan.invert {
+                view.invert_axis(Axis(axis));
+            }
+            Ok(view)
+        }
+
+        /// [`Self::as_array`] for writing: refused also for read-only data
+        /// ([`ViewError::ReadOnly`]), for an array in which two indices name the same bytes (a
+        /// broadcast: [`ViewError::Overlapping`]), and while any other live import of the same
+        /// memory reads, writes or views it ([`ViewError::Claimed`]).
+        pub fn as_array_mut<T, D>(&mut self) -> Result<ArrayViewMut<'_, T, D>, ViewError>
+        where
+            T: Element + AnyBitPattern + NoUninit,
+            D: Dimension,
+        {
+            if self.readonly() {
+                return Err(ViewError::ReadOnly);
+            }
+            let plan = self.plan::<T, D>()?;
+            if overlapping(
+                self.layout().shape(),
+                self.layout().strides(),
+                size_of::<T>(),
+            ) {
+                return Err(ViewError::Overlapping {
+                    shape: self.layout().shape().to_vec(),
+                    strides: self.layout().strides().to_vec(),
+                });
+            }
+            self.claim_lasting(Access::Unique)?;
+            // SAFETY: as in `as_array`; besides, the producer declared the data writable, no
+            // two indices name the same item (`overlapping`), `T`'s bytes are all initialized
+            // (`NoUninit`), and the claim keeps every other import from the bytes while the
+            // view borrows `self` mutably.
+            let mut view =
+                unsafe { ArrayViewMut::from_shape_ptr(plan.shape.strides(plan.strides), plan.ptr) };
+            for axis in plan.invert {
+                view.invert_axis(Axis(axis));
+            }
+            Ok(view)
+        }
+
+        fn plan<T: Element, D: Dimension>(&self) -> Result<Plan<T, D>, ViewError> {
+            check_dtype::<T>(self.descriptor())?;
+            let layout = self.layout();
+            let ndim = layout.ndim();
+            if let Some(expected) = D::NDIM.filter(|&n| n != ndim) {
+                return Err(ViewError::Dimensionality {
+                    expected,
+                    found: ndim,
+                });
+            }
+            let mut shape = D::zeros(ndim);
+            let mut strides = D::zeros(ndim);
+            shape.slice_mut().copy_from_slice(layout.shape());
+            if layout.is_empty() {
+                // No item is read: any aligned pointer and C strides do.
+                let ptr = std::ptr::NonNull::<T>::dangling().as_ptr();
+                let strides = shape.default_strides();
+                return Ok(Plan {
+                    shape,
+                    strides,
+                    invert: Vec::new(),
+                    ptr,
+                });
+            }
+            let size = size_of::<T>() as isize;
+            let ptr = self.ptr();
+            let misaligned = || ViewError::Misaligned {
+                rust: std::any::type_name::<T>(),
+                ptr,
+                strides: layout.strides().to_vec(),
+                align: align_of::<T>(),
+            };
+            if !(ptr as usize).is_multiple_of(align_of::<T>()) {
+                return Err(misaligned());
+            }
+            // From the item at the lowest address along every axis, with positive strides.
+            let mut low = 0isize;
+            let mut invert = Vec::new();
+            for (axis, (&d, &s)) in layout.shape().iter().zip(layout.strides()).enumerate() {
+                if s % size != 0 {
+                    return Err(misaligned());
+                }
+                strides[axis] = (s / size).unsigned_abs();
+                if s < 0 {
+                    // Inside the validated extent: no overflow.
+                    low += (d as isize - 1) * s;
+                    invert.push(axis);
+                }
+            }
+            let ptr = (ptr as usize as *mut u8).wrapping_offset(low).cast::<T>();
+            Ok(Plan {
+                shape,
+                strides,
+                invert,
+                ptr,
+            })
+        }
+    }
+
+    /// Whether two indices of a non-empty layout may name overlapping bytes: false only when,
+    /// axes sorted by stride, each stride steps past everything the smaller ones reach (a
+    /// sufficient test; layouts that interleave without overlapping are refused too).
+    fn overlapping(shape: &[usize], strides: &[isize], itemsize: usize) -> bool {
+        if shape.contains(&0) {
+            return false;
+        }
+        let mut axes: Vec<(usize, usize)> = shape
+            .iter()
+            .zip(strides)
+            .filter(|(d, _)| **d > 1)
+            .map(|(&d, &s)| (s.unsigned_abs(), d))
+            .collect();
+        axes.sort_unstable();
+        let mut reach = itemsize;
+        for (stride, d) in axes {
+            if stride < reach {
+                return true;
+            }
+            // Inside the validated extent: no overflow.
+            reach += stride * (d - 1);
+        }
+        false
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn overlap_is_found_where_items_share_bytes() {
+            use super::overlapping;
+            assert!(!overlapping(&[3, 4], &[32, 8], 8));
+            assert!(!overlapping(&[3, 4], &[8, 24], 8)); // F order
+            assert!(!overlapping(&[3, 4], &[-32, 8], 8));
+            assert!(!overlapping(&[0, 4], &[0, 0], 8)); // empty
+            assert!(!overlapping(&[1, 4], &[0, 8], 8)); // a length-1 axis's stride is unused
+            assert!(overlapping(&[3, 4], &[0, 8], 8)); // broadcast
+            assert!(overlapping(&[3, 4], &[8, 8], 8));
+            assert!(overlapping(&[2], &[4], 8)); // items of 8 bytes, 4 apart
+        }
+    }
+}
