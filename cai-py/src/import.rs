@@ -604,12 +604,17 @@ fn _as_array_items<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAn
         ($kind:ident, $ty:ty) => {
             if <$ty as Element>::DTYPE.typestr().same_type(&t) {
                 let view = a.as_array::<$ty, ndarray::IxDyn>()?;
-                return view.iter().map(|v| args::ItemValue::to_py(*v, py)).collect();
+                return view
+                    .iter()
+                    .map(|v| args::ItemValue::to_py(*v, py))
+                    .collect();
             }
         };
     }
     cai_runtime::for_each_element!(items_as);
-    Err(PyTypeError::new_err(format!("no item type for typestr '{t}'")))
+    Err(PyTypeError::new_err(format!(
+        "no item type for typestr '{t}'"
+    )))
 }
 
 /// The import functions' keyword arguments, for their docstrings.

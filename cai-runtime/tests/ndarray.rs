@@ -316,6 +316,40 @@ mod import {
     }
 
     #[test]
+    fn typed_views_give_slices_of_contiguous_items() {
+        let mut buf: Vec<f64> = (0..6).map(f64::from).collect();
+        let ptr = buf.as_mut_ptr() as usize;
+        Python::initialize();
+        Python::attach(|py| {
+            let a = import(py, ptr, "<f8", &[2, 3], None, false);
+            assert_eq!(
+                a.typed::<f64>().unwrap().as_slice().unwrap(),
+                &[0., 1., 2., 3., 4., 5.]
+            );
+            let f = import(py, ptr, "<f8", &[2, 3], Some(&[8, 16]), false);
+            let err = f.typed::<f64>().unwrap().as_slice().unwrap_err();
+            assert!(matches!(err, ViewError::NotContiguous { .. }), "{err}");
+            let m = import(py, ptr + 4, "<f8", &[1], None, false);
+            assert!(matches!(
+                m.typed::<f64>().unwrap().as_slice(),
+                Err(ViewError::Misaligned { .. })
+            ));
+            let empty = import(py, 0, "<f8", &[0, 3], None, false);
+            assert!(empty.typed::<f64>().unwrap().as_slice().unwrap().is_empty());
+            // A slice of `a` lasts as its import does: no other import may then write.
+            let mut w = import(py, ptr + 8, "<f8", &[1], None, false);
+            assert!(matches!(
+                w.typed_mut::<f64>(),
+                Err(ViewError::Claimed { .. })
+            ));
+            drop(a);
+            let mut t = w.typed_mut::<f64>().unwrap();
+            t.as_slice_mut().unwrap()[0] = 10.0;
+        });
+        assert_eq!(buf[1], 10.0);
+    }
+
+    #[test]
     fn two_imports_of_one_memory_never_alias_a_mutable_view() {
         let mut buf: Vec<f64> = (0..8).map(f64::from).collect();
         let ptr = buf.as_mut_ptr() as usize;

@@ -835,6 +835,23 @@ impl<'a, T: Element + AnyBitPattern> Typed<'a, T, Host> {
         })
     }
 
+    /// The items as a slice, for data in one run in C order (C-contiguous, as NumPy's
+    /// `flags.c_contiguous`: a 0-d array is one item, an empty one none); refused with
+    /// [`ViewError::NotContiguous`] otherwise (read those with [`Self::iter`]), with
+    /// [`ViewError::Misaligned`] for items not aligned for `T`, and with
+    /// [`ViewError::Claimed`] while another import of the same bytes writes them. From then on
+    /// until the import is dropped, other imports may read the bytes but not write them, as
+    /// with [`ForeignArray::as_array`].
+    pub fn as_slice(&self) -> Result<&[T], ViewError> {
+        let (ptr, len) = self.array.run::<T>()?;
+        self.array.claim_lasting(Access::Shared)?;
+        // SAFETY: `run` checked that the `len` items from `ptr` are the array's (C-contiguous,
+        // inside the validated extent of memory the view keeps alive and the trust boundary
+        // vouches for), aligned and non-null; `T` matches the typestr and accepts any bits;
+        // the claim keeps other imports from writing them while the slice borrows this view.
+        Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+    }
+
     /// Reads item `index` (`None` outside the shape).
     pub fn get(&self, index: &[usize]) -> Option<T> {
         let addr = self.address_of(index)?;
@@ -850,6 +867,21 @@ impl<'a, T: Element + AnyBitPattern> Typed<'a, T, Host> {
 /// Writes need an element type whose bytes are all initialized ([`NoUninit`]: no padding), so
 /// that the foreign memory keeps holding plain bytes for whoever reads it next
 /// ([`ForeignArray::to_bytes`], NumPy).
+impl<T: Element + AnyBitPattern + NoUninit> TypedMut<'_, T, Host> {
+    /// The items as a mutable slice, for data in one run in C order ([`Typed::as_slice`]):
+    /// from then on until the import is dropped, no other import of the same bytes may read,
+    /// write or view them ([`ViewError::Claimed`]).
+    pub fn as_slice_mut(&mut self) -> Result<&mut [T], ViewError> {
+        let (ptr, len) = self.array.run::<T>()?;
+        self.array.claim_lasting(Access::Unique)?;
+        // SAFETY: as in `Typed::as_slice`; besides, the producer declared the data writable
+        // (`typed_mut` refuses read-only data), the items of a C-contiguous array are
+        // distinct, `T`'s bytes are all initialized (`NoUninit`), and the claim keeps every
+        // other import from the bytes while the slice borrows this view mutably.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
+    }
+}
+
 impl<T: Element + NoUninit> TypedMut<'_, T, Host> {
     /// Writes item `index`; false outside the shape.
     pub fn set(&mut self, index: &[usize], value: T) -> bool {
@@ -864,6 +896,30 @@ impl<T: Element + NoUninit> TypedMut<'_, T, Host> {
 }
 
 impl ForeignArray<Host> {
+    /// The address and number of the items, for a slice: refused unless they are in one run
+    /// in C order and aligned for `T` (a dangling aligned pointer when there are none).
+    fn run<T>(&self) -> Result<(*mut T, usize), ViewError> {
+        if !self.layout.is_c_contiguous() {
+            return Err(ViewError::NotContiguous {
+                shape: self.layout.shape().to_vec(),
+                strides: self.layout.strides().to_vec(),
+            });
+        }
+        let len = self.layout.size();
+        if len == 0 {
+            return Ok((std::ptr::NonNull::dangling().as_ptr(), 0));
+        }
+        if !(self.ptr() as usize).is_multiple_of(align_of::<T>()) {
+            return Err(ViewError::Misaligned {
+                rust: std::any::type_name::<T>(),
+                ptr: self.ptr(),
+                strides: self.layout.strides().to_vec(),
+                align: align_of::<T>(),
+            });
+        }
+        Ok((self.ptr() as usize as *mut T, len))
+    }
+
     /// The items' bytes in C order (a copy), whatever the strides; [`ViewError::Alloc`] when
     /// the copy does not fit in memory (a broadcast view's items can far exceed the memory
     /// they are in), [`ViewError::Claimed`] while another import views the bytes mutably.
