@@ -502,7 +502,13 @@ fn import_any(a: &Bound<'_, PyAny>) -> PyResult<ForeignHostArray> {
 fn column_sums(a: &Bound<'_, PyAny>) -> PyResult<Vec<f64>> {
     let a = import_any(a)?;
     let view = a.as_array::<f64, ndarray::Ix2>()?;
-    Ok(view.sum_axis(ndarray::Axis(0)).to_vec())
+    // One sum per column, in memory that may not be had (a broadcast's columns can outnumber
+    // the bytes they are in): MemoryError then, where `sum_axis` would abort the process.
+    let mut sums = zeros::<f64>(view.ncols())?;
+    for (sum, column) in sums.iter_mut().zip(view.columns()) {
+        *sum = column.sum();
+    }
+    Ok(sums)
 }
 
 /// Multiplies every item of a float64 array of any dimensionality by `factor`, in place,

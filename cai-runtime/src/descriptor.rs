@@ -358,6 +358,9 @@ pub struct DescriptorBuilder<'a, S: Space> {
     vouched: bool,
     /// The stream is a live stream, vouched for by a [`LiveStream`] (`stream_vouched_by`).
     stream_live: bool,
+    /// The memory's own layout was taken ([`HostMemory::own_layout`]): its item size, and
+    /// `Some(what)` once a setter tried to change it (which `build` refuses).
+    own_layout: Option<(usize, Option<&'static str>)>,
     /// The memory and stream vouched for, borrowed.
     _borrows: std::marker::PhantomData<&'a ()>,
 }
@@ -443,10 +446,13 @@ impl<'a> DescriptorBuilder<'a, Host> {
             )
         };
         match memory.own_layout() {
-            Some(own) => builder
-                .shape(own.shape)
-                .strides(Some(own.strides))
-                .offset(own.offset),
+            Some(own) => Self {
+                shape: Some(own.shape),
+                strides: Some(own.strides),
+                offset: own.offset,
+                own_layout: Some((size_of::<M::Elem>(), None)),
+                ..builder
+            },
             None => builder,
         }
     }
@@ -480,6 +486,7 @@ impl<S: Space> DescriptorBuilder<'_, S> {
             mask,
             vouched: _,
             stream_live: _,
+            own_layout,
             _borrows: _,
         } = self;
         *ptr == o.ptr
@@ -494,6 +501,7 @@ impl<S: Space> DescriptorBuilder<'_, S> {
             && *version == o.version
             && *stream == o.stream
             && *mask == o.mask
+            && *own_layout == o.own_layout
     }
 }
 
@@ -516,6 +524,7 @@ impl<S: Space> DescriptorBuilder<'_, S> {
             mask: None,
             vouched: false,
             stream_live: false,
+            own_layout: None,
             _borrows: std::marker::PhantomData,
         }
     }
@@ -539,6 +548,7 @@ impl<S: Space> DescriptorBuilder<'_, S> {
             mask: self.mask.clone(),
             vouched: false,
             stream_live: false,
+            own_layout: self.own_layout,
             _borrows: std::marker::PhantomData,
         };
         (key, self.vouched, self.stream_live)
@@ -569,6 +579,14 @@ impl<S: Space> DescriptorBuilder<'_, S> {
     /// The shape (default: one dimension covering the buffer).
     pub fn shape(mut self, shape: impl Into<Vec<usize>>) -> Self {
         self.shape = Some(shape.into());
+        self.overrides("`shape`")
+    }
+
+    /// Notes that a setter changed what memory with its own layout gave (refused by `build`).
+    fn overrides(mut self, what: &'static str) -> Self {
+        if let Some((_, given)) = &mut self.own_layout {
+            given.get_or_insert(what);
+        }
         self
     }
 
@@ -576,19 +594,19 @@ impl<S: Space> DescriptorBuilder<'_, S> {
     /// strides the first item is not the lowest address, so the data pointer lies inside.
     pub fn offset(mut self, offset: usize) -> Self {
         self.offset = offset;
-        self
+        self.overrides("`offset`")
     }
 
     /// Explicit byte strides (default: contiguous in [`DescriptorBuilder::order`]).
     pub fn strides(mut self, strides: Option<Vec<isize>>) -> Self {
         self.strides = strides;
-        self
+        self.overrides("`strides`")
     }
 
     /// Order of a contiguous layout when no strides are given (default C).
     pub fn order(mut self, order: Order) -> Self {
         self.order = order;
-        self
+        self.overrides("`order`")
     }
 
     /// Exports the data read-only (always so when the memory is not writable).
@@ -620,6 +638,17 @@ impl<S: Space> DescriptorBuilder<'_, S> {
     /// compute again), for exporters that need both.
     pub fn build_with_layout(mut self) -> Result<(ArrayDescriptor<S>, Layout), DescriptorError> {
         let itemsize = self.dtype.itemsize();
+        // Memory with its own layout is exported as it is: its shape counts its own items, and
+        // its span may hold bytes it does not own (another view's, between its items).
+        match self.own_layout {
+            Some((_, Some(given))) => return Err(DescriptorError::OwnLayout { given }),
+            Some((own, None)) if own != itemsize => {
+                return Err(DescriptorError::OwnLayout {
+                    given: "an element type of another size",
+                });
+            }
+            _ => {}
+        }
         let shape = match self.shape.take() {
             Some(s) => s,
             None => {

@@ -117,6 +117,16 @@ pub enum DescriptorError {
         /// Its item size.
         itemsize: usize,
     },
+    /// A layout or an item size given for memory that carries its own layout
+    /// ([`HostMemory::own_layout`](crate::HostMemory::own_layout): ndarray's arrays), which
+    /// the export must take as it is.
+    #[error(
+        "the memory carries its own shape and strides (an ndarray array): {given} cannot be given too"
+    )]
+    OwnLayout {
+        /// What was given: `shape`, `strides`, `offset`, `order`, or an item size.
+        given: &'static str,
+    },
 }
 
 impl DescriptorError {
@@ -135,7 +145,9 @@ impl DescriptorError {
             DescriptorError::NullData { .. } | DescriptorError::ZeroSizeData { .. } => "data",
             DescriptorError::DescrSize { .. } => "descr",
             DescriptorError::MaskShape { .. } | DescriptorError::Mask(_) => "mask",
-            DescriptorError::OutOfBounds { .. } | DescriptorError::BufferNotWhole { .. } => "shape",
+            DescriptorError::OutOfBounds { .. }
+            | DescriptorError::BufferNotWhole { .. }
+            | DescriptorError::OwnLayout { .. } => "shape",
         }
     }
 }

@@ -130,32 +130,28 @@ pub struct Layout {
 type Dims<T> = SmallVec<[T; INLINE]>;
 const INLINE: usize = 4;
 
-/// Bytes of `shape` with `itemsize`, or `None` unless the item size, every dimension, the
-/// number of items and the number of bytes all fit in `isize` (as NumPy's `npy_intp` requires:
-/// it refuses a dimension past it even where another is 0). A zero dimension makes the count 0
-/// whatever the other dimensions are.
+/// Bytes of `shape` with `itemsize`, or `None` unless the item size, every dimension, and the
+/// product of the non-zero dimensions (times the item size) all fit in `isize`, as NumPy
+/// requires ("array is too big" even where another dimension is 0: `np.empty((0, 2**62))`).
+/// A zero dimension makes the count 0.
 pub fn checked_nbytes(shape: &[usize], itemsize: usize) -> Option<usize> {
     const MAX: usize = isize::MAX as usize;
     if itemsize > MAX {
         return None;
     }
-    // One pass: every dimension checked, the product kept (`None` once it overflows, which a
-    // zero dimension later makes moot).
-    let (mut count, mut empty) = (Some(1usize), false);
+    let (mut count, mut empty) = (1usize, false);
     for &d in shape {
         if d > MAX {
             return None;
         }
-        empty |= d == 0;
-        count = count.and_then(|c| c.checked_mul(d));
+        if d == 0 {
+            empty = true;
+        } else {
+            count = count.checked_mul(d).filter(|&n| n <= MAX)?;
+        }
     }
-    if empty {
-        return Some(0);
-    }
-    count
-        .filter(|&n| n <= MAX)?
-        .checked_mul(itemsize)
-        .filter(|&n| n <= MAX)
+    let bytes = count.checked_mul(itemsize).filter(|&n| n <= MAX)?;
+    Some(if empty { 0 } else { bytes })
 }
 
 impl Layout {
@@ -726,7 +722,13 @@ mod tests {
         // The largest item size NumPy allows (`npy_intp`) is isize::MAX, and one more is not.
         let max = isize::MAX as usize;
         assert_eq!(checked_nbytes(&[1], max), Some(max));
-        assert_eq!(checked_nbytes(&[0, 7], max), Some(0));
+        assert_eq!(checked_nbytes(&[0, 1], max), Some(0));
+        // A zero dimension does not excuse the others: NumPy refuses `np.empty((0, 2**62))`
+        // (float64), and an ndarray view of such a shape breaks ndarray's rule.
+        assert_eq!(checked_nbytes(&[0, 7], max), None);
+        assert_eq!(checked_nbytes(&[0, 1 << 62], 8), None);
+        assert_eq!(checked_nbytes(&[1 << 62, 0, 4], 1), None);
+        assert_eq!(checked_nbytes(&[0, 1 << 60], 4), Some(0));
         assert_eq!(checked_nbytes(&[1], max + 1), None);
         assert_eq!(checked_nbytes(&[2], max), None);
         assert_eq!(checked_nbytes(&[max, 1], 1), Some(max));

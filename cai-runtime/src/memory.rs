@@ -60,7 +60,9 @@ pub unsafe trait DeviceMemory {
 ///
 /// # Safety
 /// `host_ptr()` must be valid for reads of `len()` items of `Elem` for as long as `self` lives
-/// (and for writes too when `is_writable()` is true).
+/// (and for writes too when `is_writable()` is true). Where [`Self::own_layout`] gives a
+/// layout, only that layout's items need be (an ndarray view's span may hold items of another
+/// view between its own): exports then take the layout as it is, never another one.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not host memory, so it cannot back an `__array_interface__`",
     label = "not host memory",

@@ -49,18 +49,27 @@ fn span<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> (*const S::Elem, usize) {
 fn own_layout<S: Data, D: Dimension>(a: &ArrayBase<S, D>) -> OwnLayout {
     let size = size_of::<S::Elem>() as isize;
     let (low, _) = span(a);
+    // The stride of an axis of length 1 (or of an array with no items) is never used, and
+    // ndarray lets it be anything: 0 then. The others stay inside the array's allocation.
+    let used = |d: usize| d > 1 && !a.is_empty();
     OwnLayout {
         shape: a.shape().to_vec(),
-        strides: a.strides().iter().map(|&s| s * size).collect(),
+        strides: a
+            .shape()
+            .iter()
+            .zip(a.strides())
+            .map(|(&d, &s)| if used(d) { s * size } else { 0 })
+            .collect(),
         offset: (a.as_ptr() as usize).wrapping_sub(low as usize),
     }
 }
 
 macro_rules! ndarray_memory {
     ($( [$($g:tt)*] $repr:ty, writable: $w:expr; )*) => {$(
-        // SAFETY: `span` is the extent of the array's items, which the array owns or borrows
-        // for as long as it lives; only arrays that own their data alone, or borrow it
-        // mutably, are writable.
+        // SAFETY: `own_layout` gives the array's items, which it owns or borrows for as long
+        // as it lives, and `span` the extent around them (which may hold another view's items
+        // between them: exports take the own layout as it is, the builder refusing any
+        // other); only arrays that own their data alone, or borrow it mutably, are writable.
         unsafe impl<$($g)* D: Dimension> HostMemory for ArrayBase<$repr, D> {
             type Elem = T;
             const OWN_LAYOUT: bool = true;
@@ -231,6 +240,9 @@ mod import {
             let mut low = 0isize;
             let mut invert = Vec::new();
             for (axis, (&d, &s)) in layout.shape().iter().zip(layout.strides()).enumerate() {
+                if d == 1 {
+                    continue; // its stride is never used: any will do (0)
+                }
                 if s % size != 0 {
                     return Err(misaligned());
                 }

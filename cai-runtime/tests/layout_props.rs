@@ -101,15 +101,13 @@ proptest! {
     #[test]
     fn overflow_is_an_error_never_a_wrap(shape in wild_shape(), itemsize in prop_oneof![1usize..17, any::<usize>()], order in order()) {
         let max = isize::MAX as u128;
-        let count = if shape.contains(&0) {
-            Some(0)
-        } else {
-            shape.iter().try_fold(1u128, |a, &d| a.checked_mul(d as u128))
-        };
-        let exact = count.and_then(|c| c.checked_mul(itemsize as u128));
-        // NumPy's rule: every dimension fits `npy_intp`, even where another is 0.
+        // NumPy's rule: every dimension, and the product of the non-zero ones times the item
+        // size, fit `npy_intp`, even where another dimension is 0.
+        let nonzero = shape.iter().filter(|&&d| d != 0).try_fold(1u128, |a, &d| a.checked_mul(d as u128));
+        let bytes = nonzero.and_then(|c| c.checked_mul(itemsize as u128));
+        let exact = bytes.map(|n| if shape.contains(&0) { 0 } else { n });
         let dims_fit = shape.iter().all(|&d| d as u128 <= max);
-        let fits = dims_fit && itemsize as u128 <= max && count.is_some_and(|c| c <= max) && exact.is_some_and(|n| n <= max);
+        let fits = dims_fit && itemsize as u128 <= max && nonzero.is_some_and(|c| c <= max) && bytes.is_some_and(|n| n <= max);
         match Layout::contiguous(&shape, itemsize, order) {
             Ok(l) => {
                 prop_assert!(fits);

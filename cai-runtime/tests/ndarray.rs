@@ -5,7 +5,9 @@
 #![cfg(all(feature = "ndarray", feature = "derive"))]
 
 use cai_runtime::{ArrayInterface, HostArrayDescriptor};
-use ndarray::{ArcArray, Array, Array2, ArrayD, ArrayView, ArrayViewMut, IxDyn, SliceInfoElem, s};
+use ndarray::{
+    ArcArray, Array, Array2, ArrayD, ArrayView, ArrayViewMut, IxDyn, ShapeBuilder, SliceInfoElem, s,
+};
 use proptest::prelude::*;
 
 #[derive(ArrayInterface)]
@@ -120,6 +122,46 @@ fn docs_rust_md_heights_example() {
     assert_eq!(d.shape, [2, 2]);
     assert_eq!(d.strides.as_deref(), Some(&[48, -12][..]));
     same_items(&d, &h.values).unwrap();
+}
+
+#[test]
+fn the_own_layout_is_exported_as_it_is() {
+    use cai_runtime::{DescriptorBuilder, DescriptorError};
+    // ndarray lets a length-1 axis have any stride, which is never used: exported as 0, not
+    // multiplied into an overflow.
+    let data = [1.0f64, 2.0, 3.0, 4.0];
+    let odd = ArrayView::from_shape((1, 4).strides((1 << 62, 1)), &data).unwrap();
+    let d = DescriptorBuilder::host(&odd).build().unwrap();
+    assert_eq!(
+        (d.shape.as_slice(), d.strides.as_deref()),
+        (&[1, 4][..], None)
+    );
+    // A shape, strides, offset or order, or an element of another size, would describe
+    // bytes the array does not own (another view's, between its items): refused.
+    let mut all: Vec<i32> = (0..10).collect();
+    let mut whole = ndarray::ArrayViewMut1::from(&mut all[..]);
+    let (even, _odd) = whole.multi_slice_mut((s![..;2], s![1..;2]));
+    for (given, b) in [
+        ("`shape`", DescriptorBuilder::host(&even).shape([9])),
+        ("`strides`", DescriptorBuilder::host(&even).strides(None)),
+        ("`offset`", DescriptorBuilder::host(&even).offset(0)),
+        (
+            "`order`",
+            DescriptorBuilder::host(&even).order(cai_runtime::Order::F),
+        ),
+        (
+            "an element type of another size",
+            DescriptorBuilder::host_as::<u8, _>(&even),
+        ),
+    ] {
+        match b.build() {
+            Err(DescriptorError::OwnLayout { given: g }) => assert_eq!(g, given),
+            other => panic!("{given}: {other:?}"),
+        }
+    }
+    // An element of the same size reads the same items.
+    let d = DescriptorBuilder::host_as::<u32, _>(&even).build().unwrap();
+    assert_eq!(d.strides.as_deref(), Some(&[8][..]));
 }
 
 #[test]
@@ -271,6 +313,24 @@ mod import {
     }
 
     #[test]
+    fn too_big_empty_shapes_are_refused_at_import() {
+        // NumPy refuses `np.empty((0, 2**62, 4))`; an ndarray view of it would break
+        // ndarray's rule (the non-zero dimensions' product fits isize).
+        Python::initialize();
+        Python::attach(|py| {
+            let d = PyDict::new(py);
+            d.set_item("shape", (0usize, 1usize << 62, 4usize)).unwrap();
+            d.set_item("typestr", "<f8").unwrap();
+            d.set_item("data", (0usize, false)).unwrap();
+            d.set_item("version", 3).unwrap();
+            // SAFETY: an empty array at address 0: nothing to read.
+            let err = unsafe { ForeignArray::<Host>::from_interface(d.as_any(), None, false) }
+                .unwrap_err();
+            assert!(err.to_string().contains("4611686018427387904"), "{err}");
+        });
+    }
+
+    #[test]
     fn refusals_are_typed_errors() {
         let mut buf = vec![0f64; 16];
         let ptr = buf.as_mut_ptr() as usize;
@@ -300,6 +360,9 @@ mod import {
                 half.as_array::<f64, Ix1>(),
                 Err(ViewError::Misaligned { .. })
             ));
+            // A length-1 axis's stride is never used: whatever it is.
+            let one = import(py, ptr, "<f8", &[1, 4], Some(&[12, 8]), false);
+            assert_eq!(one.as_array::<f64, Ix2>().unwrap().shape(), &[1, 4]);
             // Read-only data and broadcast items: no mutable view, a shared one is fine.
             let mut ro = import(py, ptr, "<f8", &[4], None, true);
             assert!(matches!(
@@ -357,6 +420,16 @@ mod import {
         Python::attach(|py| {
             let mut writer = import(py, ptr, "<f8", &[8], None, false);
             let reader = import(py, ptr + 32, "<f8", &[4], None, false); // the last four
+            // Readers share, a writer is alone (imports may be used on two threads).
+            {
+                let typed = reader.typed::<f64>().unwrap();
+                assert!(matches!(
+                    writer.typed_mut::<f64>(),
+                    Err(ViewError::Claimed { .. })
+                ));
+                let _other_reader = writer.typed::<f64>().unwrap();
+                drop(typed);
+            }
             // A typed read claims the bytes only while the typed view lives.
             assert_eq!(reader.typed::<f64>().unwrap().get(&[0]), Some(4.0));
             let mut w = writer.as_array_mut::<f64, Ix1>().unwrap();

@@ -97,6 +97,14 @@ def test_refusals_are_typed_errors():
         cai.examples.scale(np.arange(4.0), "x")
 
 
+def test_more_columns_than_memory_is_a_memory_error():
+    # `sum_axis` aborted the process here ("memory allocation ... failed"); NumPy raises
+    # MemoryError for the same sums.
+    for a in [np.empty((0, 2**59)), np.broadcast_to(np.zeros(1), (1, 2**59))]:
+        with pytest.raises(MemoryError):
+            cai.examples.column_sums(a)
+
+
 def test_scale_writes_in_place_through_any_layout():
     base = np.arange(24.0).reshape(4, 6)
     view = base[::-1, 1::2]

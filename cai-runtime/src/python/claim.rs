@@ -11,14 +11,14 @@
 //!
 //! | held \ asked | `Read` (`typed`) | `Write` (`typed_mut`) | `Shared` (`as_array`) | `Unique` (`as_array_mut`) |
 //! |---|---|---|---|---|
-//! | `Read` | yes | yes | yes | no |
-//! | `Write` | yes | yes | no | no |
+//! | `Read` | yes | no | yes | no |
+//! | `Write` | no | no | no | no |
 //! | `Shared` | yes | no | yes | no |
 //! | `Unique` | no | no | no | no |
 //!
-//! `Read` and `Write` are raw, unaligned accesses that make no reference: they may interleave
-//! with each other (as they do in the producer's own language) but not with a reference that
-//! promises the bytes do not change (`Shared`) or that nothing else sees them (`Unique`).
+//! Readers share, a writer is alone: an import is `Sync`, so two imports used on two threads
+//! would otherwise read and write the same bytes at once (a data race), and a reference
+//! promises that the bytes do not change (`Shared`) or that nothing else sees them (`Unique`).
 //! Within one import Rust's own borrows order these, so an import never conflicts with itself.
 //!
 //! The registry is this extension module's: imports made by another extension (another
@@ -49,10 +49,8 @@ impl Access {
     fn excluded_by(self, held: u8) -> bool {
         let has = |a: Access| held & a as u8 != 0;
         match self {
-            Access::Unique => held != 0,
-            Access::Shared => has(Access::Write) || has(Access::Unique),
-            Access::Write => has(Access::Shared) || has(Access::Unique),
-            Access::Read => has(Access::Unique),
+            Access::Write | Access::Unique => held != 0,
+            Access::Read | Access::Shared => has(Access::Write) || has(Access::Unique),
         }
     }
 
@@ -199,10 +197,7 @@ mod tests {
         use Access::*;
         let all = [Read, Write, Shared, Unique];
         let allowed = |held: Access, asked: Access| {
-            !matches!(
-                (held, asked),
-                (Unique, _) | (_, Unique) | (Write, Shared) | (Shared, Write)
-            )
+            !matches!((held, asked), (Unique | Write, _) | (_, Unique | Write))
         };
         for held in all {
             for asked in all {
@@ -211,6 +206,7 @@ mod tests {
                 // Overlapping by one byte.
                 let got = b.scoped(0x100f, 0x1020, asked);
                 assert_eq!(got.is_ok(), allowed(held, asked), "{held:?} then {asked:?}");
+                drop(got);
                 // Disjoint bytes never conflict; the import's own claims never do.
                 Claim::default().lasting(0x1010, 0x1020, asked).unwrap();
                 let _own = a.scoped(0x1000, 0x1010, asked).unwrap();
