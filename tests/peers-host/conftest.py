@@ -24,6 +24,24 @@ import pytest
 
 from grid import Case, parse
 
+# Cases that fail through a gap on cai's side, each with the reason: strict xfails (a fix
+# makes them fail until removed here), counted as failures in the table.
+KNOWN_CAI_GAPS = {
+    "test_pandas.py::test_takes[view-bfloat16-1-d]": (
+        "cai: an import view has no __array__, so pandas reads it item by item, and "
+        "bfloat16 items become a Series of dtype object (a storage, which has __array__, "
+        "is read as an array)"
+    ),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        reason = KNOWN_CAI_GAPS.get(item.nodeid.rsplit("/", 1)[-1])
+        if reason:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=reason))
+
+
 @pytest.fixture
 def case(request):
     """`@pytest.mark.parametrize("case", case_ids(), indirect=True)`: a fresh Case."""
@@ -68,7 +86,9 @@ def pytest_runtest_logreport(report):
     column = "takes" if name.startswith("test_takes") else "gives" if name.startswith("test_gives") else "other"
     t = _tally[module][column]
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        if hasattr(report, "wasxfail") or report.skipped:
+        if getattr(report, "wasxfail", "").startswith("cai:"):
+            t[1] += 1  # a known gap on cai's side (KNOWN_CAI_GAPS): a failure
+        elif hasattr(report, "wasxfail") or report.skipped:
             t[2] += 1
         elif report.passed:
             t[0] += 1

@@ -28,15 +28,20 @@ def test_takes(case):
 
 def test_list_likes():
     """What pandas does with an array that is not NumPy's: `Series(storage)` reads
-    `__array__` and shares the storage's memory (writing the `Series` then copies: the storage
-    is untouched); a view, without `__array__`, is copied item by item; a `DataFrame` of any
+    `__array__` and shares the storage's memory, as it shares a NumPy array's (a write to the
+    `Series` is the storage's; a read-only storage refuses it); a view, without `__array__`, is copied item by item; a `DataFrame` of any
     of them is built from a list of rows, so a zero-size (0, 3) one has no columns either.
     `pd.DataFrame(np.asarray(obj))` is NumPy's array and pandas' array path, zero-copy."""
     s = cai.storage(np.arange(5.0))
     ser = pd.Series(s, copy=False)
     assert np_address(ser.to_numpy()) == np_address(np.asarray(s))
     ser.iloc[0] = 99.0
-    assert np.asarray(s)[0] == 0.0
+    assert np.asarray(s)[0] == 99.0
+    frozen = np.arange(3.0)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        pd.Series(cai.as_storage(frozen), copy=False).iloc[0] = 7.0
+    assert frozen[0] == 0.0
     v = cai.as_host_array(np.arange(5.0))
     assert np_address(pd.Series(v, copy=False).to_numpy()) != v.ptr
     empty = cai.zeros((0, 3))
