@@ -135,12 +135,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.write_sep("=", "peers: passed/total per library (library limits apart)")
     terminalreporter.write_line(table())
     path = config.getoption("--peer-table")
-    if path:
+    if path and set(_tally) != set(LIBRARIES):
+        terminalreporter.write_line(f"(not written into {path}: only the whole suite writes it)")
+    elif path:
         with open(path) as f:
             text = f.read()
         new, n = re.subn(
-            r"(<!-- peer-table -->\n).*?(\n<!-- /peer-table -->)",
-            lambda m: m.group(1) + table() + m.group(2),
+            r"(<!-- peer-table -->\n).*?(<!-- /peer-table -->)",
+            lambda m: m.group(1) + table() + "\n" + m.group(2),
             text,
             flags=re.S,
         )

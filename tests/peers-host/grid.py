@@ -231,6 +231,9 @@ def takes(lib, fn, case, to_numpy=np.asarray, addr=None, writable=None, aligned=
         twin_out = fn(twin)
     except Exception as e:
         limit = f"{lib}'s own limit: NumPy input fails too ({type(e).__name__}: {e})"
+        if case.dtype_name == "bfloat16" and "DLPack only supports" in str(e):
+            # NumPy's DLPack export knows no bfloat16, cai's does: the twin stands for nothing.
+            return takes_bfloat16(lib, fn, case, to_numpy)
     if limit:  # (raised here, not in the handler: a traceback into the library is slow to show)
         pytest.xfail(limit[:300])
     want = np.array(to_numpy(twin_out), copy=True)
@@ -248,6 +251,23 @@ def takes(lib, fn, case, to_numpy=np.asarray, addr=None, writable=None, aligned=
     del twin, twin_out
     case.drop()
     same(to_numpy(out), want, "after the producer was dropped: ")
+    return out
+
+
+def takes_bfloat16(lib, fn, case, to_numpy):
+    """A DLPack consumer of a bfloat16 producer, which NumPy cannot be the twin of: the items
+    and dtype against the case's own, and the lifetime; where the library fails on cai's
+    object too, its limit."""
+    limit = None
+    try:
+        out = fn(case.obj)
+    except Exception as e:
+        limit = f"{lib}'s own limit: no bfloat16 through DLPack ({type(e).__name__}: {e})"
+    if limit:
+        pytest.xfail(limit[:300])
+    same(to_numpy(out), case.expected)
+    case.drop()
+    same(to_numpy(out), case.expected, "after the producer was dropped: ")
     return out
 
 

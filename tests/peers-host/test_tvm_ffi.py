@@ -10,7 +10,10 @@ from grid import DTYPES, LAYOUTS, case_ids, gives, numpy_layout, takes
 
 
 def to_numpy(t):
-    return np.from_dlpack(t)
+    try:
+        return np.from_dlpack(t)
+    except RuntimeError:  # "Unsupported dtype in DLTensor": NumPy's import knows no bfloat16
+        return np.asarray(cai.from_dlpack(t))
 
 
 @pytest.mark.parametrize("case", case_ids(), indirect=True)
