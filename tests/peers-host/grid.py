@@ -185,10 +185,6 @@ def parse(cid):
     return kind, dname, layout
 
 
-def numpy_twin_ids():
-    return [f"{d}-{lay}" for d in DTYPES for lay in LAYOUTS]
-
-
 _churned = []
 
 
