@@ -53,6 +53,8 @@ cp -r tests/gpu "$out/tests"
 # The ctypes DLPack producer both suites build malformed tensors with, and the exchange-table
 # toolkit that calls any type's table as a C consumer does.
 cp tests/python/dlpack_producer.py tests/python/dlpack_exchange.py "$out/tests/"
+# The MPI halo exchange, whose device variant tests/gpu/test_mpi_halo.py runs.
+cp examples/halo_exchange.py "$out/tests/"
 rm -rf "$out/tests/__pycache__"
 cp benches/gpu_bench.py "$out/"
 cp scripts/gpu-run.sh "$out/run.sh"

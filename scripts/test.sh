@@ -5,7 +5,9 @@
 # Miri, a build without default features, the abi3 wheel of the `cai` Python package, stubtest
 # of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker, safety; in
 # .venv), NVIDIA's cuda.core and numba-cuda against cai on the emulated driver (tests/peers, in
-# .venv-peers), GT4Py's own stencils on cai storages (tests/gt4py, in .venv-gt4py), the lifetime
+# .venv-peers), the array libraries users pair cai with, both ways, and an MPI halo exchange
+# (tests/peers-host and examples/halo_exchange.py, in .venv-peers-host), GT4Py's own stencils on
+# cai storages (tests/gt4py, in .venv-gt4py), the lifetime
 # tests under memory checkers (scripts/memcheck.sh), and the demo.
 # Needs no GPU and no CUDA toolkit: cai loads the driver at run time (one wheel for CPU-only
 # and GPU machines); only the `cust` feature (cust's buffers and streams) is compiled against a
@@ -111,6 +113,8 @@ MYPYPATH=cai-py/python .venv/bin/python -m mypy.stubtest cai --allowlist cai-py/
 echo "== pytest"
 cargo build -p cai-oracle
 CAI_ORACLE="$PWD/target/debug/cai-oracle" .venv/bin/python -m pytest tests/python -q
+echo "== array libraries against cai both ways, and MPI halo exchanges (tests/peers-host, .venv-peers-host)"
+CAI_WHEEL_DIR=dist scripts/peers-host.sh
 echo "== GT4Py itself on cai storages (tests/gt4py, in .venv-gt4py: pinned gt4py, numpy backend)"
 if [ ! -x .venv-gt4py/bin/python ]; then
     "$PYTHON" -m venv .venv-gt4py

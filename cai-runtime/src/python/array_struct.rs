@@ -107,6 +107,15 @@ impl<'py> ArrayStruct<'_, 'py> {
             self.typestr.byte_order(),
             ByteOrder::Little | ByteOrder::Big
         ) && self.typestr.byte_order() != ByteOrder::HOST;
+        // The protocols give an array without items the address 0, but NumPy takes a NULL
+        // `data` here for "allocate": its array would be memory of its own, writable whatever
+        // the flags say. No item is read at a zero-size array's address, so it gets one that
+        // is not NULL, aligned for any item (the item size rounded up to a power of two),
+        // and NumPy keeps the flags (read-only above all) and the exporter as the base.
+        let data = match self.data {
+            0 if shape.contains(&0) => (itemsize.max(1) as usize).next_power_of_two(),
+            ptr => ptr as usize,
+        };
         let mut flags = NPY_ARRAY_ALIGNED | NPY_ARR_HAS_DESCR;
         if !swapped {
             flags |= NPY_ARRAY_NOTSWAPPED;
@@ -123,7 +132,7 @@ impl<'py> ArrayStruct<'_, 'py> {
                 flags,
                 shape: dims.as_ptr(),
                 strides: dims[shape.len()..].as_ptr(),
-                data: self.data as usize as *mut c_void,
+                data: data as *mut c_void,
                 // A new reference, owned by the capsule.
                 descr: self.descr.clone().into_ptr(),
             },
