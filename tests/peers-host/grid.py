@@ -267,6 +267,31 @@ def takes_bfloat16(lib, fn, case, to_numpy):
     return out
 
 
+# cai's imports of another library's array, by the names `test_gives` cases carry.
+CAI_IMPORTS = {
+    "as_host_array": cai.as_host_array,
+    "from_dlpack": cai.from_dlpack,
+    "as_storage": cai.as_storage,
+    "gt_data": lambda a: cai.gt_data(a).host,
+}
+
+
+def gives_table(**numpy_twins):
+    """cai's imports named by the keywords, each with the NumPy import that must behave as it
+    does on the same data (`gives_table(from_dlpack=np.from_dlpack)`)."""
+    return {how: (CAI_IMPORTS[how], twin) for how, twin in numpy_twins.items()}
+
+
+def over_gives(table, layouts=LAYOUTS):
+    """Parametrizes `test_gives(dname, layout, how)` over every dtype, `layouts` and the
+    imports of `table` (a `gives_table`)."""
+    def mark(test):
+        for name, values in [("how", table), ("layout", layouts), ("dname", DTYPES)]:
+            test = pytest.mark.parametrize(name, values)(test)
+        return test
+    return mark
+
+
 def gives(lib, make, cai_import, numpy_import):
     """cai importing a library's array, `make()` -> (array, items as NumPy, address of the
     first item or None, whether the library holds it read-only), checked:

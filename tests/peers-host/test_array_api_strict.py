@@ -5,8 +5,7 @@ import array_api_strict as xp
 import numpy as np
 import pytest
 
-import cai
-from grid import DTYPES, LAYOUTS, case_ids, gives, np_address, numpy_layout, takes
+from grid import DTYPES, case_ids, gives, gives_table, np_address, numpy_layout, over_gives, takes
 
 
 def inner(x):
@@ -23,16 +22,10 @@ def test_takes(case, how):
           addr=lambda x: np_address(inner(x)), writable=lambda x: inner(x).flags.writeable)
 
 
-GIVES = {
-    "from_dlpack": (cai.from_dlpack, np.from_dlpack),
-    "as_storage": (cai.as_storage, np.from_dlpack),
-    "gt_data": (lambda a: cai.gt_data(a).host, np.from_dlpack),
-}
+GIVES = gives_table(from_dlpack=np.from_dlpack, as_storage=np.from_dlpack, gt_data=np.from_dlpack)
 
 
-@pytest.mark.parametrize("how", GIVES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dname", DTYPES)
+@over_gives(GIVES)
 def test_gives(dname, layout, how):
     def make():
         _, ref = numpy_layout(DTYPES[dname], layout)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cai
-from grid import DTYPES, case_ids, gives, np_address, numpy_layout, takes, np_interface
+from grid import DTYPES, case_ids, gives, gives_table, np_address, np_interface, numpy_layout, over_gives, takes
 
 jax.config.update("jax_enable_x64", True)  # int64/float64 stay themselves, as in NumPy
 
@@ -44,17 +44,10 @@ def test_device_put_takes_no_foreign_array():
 
 # JAX's arrays are dense and in C order: its layouts are these.
 JAX_LAYOUTS = ["1-d", "C", "0-d", "zero-size"]
-GIVES = {
-    "from_dlpack": (cai.from_dlpack, np.from_dlpack),
-    "as_storage": (cai.as_storage, np.asarray),
-    "gt_data": (lambda a: cai.gt_data(a).host, np.asarray),
-    "as_host_array": (cai.as_host_array, np_interface),
-}
+GIVES = gives_table(from_dlpack=np.from_dlpack, as_storage=np.asarray, gt_data=np.asarray, as_host_array=np_interface)
 
 
-@pytest.mark.parametrize("how", GIVES)
-@pytest.mark.parametrize("layout", JAX_LAYOUTS)
-@pytest.mark.parametrize("dname", DTYPES)
+@over_gives(GIVES, JAX_LAYOUTS)
 def test_gives(dname, layout, how):
     def make():
         _, ref = numpy_layout(DTYPES[dname], layout)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cai
-from grid import DTYPES, LAYOUTS, case_ids, gives, np_address, numpy_layout, takes, np_interface
+from grid import DTYPES, case_ids, gives, gives_table, np_address, np_interface, numpy_layout, over_gives, takes
 
 TAKES = {"asarray": np.asarray, "from_dlpack": np.from_dlpack}
 
@@ -21,17 +21,10 @@ def host(a):
 
 
 # cai's import, and NumPy's matching one (what decides whether a failure is NumPy's limit).
-GIVES = {
-    "as_host_array": (cai.as_host_array, np_interface),
-    "from_dlpack": (cai.from_dlpack, np.from_dlpack),
-    "as_storage": (cai.as_storage, np.asarray),
-    "gt_data": (lambda a: cai.gt_data(a).host, np.asarray),
-}
+GIVES = gives_table(as_host_array=np_interface, from_dlpack=np.from_dlpack, as_storage=np.asarray, gt_data=np.asarray)
 
 
-@pytest.mark.parametrize("how", GIVES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dname", DTYPES)
+@over_gives(GIVES)
 def test_gives(dname, layout, how):
     def make():
         _, ref = numpy_layout(DTYPES[dname], layout)

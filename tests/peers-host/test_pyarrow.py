@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 import cai
-from grid import DTYPES, case_ids, gives, takes
+from grid import DTYPES, case_ids, gives, gives_table, over_gives, takes
 
 
 def to_numpy(a):
@@ -30,16 +30,10 @@ def arrow_address(a):
 
 
 PA_LAYOUTS = {"1-d": slice(None), "sliced": slice(2, 6), "zero-size": slice(0, 0)}
-GIVES = {
-    "from_dlpack": (cai.from_dlpack, np.from_dlpack),
-    "as_storage": (cai.as_storage, np.from_dlpack),
-    "gt_data": (lambda a: cai.gt_data(a).host, np.from_dlpack),
-}
+GIVES = gives_table(from_dlpack=np.from_dlpack, as_storage=np.from_dlpack, gt_data=np.from_dlpack)
 
 
-@pytest.mark.parametrize("how", GIVES)
-@pytest.mark.parametrize("layout", PA_LAYOUTS)
-@pytest.mark.parametrize("dname", DTYPES)
+@over_gives(GIVES, PA_LAYOUTS)
 def test_gives(dname, layout, how):
     def make():
         ref = np.arange(8).astype(DTYPES[dname])

@@ -6,7 +6,7 @@ import pytest
 import tvm_ffi
 
 import cai
-from grid import DTYPES, LAYOUTS, case_ids, gives, numpy_layout, takes
+from grid import DTYPES, case_ids, gives, gives_table, numpy_layout, over_gives, takes
 
 
 def to_numpy(t):
@@ -22,16 +22,10 @@ def test_takes(case):
           addr=lambda t: t.data_ptr(), writable=lambda t: to_numpy(t).flags.writeable)
 
 
-GIVES = {
-    "from_dlpack": (cai.from_dlpack, np.from_dlpack),
-    "as_storage": (cai.as_storage, np.from_dlpack),
-    "gt_data": (lambda t: cai.gt_data(t).host, np.from_dlpack),
-}
+GIVES = gives_table(from_dlpack=np.from_dlpack, as_storage=np.from_dlpack, gt_data=np.from_dlpack)
 
 
-@pytest.mark.parametrize("how", GIVES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dname", DTYPES)
+@over_gives(GIVES)
 def test_gives(dname, layout, how):
     def make():
         _, ref = numpy_layout(DTYPES[dname], layout)

@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 
 import cai
-from grid import DTYPES, LAYOUTS, case_ids, gives, np_address, numpy_layout, takes
+from grid import DTYPES, case_ids, gives, gives_table, np_address, numpy_layout, over_gives, takes
 
 
 @pytest.mark.parametrize("case", case_ids(), indirect=True)
@@ -19,15 +19,10 @@ def dims(n):
     return ("I", "J", "K")[:n]
 
 
-GIVES = {
-    "gt_data": (lambda d: cai.gt_data(d).host, np.asarray),
-    "as_storage": (cai.as_storage, np.asarray),
-}
+GIVES = gives_table(gt_data=np.asarray, as_storage=np.asarray)
 
 
-@pytest.mark.parametrize("how", GIVES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dname", DTYPES)
+@over_gives(GIVES)
 def test_gives(dname, layout, how):
     def make():
         _, ref = numpy_layout(DTYPES[dname], layout)
