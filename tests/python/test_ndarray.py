@@ -4,6 +4,7 @@ whose own shape and strides the export takes; `column_sums`, `scale` and the tes
 by item with NumPy over random dtypes, shapes, strides (negative too) and offsets."""
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -38,9 +39,18 @@ def test_an_array2_field_exports_its_own_layout():
 
 
 def test_an_exported_array2_outlives_its_python_object():
-    a = np.asarray(cai.examples.mesh(3, 4))
+    m = cai.examples.mesh(3, 4)
+    alive = weakref.ref(m)
+    views = [np.asarray(m), np.from_dlpack(m)]
+    del m
     gc.collect()
-    assert (a == np.arange(12.0).reshape(3, 4)).all()
+    # The views keep the Mesh (and its Array2's memory) alive, not only its values.
+    assert alive() is not None
+    for a in views:
+        assert (a == np.arange(12.0).reshape(3, 4)).all()
+    del views, a
+    gc.collect()
+    assert alive() is None
 
 
 def test_jax_reads_an_array2_field():

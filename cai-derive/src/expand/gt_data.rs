@@ -9,7 +9,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use super::gt_krate;
-use super::interface::{Bounds, field_call, layout_calls};
+use super::interface::{Bounds, field_call, layout_calls, refuse_own_layout_keys};
 use crate::internals::ast::Container;
 use crate::internals::check::{self, GT_KEYS, GtPlan, Source};
 use crate::internals::ctxt::Ctxt;
@@ -33,6 +33,7 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
     let ident = cont.ident;
     let rt = quote!(#krate::__private::cai_runtime);
     let mut bounds = Bounds::new(cont.generics);
+    let mut refusals = Vec::new();
     let mut side = |field: Option<&crate::internals::ast::Field>, device: bool| match field {
         None => quote!(::core::option::Option::None),
         Some(f) => {
@@ -44,10 +45,16 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
             };
             bounds.bound(ty, memory);
             let calls = layout_calls(&plan.common, &rt, &mut bounds, device.then_some(f));
+            let start =
+                quote_spanned!(ty.span()=> #rt::DescriptorBuilder::#ctor::<#ty>(&self.#member));
+            let (item, start) = if device {
+                (None, start)
+            } else {
+                refuse_own_layout_keys(&plan.common, ty, &rt, cont.generics, start)
+            };
+            refusals.extend(item);
             quote_spanned! {ty.span()=>
-                ::core::option::Option::Some(
-                    #rt::DescriptorBuilder::#ctor::<#ty>(&self.#member) #(#calls)* .build()?
-                )
+                ::core::option::Option::Some(#start #(#calls)* .build()?)
             }
         }
     };
@@ -90,6 +97,7 @@ fn expand(cont: &Container, plan: &GtPlan, krate: &TokenStream) -> TokenStream {
         super::python::derived_pymethods(ident, getter, &rt, at)
     });
     quote! {
+        #(#refusals)*
         #[automatically_derived]
         impl #impl_generics #krate::GtDataInterface for #ident #ty_generics #where_clause {
             fn gt_data_interface(&self) -> ::core::result::Result<#krate::GtDataDescriptor, #krate::GtError> {

@@ -217,33 +217,11 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
         }
     };
 
-    // Memory that carries its own layout (ndarray's arrays) takes no layout keys: a compile
-    // error (evaluated where the type is known, so for generic fields too).
-    let common = &plan.common;
-    let layout_keys = !matches!(common.shape, Source::Default)
-        || !matches!(common.strides, Source::Default)
-        || !matches!(common.offset, Source::Default)
-        || common.order == Order::F;
-    // A struct without generics gets a constant item, which `cargo check` evaluates; a generic
-    // one an inline constant, evaluated where the type is known (a build).
-    let own_layout_refused = quote_spanned! {data_ty.span()=>
-        ::core::assert!(
-            !<#data_ty as #krate::HostMemory>::OWN_LAYOUT,
-            "this `#[cai(data)]` field carries its own shape and strides (an ndarray array): remove `shape`, `strides`, `offset` and `order` from `#[cai(...)]`"
-        )
-    };
-    let refuse_layout_keys = protocol == Protocol::Host && layout_keys;
-    let generic = !cont.generics.params.is_empty();
-    let start = if refuse_layout_keys && generic {
-        quote_spanned! {data_ty.span()=> {
-            const { #own_layout_refused };
-            #start
-        }}
+    let (refusal_item, start) = if protocol == Protocol::Host {
+        refuse_own_layout_keys(&plan.common, data_ty, krate, cont.generics, start)
     } else {
-        start
+        (None, start)
     };
-    let refusal_item = (refuse_layout_keys && !generic)
-        .then(|| quote_spanned! {data_ty.span()=> const _: () = #own_layout_refused; });
 
     let mut calls = layout_calls(
         &plan.common,
@@ -285,6 +263,44 @@ fn expand(cont: &Container, plan: &Plan, protocol: Protocol, krate: &TokenStream
             }
         }
         #python
+    }
+}
+
+/// Memory that carries its own layout (ndarray's arrays) takes no layout keys: where `common`
+/// has one, a compile error for host memory `ty`. A struct without generics gets a constant
+/// item (returned), which `cargo check` evaluates; a generic one an inline constant in `start`
+/// (returned wrapped), evaluated where the type is known (a build). The builder refuses the
+/// same at run time (`DescriptorError::OwnLayout`).
+pub fn refuse_own_layout_keys(
+    common: &Common,
+    ty: &syn::Type,
+    krate: &TokenStream,
+    generics: &syn::Generics,
+    start: TokenStream,
+) -> (Option<TokenStream>, TokenStream) {
+    let layout_keys = !matches!(common.shape, Source::Default)
+        || !matches!(common.strides, Source::Default)
+        || !matches!(common.offset, Source::Default)
+        || common.order == Order::F;
+    if !layout_keys {
+        return (None, start);
+    }
+    let refused = quote_spanned! {ty.span()=>
+        ::core::assert!(
+            !<#ty as #krate::HostMemory>::OWN_LAYOUT,
+            "this buffer field carries its own shape and strides (an ndarray array): remove `shape`, `strides`, `offset` and `order` from `#[cai(...)]`"
+        )
+    };
+    if generics.params.is_empty() {
+        (
+            Some(quote_spanned!(ty.span()=> const _: () = #refused;)),
+            start,
+        )
+    } else {
+        (
+            None,
+            quote_spanned!(ty.span()=> { const { #refused }; #start }),
+        )
     }
 }
 
