@@ -64,6 +64,9 @@ def main():
     else:
         rust = min(hook(a, n) for _ in range(7)) * 1e-9
         row("ForeignArray::<Host>::from_dlpack(numpy array)  [in Rust]", rust, numpy_ref, 0.5)
+    # What any import through `__dlpack__` pays before its own work: NumPy's export, called from
+    # Python (a vectorcall, no keyword dict), its capsule made and freed.
+    row("numpy_array.__dlpack__(max_version=(1, 3))  [the producer alone]", best("d(max_version=v)", n, d=a.__dlpack__, v=(1, 3)), numpy_ref)
     row("cai.from_dlpack(numpy array)  [from Python]", best("f(a)", n, f=cai.from_dlpack, a=a), numpy_ref, 1.0)
     row("cai.as_host_array(numpy array)  [__array_interface__]", best("f(a)", n, f=cai.as_host_array, a=a), numpy_ref)
 

@@ -427,6 +427,36 @@ def test_producer_errors_propagate():
         cai.from_dlpack(object())
 
 
+def test_numpy_subclasses_are_asked_their_device():
+    """`cai.from_dlpack` asks an exact NumPy array nothing but `__dlpack__` (its memory is the
+    host's); a subclass may say otherwise, so it is asked, its keywords and its errors its own."""
+    seen = []
+
+    class Elsewhere(np.ndarray):
+        def __dlpack_device__(self):
+            raise KeyError("asked")
+
+        def __dlpack__(self, **kw):
+            seen.append(kw)
+            return np.asarray(self).__dlpack__(**kw)
+
+    x = np.arange(6.0)
+    with pytest.raises(KeyError, match="asked"):
+        cai.from_dlpack(x.view(Elsewhere))
+    assert np.asarray(cai.from_dlpack(x)).tolist() == x.tolist()
+    seen.clear()
+    # Every host import passes the same keywords, however often (the shared keyword dict).
+    class Counted(np.ndarray):
+        def __dlpack__(self, **kw):
+            seen.append(dict(kw))
+            kw.clear()  # (the callee's copy: the next import's keywords are whole)
+            return np.asarray(self).__dlpack__(max_version=(1, 3))
+
+    for _ in range(3):
+        assert np.asarray(cai.from_dlpack(x.view(Counted))).tolist() == x.tolist()
+    assert seen == [{"max_version": (1, 3)}] * 3
+
+
 # --- deleters of cai's exports ---------------------------------------------------------------
 
 

@@ -36,8 +36,9 @@ use super::rules;
 pub struct Held {
     objects: Vec<Py<PyAny>>,
     buffers: Vec<HeldBuffer>,
-    /// Consumed DLPack tensors, whose deleters run when this drops.
-    tensors: Vec<super::dlpack::ImportedTensor>,
+    /// Consumed DLPack tensors, whose deleters run when this drops (an import holds one: kept
+    /// inline, no allocation).
+    tensors: smallvec::SmallVec<[super::dlpack::ImportedTensor; 1]>,
     /// An import's owner, released last.
     owner: Option<Py<PyAny>>,
 }

@@ -191,6 +191,17 @@ pub fn exact_int(v: &Bound<'_, PyAny>) -> Option<i64> {
     (overflow == 0).then_some(n)
 }
 
+/// An exact 2-tuple of exact ints that fit 64 bits (`__dlpack__`'s `max_version` and
+/// `dl_device` as every consumer sends them), read without new references.
+pub fn exact_int_pair(v: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    let t = v.cast_exact::<PyTuple>().ok()?;
+    if t.len() != 2 {
+        return None;
+    }
+    let item = |i| t.get_borrowed_item(i).ok().and_then(|x| exact_int(&x));
+    Some((item(0)?, item(1)?))
+}
+
 /// An exact tuple of exact ints, each converted to `T`.
 fn ints<T: TryFrom<i64>>(v: &Bound<'_, PyAny>) -> Option<Vec<T>> {
     let t = v.cast_exact::<PyTuple>().ok()?;

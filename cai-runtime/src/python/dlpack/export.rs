@@ -73,6 +73,9 @@ fn int_arg(v: &Bound<'_, PyAny>) -> PyResult<Option<i128>> {
 }
 
 fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> PyResult<(i128, i128)> {
+    if let Some((a, b)) = crate::python::fast::exact_int_pair(v) {
+        return Ok((a.into(), b.into()));
+    }
     let wrong = || DlpackError::ArgumentType {
         key,
         value: repr(v),
@@ -842,7 +845,11 @@ impl Template {
         let mut flags = DlpackFlags::empty();
         flags.set(DlpackFlags::READ_ONLY, self.readonly);
         let keep = Keep::Object(owner.clone().unbind());
-        let (shape, strides) = (self.shape.clone(), self.strides.clone());
+        // (`from_slice` copies the items at once; `clone` pushes them one by one.)
+        let (shape, strides) = (
+            Dims::from_slice(&self.shape),
+            Dims::from_slice(&self.strides),
+        );
         Ok(if request.versioned() {
             ManagedExport::new::<DLManagedTensorVersioned>(
                 tensor, flags, shape, strides, keep, true,

@@ -237,9 +237,9 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
     let ndim = t.ndim as usize;
     let typestr = typestr_of(t.dtype)?;
     let itemsize = typestr.itemsize();
-    let read = |p: *mut i64, name: &str| -> Result<Vec<i64>, DlpackError> {
+    let read = |p: *mut i64, name: &str| -> Result<&[i64], DlpackError> {
         if ndim == 0 {
-            return Ok(Vec::new());
+            return Ok(&[]);
         }
         if p.is_null() {
             return Err(field(
@@ -250,10 +250,11 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
         }
         // SAFETY: DLPack: a non-null shape or strides points to `ndim` int64 values, alive
         // while the tensor is (it is: we hold it).
-        Ok(unsafe { std::slice::from_raw_parts(p, ndim) }.to_vec())
+        // (Borrowed for this function only.)
+        Ok(unsafe { std::slice::from_raw_parts(p, ndim) })
     };
     let mut shape = Vec::with_capacity(ndim);
-    for (i, n) in read(t.shape, "shape")?.into_iter().enumerate() {
+    for (i, &n) in read(t.shape, "shape")?.iter().enumerate() {
         shape.push(
             usize::try_from(n)
                 .map_err(|_| field(format!("dl_tensor.shape[{i}]"), n, "negative"))?,
@@ -264,7 +265,7 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
         None
     } else {
         let mut bytes = Vec::with_capacity(ndim);
-        for (i, s) in read(t.strides, "strides")?.into_iter().enumerate() {
+        for (i, &s) in read(t.strides, "strides")?.iter().enumerate() {
             let b = isize::try_from(s)
                 .ok()
                 .and_then(|s| s.checked_mul(itemsize as isize))
@@ -346,6 +347,34 @@ pub fn dlpack_device_of(obj: &Bound<'_, PyAny>) -> PyResult<DlpackDevice> {
     Ok(DlpackDevice::from_pair(kind, id).ok_or_else(bad)?)
 }
 
+/// Whether `obj`'s type is exactly `numpy.ndarray` (a subclass may answer
+/// `__dlpack_device__` otherwise), found in `sys.modules` where NumPy was imported: cai
+/// imports no module to ask.
+fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
+    static NDARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = obj.py();
+    let ndarray = match NDARRAY.get(py) {
+        Some(t) => t,
+        None => {
+            // SAFETY: a borrowed interned str; PyImport_GetModule returns a new reference to
+            // the module in `sys.modules`, or NULL (with an exception set only on an error
+            // other than its absence, which is cleared: the answer is then "no").
+            let module = unsafe {
+                Bound::from_owned_ptr_or_opt(
+                    py,
+                    ffi::PyImport_GetModule(intern!(py, "numpy").as_ptr()),
+                )
+            };
+            let Some(t) = module.and_then(|m| m.getattr(intern!(py, "ndarray")).ok()) else {
+                let _ = PyErr::take(py);
+                return false;
+            };
+            NDARRAY.get_or_init(py, || t.unbind())
+        }
+    };
+    obj.get_type().is(ndarray.bind(py))
+}
+
 impl<S: Space> ForeignArray<S> {
     /// Imports any object with `__dlpack__` (`cai.from_dlpack`) with default options: for
     /// device memory, the legacy default stream waits for the producer's work.
@@ -404,7 +433,32 @@ impl<S: Space> ForeignArray<S> {
         }
         // The keywords of the legacy call (a stream for CUDA memory, `copy` if given), and the
         // same with `max_version` for the first.
+        static VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+        let version = VERSION.get_or_try_init(py, || {
+            PyTuple::new(py, [DLPACK_VERSION.0, DLPACK_VERSION.1]).map(Bound::unbind)
+        })?;
         let kwargs = |versioned: bool| -> PyResult<Bound<'_, PyDict>> {
+            if versioned && !S::DEVICE && copy.is_none() {
+                // The keywords of every host import, made once: `{"max_version": (1, 3)}`.
+                // (A callee gets a copy of a dict passed as keywords, except a C function
+                // taking `METH_KEYWORDS`, which could change it: the shared dict is used only
+                // while it still holds that one item.)
+                static HOST: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+                let host = HOST
+                    .get_or_try_init(py, || -> PyResult<_> {
+                        let d = PyDict::new(py);
+                        d.set_item(intern!(py, "max_version"), version.bind(py))?;
+                        Ok(d.unbind())
+                    })?
+                    .bind(py);
+                let intact = host.len() == 1
+                    && host
+                        .get_item(intern!(py, "max_version"))?
+                        .is_some_and(|v| v.is(version.bind(py)));
+                if intact {
+                    return Ok(host.clone());
+                }
+            }
             let kwargs = PyDict::new(py);
             if S::DEVICE {
                 let stream = if ordered {
@@ -418,10 +472,6 @@ impl<S: Space> ForeignArray<S> {
                 kwargs.set_item(intern!(py, "copy"), c)?;
             }
             if versioned {
-                static VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-                let version = VERSION.get_or_try_init(py, || {
-                    PyTuple::new(py, [DLPACK_VERSION.0, DLPACK_VERSION.1]).map(Bound::unbind)
-                })?;
                 kwargs.set_item(intern!(py, "max_version"), version.bind(py))?;
             }
             Ok(kwargs)
@@ -580,7 +630,12 @@ impl super::AnyForeignArray {
             });
         }
         // (The table was looked for: `__dlpack__` is next.)
-        let device = dlpack_device_of(obj)?;
+        let device = if is_numpy_array(obj) {
+            // (NumPy's memory is the host's: its `__dlpack_device__` answers `(1, 0)`.)
+            DlpackDevice::Cpu
+        } else {
+            dlpack_device_of(obj)?
+        };
         Ok(if device.is_cuda() {
             A::Device(ForeignArray::from_dunder_dlpack(
                 obj,
