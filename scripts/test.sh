@@ -64,6 +64,16 @@ if cargo tree -p cai-py -e normal | grep -q " cust "; then
 fi
 echo "== cargo test"
 cargo test --workspace --all-features
+echo "== plain cargo as a newcomer types it, with no CUDA on any path: cargo test (the library crates and the suite), cargo test --workspace, cargo doc --no-deps"
+for plain in "cargo test" "cargo test --workspace" "cargo doc --no-deps"; do
+    # (Its output only where it fails: the tests ran above.)
+    read -ra words <<<"$plain"
+    if ! out=$(env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH RUSTDOCFLAGS="-D warnings" "${words[@]}" 2>&1); then
+        echo "$out"
+        echo "'$plain' fails on a machine without CUDA"
+        exit 1
+    fi
+done
 echo "== miri (the unsafe code the pure-logic and derive tests reach)"
 scripts/miri.sh
 echo "== abi3 wheel of the cai package (with the test suite's hooks: feature \`testing\`)"

@@ -4,7 +4,7 @@
 //! both with a mirror kept in step, allocated with GDP-3's alignment, layout, halo and dims
 //! parameters (and its `"C"`, `"F"`, `"gtx86"`, `"gtcuda"` presets); and the
 //! `__gt_data_interface__` protocol, exported with `#[derive(GtDataInterface)]` and read with
-//! [`python::GtData`]. Built on `cai-runtime`, whose descriptors every storage exports as
+//! `python::GtData` (feature `python`). Built on `cai-runtime`, whose descriptors every storage exports as
 //! `__cuda_array_interface__` / `__array_interface__`.
 //!
 //! ```
@@ -28,17 +28,38 @@
 //! # Ok::<(), cai_gt::StorageError>(())
 //! ```
 //!
-//! Where things live (every module is private; its items are re-exported here):
-//! - `params`: [`StorageParams`] and the presets, resolved per dimension; `dims`: semantic
-//!   [`Dim`]s; `alloc`: the aligned [`AllocationPlan`].
-//! - `host_buffer`: [`HostBuffer`], aligned host memory (allocated here, or wrapped).
-//! - `storage`: [`Storage`], its [`Buffers`] and element type; `geometry`: indexing and views.
-//! - `wrap`: storages over memory allocated elsewhere ([`wrap_foreign`]).
-//! - `mirror`: [`SyncState`], which side of a host/device pair is newest.
-//! - `interface`: the `__gt_data_interface__` model ([`GtDataDescriptor`], [`GtDataInterface`]).
-//! - `cuda.rs` (feature `cuda`): device storages and the mirror copies, through cai-runtime's
-//!   driver layer, behind [`Storage::allocate`], [`Storage::copy`], [`Storage::synchronize`]... [`python`] (feature `python`): the protocol's Python side.
-//! - `error`: [`StorageError`].
+//! ## Storages
+//!
+//! - [`Storage`]: allocated ([`Storage::allocate`], with [`Init`]) on the host, a device or both
+//!   ([`StorageDevice`], [`Buffers`]), or over memory allocated elsewhere ([`wrap_foreign`],
+//!   [`ForeignBuffer`]); its descriptors ([`Storage::host_descriptor`]), views and indexing
+//!   ([`Geometry`], [`IndexItem`]), copies and the mirror's state ([`Storage::synchronize`],
+//!   [`SyncState`], [`Mirror`]).
+//! - Parameters: [`StorageParams`] and the [`Preset`]s, resolved per dimension
+//!   ([`ResolvedParams`]); semantic dimensions ([`Dim`], [`parse_dims`]); the aligned
+//!   [`AllocationPlan`]; the element type ([`ElementType`]); aligned host memory
+//!   ([`HostBuffer`]).
+//!
+//! ## `__gt_data_interface__`
+//!
+//! [`GtDataInterface`] (derivable: `#[derive(GtDataInterface)]`, feature `derive`) and its
+//! descriptor [`GtDataDescriptor`] ([`GtDevice`], [`HaloEntry`], hooks: [`GtHooks`]); the
+//! fields' traits [`AsDims`] and [`AsHalo`]. The `python` module (feature `python`) holds the
+//! Python property and `GtData`, which reads any object as GDP-3 says.
+//!
+//! ## Errors
+//!
+//! [`StorageError`], [`GtError`], [`HookError`], [`IndexError`].
+//!
+//! ## Feature flags
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `derive` (default) | `#[derive(GtDataInterface)]`, re-exported from `cai-derive` |
+//! | `python` | the `python` module (PyO3 0.30): `__gt_data_interface__` for classes, `GtData` |
+//!
+//! Device storages use `cai-runtime`'s driver layer (loaded at run time: no CUDA toolkit to
+//! build); where there is no driver or device, allocating one is an error that says so.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

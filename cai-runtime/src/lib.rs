@@ -24,25 +24,58 @@
 //! assert_eq!(d.strides, None); // C-contiguous
 //! ```
 //!
-//! Where things live (modules are private; their items are re-exported here, one path each):
-//! - `typestr.rs`: the type-string grammar ([`TypeStr`]); `structured.rs`: `descr` lists
-//!   ([`Descr`]); `element.rs`: the [`Element`] trait and [`for_each_element!`], the one
-//!   list of scalar element types.
-//! - `layout.rs`: shapes, byte strides, contiguity, extents ([`Layout`]; NumPy's rules).
-//! - `descriptor.rs`: the descriptor model, validation and the export builder
-//!   ([`ArrayDescriptor`], [`DescriptorBuilder`]).
-//! - `stream.rs`: the `stream` entry ([`Stream`]); `memory.rs`: what may back device and host
-//!   arrays ([`DeviceMemory`], [`HostMemory`]).
-//! - `interface.rs`: the traits the derives implement and the traits annotated fields need.
-//! - `ndarray.rs` (feature `ndarray`): ndarray's arrays as host memory with their own layout,
-//!   and imports as `ArrayView`s (`python::ForeignArray::as_array`).
-//! - `pointer.rs`: pointer attributes and the import checks on them ([`check_pointer`]).
-//! - `error.rs`: the descriptor's and memory errors ([`DescriptorError`], [`AllocError`]...);
-//!   `driver_error.rs`: [`DriverError`], the named CUDA result codes.
-//! - [`sync`]: stream synchronization policy (producer and consumer), pure decisions.
-//! - `cuda/` (module `cuda`, feature `cuda`): the CUDA driver, loaded at run time (feature
-//!   `cust`: cust's buffers and streams), the event wait, pointer attributes, device
-//!   allocations and copies. `python/` (module `python`, feature `python`): the PyO3 glue.
+//! ## Exporting
+//!
+//! - [`CudaArrayInterface`] and [`ArrayInterface`]: the derives (attributes: `#[cai(...)]`, in
+//!   the derives' documentation) and the traits they implement, giving
+//!   `cuda_array_interface()` / `array_interface()`; [`DescriptorBuilder`] builds the same
+//!   descriptors by hand.
+//! - Memory a `#[cai(data)]` field may hold: [`DeviceMemory`] (with [`RawDeviceMemory`] for a
+//!   bare address; cust's and cudarc's buffers with their features; `cuda::DeviceAllocation`),
+//!   [`HostMemory`] (`Vec`, slices, arrays, `Box`, ndarray's arrays with their own
+//!   [`OwnLayout`]).
+//! - The other fields: [`AsShape`], [`AsStrides`], [`AsOffset`], [`AsReadonly`], [`AsMask`],
+//!   and [`AsStream`] for the stream the data is ready on ([`Stream`], [`LiveStream`]).
+//! - Element types: [`Element`] (derivable for `#[repr(C)]` structs: a structured dtype), the
+//!   list of scalar types in [`for_each_element!`], [`DType`].
+//!
+//! ## The descriptor model
+//!
+//! [`ArrayDescriptor`] ([`CudaArrayDescriptor`], [`HostArrayDescriptor`]) is one array as the
+//! protocols describe it, validated by the rules of the CUDA Array Interface v3 and NumPy:
+//! [`Data`], [`TypeStr`] (the type-string grammar), [`Descr`] (structured `descr` lists),
+//! [`Layout`] (shape, byte strides, contiguity, extents), [`Stream`].
+//!
+//! ## Importing (feature `python`)
+//!
+//! `python::ForeignArray` reads anything that exports `__cuda_array_interface__`,
+//! `__array_interface__` or DLPack (CuPy, PyTorch, JAX, NumPy, cuda.core...) into a validated
+//! view that keeps its producer alive and orders its stream: typed views (`typed`,
+//! `typed_mut`), copies (`to_bytes`), and ndarray views (`as_array`, feature `ndarray`). The
+//! `python` module also holds the PyO3 side of exports (`#[cai(python)]`,
+//! `#[cai_runtime::pymethods]`) and the conformance checker (`python::check`).
+//!
+//! ## Errors
+//!
+//! [`DescriptorError`], [`LayoutError`], [`TypeStrError`], [`DescrNameError`],
+//! [`StreamError`], [`PointerError`] ([`check_pointer`]), [`DriverError`] (the driver's named
+//! result codes), [`AllocError`], [`CopyToHostError`]; in Python, each maps to one exception
+//! type (the `python` module's table).
+//!
+//! ## Feature flags
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `derive` (default) | the derives, re-exported from `cai-derive` |
+//! | `cuda` | the `cuda` module: the CUDA driver loaded at run time (no CUDA toolkit to build), device allocations, copies, streams, events, pointer attributes |
+//! | `cudarc` | cudarc 0.19's slices, views and streams as device memory and exported streams |
+//! | `cust` | cust 0.3's buffers and streams (cust links libcuda when built) |
+//! | `python` | the `python` module (PyO3 0.30): Python properties and methods, imports, DLPack both ways, the checker; includes `cuda` |
+//! | `half`, `bf16` | `half::f16` (`<f2`) and `half::bf16` (`<V2`, DLPack's bfloat16) as elements |
+//! | `float8` | `float8::F8E4M3` and `F8E5M2` as elements (`|V1`, DLPack's float8 codes) |
+//! | `complex` | `num_complex::Complex<f32>` / `<f64>` (`<c8`, `<c16`) |
+//! | `ndarray` | ndarray 0.17's arrays as host memory with their own layout, and imports as `ArrayView`s |
+//! | `testing` | hooks for the `cai` package's tests; not an API |
 //!
 //! GT4Py's GDP-3 storages and `__gt_data_interface__` are the `cai-gt` crate, built on this one.
 

@@ -11,11 +11,14 @@ use cust::context::Context;
 use cust::memory::{DeviceBox, DeviceBuffer, LockedBuffer, UnifiedBuffer};
 use cust::stream::{Stream as CuStream, StreamFlags};
 
+#[path = "support/gpu.rs"]
+mod support;
+
 /// Device 0's primary context through cust, or `None` (with the reason printed).
 fn gpu(test: &str) -> Option<Context> {
     match cuda::init() {
         Err(e) if e.is_no_device() => {
-            eprintln!("skipped {test}: no CUDA device here ({e})");
+            support::skipped(test, &e);
             None
         }
         Err(e) => panic!("cuInit failed unexpectedly: {e}"),

@@ -6,16 +6,33 @@
 
 use cai_runtime::cuda::{self, DriverStream};
 
-/// Device 0, its primary context made current (`Some`), or `None` (with the reason printed)
-/// when this machine has no usable driver or device.
+/// Device 0, its primary context made current (`Some`), or `None` when this machine has no
+/// usable driver or device (the test's name printed, the reason once per test binary).
 pub fn gpu(test: &str) -> Option<()> {
     match cuda::ensure_context(0) {
         Err(e) if e.is_no_device() => {
-            eprintln!("skipped {test}: no CUDA device here ({e})");
+            skipped(test, &e);
             None
         }
         Err(e) => panic!("no context on device 0: {e}"),
         Ok(()) => Some(()),
+    }
+}
+
+/// Says `test` was skipped for want of a device: the reason with the first, the name alone
+/// after it (a run without a device skips dozens).
+pub fn skipped(test: &str, why: &dyn std::fmt::Display) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    let mut first = false;
+    // (Printed inside: other threads wait for the reason before printing their names.)
+    SAID.call_once(|| {
+        first = true;
+        eprintln!(
+            "skipped {test}, and every test below that says 'skipped': no CUDA device here ({why})"
+        );
+    });
+    if !first {
+        eprintln!("skipped {test}");
     }
 }
 
