@@ -1496,7 +1496,11 @@ CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream h) {
 /* What every entry point this file does not define returns (scripts/cuda-stub.sh generates
  * them): loudly, since a test reaching one needs the emulator extended. */
 int cuda_emu_not_emulated(const char *fn) {
-    fprintf(stderr, "cuda-emu: %s is not emulated (extend tests/cuda-emu/cuda_emu.c)\n", fn);
+    fprintf(stderr,
+            "cuda-emu: %s is not available: this is cai's emulated CUDA driver, a stand-in for "
+            "tests that runs on the CPU and runs no GPU code; run this on a machine with an "
+            "NVIDIA GPU and driver (to emulate the call, extend tests/cuda-emu/cuda_emu.c)\n",
+            fn);
     return NOT_SUPPORTED;
 }
 

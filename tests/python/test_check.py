@@ -247,6 +247,19 @@ def test_cai_check_has_its_own_help_and_names_missing_modules():
     assert scripts == {"cai-check": "cai.__main__:cai_check"}
 
 
+def test_cai_check_hints_at_aliases_and_says_a_failed_import_once():
+    """A newcomer's `cai-check "np.zeros(3)"` said only "no module named 'np'", and
+    `cai-check -i nosuchmod 1` labeled the import's failure with the expression "1"."""
+    script = "import sys; from cai.__main__ import cai_check; sys.exit(cai_check())"
+    run = lambda *a: subprocess.run([sys.executable, "-c", script, *a], capture_output=True, text=True, timeout=60)  # noqa: E731
+    alias = run("np.zeros(3) + np.ones(3)")
+    assert alias.returncode == 2
+    assert "'np' is numpy's usual alias" in alias.stderr and "numpy.zeros(3) + numpy.ones(3)" in alias.stderr, alias.stderr
+    option = run("-i", "no_such_module_xyz", "1", "numpy.zeros(3)")
+    assert option.returncode == 2 and option.stdout == ""
+    assert option.stderr == "cai-check: could not import -i no_such_module_xyz: ModuleNotFoundError: No module named 'no_such_module_xyz'\n"
+
+
 def test_cli_json_survives_what_expressions_do(tmp_path):
     """Found by an attack: a getter calling sys.exit() made the CLI exit 0 with no output, and
     what an import or getter printed (`this` named inside a string literal imported the Zen of

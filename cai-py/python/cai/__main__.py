@@ -78,6 +78,32 @@ def _namespace(expression, extra_modules):
     return ns, missing
 
 
+# The names code often gives modules (`import numpy as np`), which an expression here cannot
+# use: it names modules in full.
+_ALIASES = {
+    "np": "numpy",
+    "cp": "cupy",
+    "jnp": "jax.numpy",
+    "pd": "pandas",
+    "xr": "xarray",
+    "da": "dask.array",
+    "pa": "pyarrow",
+    "sp": "scipy",
+    "tf": "tensorflow",
+}
+
+
+def _no_module(name, expression):
+    """Why `expression`, whose dotted name's root `name` is no module here, could not be
+    evaluated."""
+    message = f"no module named {name!r} in this Python ({sys.executable})"
+    if name in _ALIASES:
+        full = _ALIASES[name]
+        spelled = re.sub(rf"(?<![\w.]){name}\.", f"{full}.", expression)
+        return f"{message}: {name!r} is {full}'s usual alias, and modules are named in full here: {spelled}"
+    return f"{message}: is it installed there?"
+
+
 class _ImportOptionFailed(Exception):
     """A module named with ``-i`` failed to import (its error is the cause)."""
 
@@ -141,7 +167,7 @@ def cai_check(argv=None):
     """``cai-check EXPRESSION...``: the checker alone, its options in its own ``--help``."""
     parser = argparse.ArgumentParser(prog="cai-check", description=_DESCRIPTION)
     _add_check_arguments(parser)
-    return _run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+    return _run(parser.parse_args(sys.argv[1:] if argv is None else argv), parser.prog)
 
 
 def main(argv=None):
@@ -152,12 +178,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m cai", description=_DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_check_arguments(sub.add_parser("check", help="check the objects the expressions evaluate to", description=_DESCRIPTION))
-    return _run(parser.parse_args(argv))
+    return _run(parser.parse_args(argv), parser.prog)
 
 
-def _run(args):
+def _run(args, prog):
     failed = unchecked = False
     reports = []
+    if not args.json:
+        # A module of `-i` that cannot be imported is said once, not as each expression's error.
+        for name in args.imports:
+            try:
+                importlib.import_module(name)
+            except Exception as e:  # noqa: BLE001 - the module's own failure, reported as such
+                print(f"{prog}: could not import -i {name}: {type(e).__name__}: {e}", file=sys.stderr)
+                return 2
     # With --json, whatever the expressions, imports and getters print goes to stderr: stdout
     # carries the JSON alone.
     quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
@@ -176,7 +210,7 @@ def _run(args):
             except BaseException as e:  # noqa: BLE001 - any failure of the user's expression (SystemExit too) is its own
                 unchecked = True
                 if isinstance(e, NameError) and e.name in missing:
-                    e = ModuleNotFoundError(f"no module named {e.name!r} in this Python ({sys.executable}): is it installed there?")
+                    e = ModuleNotFoundError(_no_module(e.name, expression))
                 report = _failure(expression, "could not evaluate: ", e, args.json)
             else:
                 try:
