@@ -20,10 +20,12 @@ _ok, _why = cai.cuda_available()
 SKIP = None if _ok else f"no CUDA device: {_why}"
 
 
-def pytest_collection_modifyitems(config, items):
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Without a device every test skips here, before its fixtures: from one place, so that
+    `-rs` gives the reason once (a skip mark is reported at each test's own line)."""
     if SKIP:
-        for item in items:
-            item.add_marker(pytest.mark.skip(reason=SKIP))
+        pytest.skip(SKIP)
 
 
 def second_device():
