@@ -88,7 +88,7 @@ env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH scripts/gpu-bundle.sh gpu-bundle
 PATH="$PWD/.venv/bin:$PATH" bash gpu-bundle/run.sh
 echo "== the emulated CUDA driver (tests/cuda-emu)"
 scripts/cuda-stub.sh --emulator target/cuda-emu
-echo "== the README's own code, built as a newcomer copies it and run (tests/newcomer), the GPU example on the emulated driver too"
+echo "== the code of the README, docs/python.md and docs/cuda.md, built as a newcomer copies it and run (tests/newcomer), the GPU examples on the emulated driver too"
 .venv/bin/python tests/newcomer/check.py --driver target/cuda-emu/lib64
 echo "== GPU bundle against the emulated CUDA driver (our device logic; no GPU, no CuPy & co.)"
 LD_LIBRARY_PATH="$PWD/target/cuda-emu/lib64:$LD_LIBRARY_PATH" CAI_GPU_SUITE_EMULATED=1 \

@@ -1,4 +1,4 @@
-"""Builds the README's own code, as a newcomer would copy it: every fenced block after a
+"""Builds the docs' own code, as a newcomer would copy it: every fenced block after a
 `<!-- newcomer: DIR/FILE -->` line (in README.md and the docs that have such blocks,
 `DOCS`) is written to DIR/FILE in a scratch folder beside a `cai`
 link to this repository (the README's crates depend on `../cai/...`), then each DIR that got a
@@ -25,7 +25,7 @@ import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The files whose marked blocks are built and run, README.md first.
-DOCS = ["README.md", "docs/python.md"]
+DOCS = ["README.md", "docs/python.md", "docs/cuda.md"]
 MARK = re.compile(r"^<!-- newcomer: (\S+) -->\n```[a-z]*\n(.*?)^```$", re.M | re.S)
 # What the README's GPU example prints where it finds no driver or no device.
 NO_GPU = "no GPU here"
