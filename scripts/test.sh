@@ -64,8 +64,9 @@ if cargo tree -p cai-py -e normal | grep -q " cust "; then
 fi
 echo "== cargo test"
 cargo test --workspace --all-features
-echo "== plain cargo as a newcomer types it, with no CUDA on any path: cargo test (the library crates and the suite), cargo test --workspace, cargo doc --no-deps"
-for plain in "cargo test" "cargo test --workspace" "cargo doc --no-deps"; do
+echo "== plain cargo as a newcomer types it, with no CUDA on any path: cargo test (the library crates and the suite), cargo test --workspace, cargo doc --no-deps, and the README's cargo doc"
+for plain in "cargo test" "cargo test --workspace" "cargo doc --no-deps" \
+    "cargo doc --no-deps -p cai-runtime --features python,cudarc,ndarray"; do
     # (Its output only where it fails: the tests ran above.)
     read -ra words <<<"$plain"
     if ! out=$(env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH RUSTDOCFLAGS="-D warnings" "${words[@]}" 2>&1); then

@@ -72,7 +72,7 @@
 //! | `cust` | cust 0.3's buffers and streams (cust links libcuda when built) |
 //! | `python` | the `python` module (PyO3 0.30): Python properties and methods, imports, DLPack both ways, the checker; includes `cuda` |
 //! | `half`, `bf16` | `half::f16` (`<f2`) and `half::bf16` (`<V2`, DLPack's bfloat16) as elements |
-//! | `float8` | `float8::F8E4M3` and `F8E5M2` as elements (`|V1`, DLPack's float8 codes) |
+//! | `float8` | `float8::F8E4M3` and `F8E5M2` as elements (`\|V1`, DLPack's float8 codes) |
 //! | `complex` | `num_complex::Complex<f32>` / `<f64>` (`<c8`, `<c16`) |
 //! | `ndarray` | ndarray 0.17's arrays as host memory with their own layout, and imports as `ArrayView`s |
 //! | `testing` | hooks for the `cai` package's tests; not an API |

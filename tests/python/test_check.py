@@ -255,6 +255,10 @@ def test_cai_check_hints_at_aliases_and_says_a_failed_import_once():
     alias = run("np.zeros(3) + np.ones(3)")
     assert alias.returncode == 2
     assert "'np' is numpy's usual alias" in alias.stderr and "numpy.zeros(3) + numpy.ones(3)" in alias.stderr, alias.stderr
+    bound = run("-i", "numpy as np", "np.zeros(3) + np.ones(3)")
+    assert bound.returncode == 0 and "conforms" in bound.stdout, bound.stderr
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("cai-check "), version.stdout
     option = run("-i", "no_such_module_xyz", "1", "numpy.zeros(3)")
     assert option.returncode == 2 and option.stdout == ""
     assert option.stderr == "cai-check: could not import -i no_such_module_xyz: ModuleNotFoundError: No module named 'no_such_module_xyz'\n"

@@ -47,11 +47,25 @@ def _names(expression):
     return [m.group(0) for m in _NAME.finditer(code)]
 
 
+def _import_option(value):
+    """``-i MODULE`` or ``-i "MODULE as NAME"``: ``(module, name)``, the name it is bound to
+    (``numpy as np``: ``("numpy", "np")``; a plain ``a.b`` binds ``a``, as ``import a.b``)."""
+    module, _, alias = (part.strip() for part in value.partition(" as "))
+    return module, alias or None
+
+
 def _namespace(expression, extra_modules):
     """The names to evaluate ``expression`` with, and the dotted names' roots that are no module
     here (``mypkg`` of ``mypkg.make()``: not installed in this Python, most likely)."""
     ns, missing = {}, set()
-    for name in list(extra_modules) + _names(expression):
+    aliases = {}
+    for value in extra_modules:
+        module, alias = _import_option(value)
+        if alias:
+            aliases[alias] = module
+    for name in [_import_option(v)[0] for v in extra_modules] + _names(expression):
+        if name.split(".")[0] in aliases:
+            continue
         root = name.split(".")[0]
         if root not in ns:
             try:
@@ -70,11 +84,14 @@ def _namespace(expression, extra_modules):
         for i in range(2, len(parts) + 1):
             if not _import_submodule(ns[root], parts[:i]):
                 break
-    for name in extra_modules:
+    for value in extra_modules:
+        module, alias = _import_option(value)
         try:
-            importlib.import_module(name)
+            imported = importlib.import_module(module)
         except Exception as e:
-            raise _ImportOptionFailed(name) from e
+            raise _ImportOptionFailed(value) from e
+        if alias:
+            ns[alias] = imported
     return ns, missing
 
 
@@ -100,7 +117,7 @@ def _no_module(name, expression):
     if name in _ALIASES:
         full = _ALIASES[name]
         spelled = re.sub(rf"(?<![\w.]){name}\.", f"{full}.", expression)
-        return f"{message}: {name!r} is {full}'s usual alias, and modules are named in full here: {spelled}"
+        return f"{message}: {name!r} is {full}'s usual alias; name it in full ({spelled}) or bind the alias with -i \"{full} as {name}\""
     return f"{message}: is it installed there?"
 
 
@@ -154,18 +171,43 @@ def _failure(expression, what, e, as_json):
 
 
 _DESCRIPTION = "Check objects' __cuda_array_interface__ / __array_interface__ against the spec."
+_EPILOG = """examples:
+  cai-check "numpy.zeros((3, 4))[:, ::2]"
+  cai-check --json "cupy.arange(10)" "torch.ones(3, device='cuda')"
+  cai-check -i "numpy as np" "np.zeros(3)"
+
+Each expression is checked on its own. Exit status: 0 when every object conforms, 1 when
+errors were found (warnings too with --strict), 2 when some expression could not be checked."""
+
+
+def _version():
+    from importlib import metadata
+
+    try:
+        return metadata.version("cai-arrays")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _add_check_arguments(parser):
     parser.add_argument("expressions", nargs="+", metavar="EXPRESSION", help="a Python expression giving the object to check")
-    parser.add_argument("-i", "--import", dest="imports", action="append", default=[], metavar="MODULE", help="import MODULE first")
+    parser.add_argument(
+        "-i",
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help='import MODULE first: one the expressions do not name (a plugin that registers types), or "MODULE as NAME" to use an alias (-i "numpy as np"); modules an expression names in full (numpy.zeros(3)) are imported without it',
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--json", action="store_true", help="print a JSON report")
     parser.add_argument("--strict", action="store_true", help="fail on warnings too")
 
 
 def cai_check(argv=None):
     """``cai-check EXPRESSION...``: the checker alone, its options in its own ``--help``."""
-    parser = argparse.ArgumentParser(prog="cai-check", description=_DESCRIPTION)
+    parser = argparse.ArgumentParser(prog="cai-check", description=_DESCRIPTION, epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_check_arguments(parser)
     return _run(parser.parse_args(sys.argv[1:] if argv is None else argv), parser.prog)
 
@@ -186,11 +228,11 @@ def _run(args, prog):
     reports = []
     if not args.json:
         # A module of `-i` that cannot be imported is said once, not as each expression's error.
-        for name in args.imports:
+        for value in args.imports:
             try:
-                importlib.import_module(name)
+                importlib.import_module(_import_option(value)[0])
             except Exception as e:  # noqa: BLE001 - the module's own failure, reported as such
-                print(f"{prog}: could not import -i {name}: {type(e).__name__}: {e}", file=sys.stderr)
+                print(f"{prog}: could not import -i {value}: {type(e).__name__}: {e}", file=sys.stderr)
                 return 2
     # With --json, whatever the expressions, imports and getters print goes to stderr: stdout
     # carries the JSON alone.

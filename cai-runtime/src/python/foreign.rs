@@ -115,7 +115,7 @@ pub enum ViewError {
         strides: Vec<isize>,
     },
     /// Another import of the same bytes holds a claim that excludes this access (see
-    /// [`ForeignArray::as_array`]).
+    /// `ForeignArray::as_array`, feature `ndarray`).
     #[error(
         "the array's memory is {held} through another import that is still alive, so it cannot be {asked} here: drop that import first"
     )]
@@ -841,7 +841,7 @@ impl<'a, T: Element + AnyBitPattern> Typed<'a, T, Host> {
     /// [`ViewError::Misaligned`] for items not aligned for `T`, and with
     /// [`ViewError::Claimed`] while another import of the same bytes writes them. From then on
     /// until the import is dropped, other imports may read the bytes but not write them, as
-    /// with [`ForeignArray::as_array`].
+    /// with `ForeignArray::as_array` (feature `ndarray`).
     pub fn as_slice(&self) -> Result<&[T], ViewError> {
         let (ptr, len) = self.array.run::<T>()?;
         self.array.claim_lasting(Access::Shared)?;
