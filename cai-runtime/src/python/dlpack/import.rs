@@ -16,7 +16,7 @@ use dlpark::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyString, PyTuple};
 use pyo3::{ffi, intern};
 
 use super::{
@@ -347,6 +347,95 @@ pub fn dlpack_device_of(obj: &Bound<'_, PyAny>) -> PyResult<DlpackDevice> {
     Ok(DlpackDevice::from_pair(kind, id).ok_or_else(bad)?)
 }
 
+/// The names of `__dlpack__`'s keywords, in the order their values are passed: `stream` (for
+/// CUDA memory), `copy` (where given), `max_version` (but in the legacy call); each tuple made
+/// once.
+fn dlpack_keywords(
+    py: Python<'_>,
+    stream: bool,
+    copy: bool,
+    versioned: bool,
+) -> PyResult<Bound<'_, PyTuple>> {
+    static NAMES: [PyOnceLock<Py<PyTuple>>; 8] = [const { PyOnceLock::new() }; 8];
+    let which = usize::from(stream) | usize::from(copy) << 1 | usize::from(versioned) << 2;
+    let names = NAMES[which].get_or_try_init(py, || {
+        let mut names = Vec::with_capacity(3);
+        if stream {
+            names.push(intern!(py, "stream"));
+        }
+        if copy {
+            names.push(intern!(py, "copy"));
+        }
+        if versioned {
+            names.push(intern!(py, "max_version"));
+        }
+        PyTuple::new(py, names).map(Bound::unbind)
+    })?;
+    Ok(names.bind(py).clone())
+}
+
+/// CPython's `PyObject_VectorcallMethod` (public since Python 3.9; in the stable ABI from 3.12,
+/// and so not declared for the 3.11 ABI the package is built for).
+type VectorcallMethod = unsafe extern "C" fn(
+    name: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject;
+
+/// `PyObject_VectorcallMethod` of the running interpreter, looked up once among the process's
+/// symbols (CPython exports it from 3.9 on); `None` where it is not found.
+fn vectorcall_method() -> Option<VectorcallMethod> {
+    static FOUND: std::sync::OnceLock<Option<VectorcallMethod>> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        // SAFETY: `this()` opens the running program itself, whose symbols stay loaded for the
+        // life of the process (the handle is leaked, never closed); the symbol, where present,
+        // is CPython's `PyObject_VectorcallMethod`, whose signature (above) is its documented
+        // one in every version that has it.
+        unsafe {
+            let this = libloading::os::unix::Library::this();
+            let f = this
+                .get::<VectorcallMethod>(b"PyObject_VectorcallMethod\0")
+                .ok()
+                .map(|s| *s);
+            std::mem::forget(this);
+            f
+        }
+    })
+}
+
+/// `obj.name(**dict(zip(names, values)))`: through `PyObject_VectorcallMethod` where the
+/// interpreter has it, which makes no bound method and no keyword dict (together they cost
+/// more than NumPy's whole `__dlpack__`); else through `getattr` and a call with a dict.
+fn call_method<'py>(
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+    names: &Bound<'py, PyTuple>,
+    values: &[Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    debug_assert_eq!(names.len(), values.len());
+    let Some(vectorcall) = vectorcall_method() else {
+        let kwargs = PyDict::new(py);
+        for (k, v) in names.iter().zip(values) {
+            kwargs.set_item(k, v)?;
+        }
+        return obj.call_method(name, (), Some(&kwargs));
+    };
+    let mut args: smallvec::SmallVec<[*mut ffi::PyObject; 4]> = smallvec::smallvec![obj.as_ptr()];
+    args.extend(values.iter().map(Bound::as_ptr));
+    // SAFETY: attached (`py`); `name` is a str; `args` holds `obj` (the one positional
+    // argument, counted in `nargsf`) and then one value per name of `names`, a tuple of
+    // distinct exact strs (`dlpack_keywords`), all borrowed and alive for the call. The result
+    // is a new reference or NULL with an exception set, which `from_owned_ptr_or_err` takes.
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            vectorcall(name.as_ptr(), args.as_ptr(), 1, names.as_ptr()),
+        )
+    }
+}
+
 /// Whether `obj`'s type is exactly `numpy.ndarray` (a subclass may answer
 /// `__dlpack_device__` otherwise), found in `sys.modules` where NumPy was imported: cai
 /// imports no module to ask.
@@ -431,58 +520,34 @@ impl<S: Space> ForeignArray<S> {
             };
             check_space::<S>(device)?;
         }
-        // The keywords of the legacy call (a stream for CUDA memory, `copy` if given), and the
-        // same with `max_version` for the first.
+        // The keywords: a stream for CUDA memory, `copy` if given, and `max_version` in the
+        // first call (a producer that predates it is called again without).
         static VERSION: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
         let version = VERSION.get_or_try_init(py, || {
             PyTuple::new(py, [DLPACK_VERSION.0, DLPACK_VERSION.1]).map(Bound::unbind)
         })?;
-        let kwargs = |versioned: bool| -> PyResult<Bound<'_, PyDict>> {
-            if versioned && !S::DEVICE && copy.is_none() {
-                // The keywords of every host import, made once: `{"max_version": (1, 3)}`.
-                // (A callee gets a copy of a dict passed as keywords, except a C function
-                // taking `METH_KEYWORDS`, which could change it: the shared dict is used only
-                // while it still holds that one item.)
-                static HOST: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
-                let host = HOST
-                    .get_or_try_init(py, || -> PyResult<_> {
-                        let d = PyDict::new(py);
-                        d.set_item(intern!(py, "max_version"), version.bind(py))?;
-                        Ok(d.unbind())
-                    })?
-                    .bind(py);
-                let intact = host.len() == 1
-                    && host
-                        .get_item(intern!(py, "max_version"))?
-                        .is_some_and(|v| v.is(version.bind(py)));
-                if intact {
-                    return Ok(host.clone());
-                }
-            }
-            let kwargs = PyDict::new(py);
-            if S::DEVICE {
-                let stream = if ordered {
-                    options.consumer.stream().as_raw() as i128
-                } else {
-                    -1
-                };
-                kwargs.set_item(intern!(py, "stream"), stream)?;
-            }
-            if let Some(c) = copy {
-                kwargs.set_item(intern!(py, "copy"), c)?;
-            }
-            if versioned {
-                kwargs.set_item(intern!(py, "max_version"), version.bind(py))?;
-            }
-            Ok(kwargs)
-        };
+        let mut values: smallvec::SmallVec<[Bound<'_, PyAny>; 3]> = smallvec::SmallVec::new();
+        if S::DEVICE {
+            let stream = if ordered {
+                options.consumer.stream().as_raw() as i128
+            } else {
+                -1
+            };
+            values.push(stream.into_pyobject(py)?.into_any());
+        }
+        if let Some(c) = copy {
+            values.push(PyBool::new(py, c).to_owned().into_any());
+        }
+        values.push(version.bind(py).clone().into_any());
         let method = intern!(py, "__dlpack__");
-        let capsule = match obj.call_method(method, (), Some(&kwargs(true)?)) {
+        let names = |versioned| dlpack_keywords(py, S::DEVICE, copy.is_some(), versioned);
+        let capsule = match call_method(obj, method, &names(true)?, &values) {
             Ok(c) => c,
             // A producer that predates `max_version` (and `copy`) rejects the keyword.
-            Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => obj
-                .call_method(method, (), Some(&kwargs(false)?))
-                .inspect_err(|e2| e2.set_cause(py, Some(e)))?,
+            Err(e) if e.is_instance_of::<PyTypeError>(py) && copy.is_none() => {
+                call_method(obj, method, &names(false)?, &values[..values.len() - 1])
+                    .inspect_err(|e2| e2.set_cause(py, Some(e)))?
+            }
             Err(e) => return Err(e),
         };
         let tensor = ImportedTensor::consume(&capsule)?;
