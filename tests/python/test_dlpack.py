@@ -13,6 +13,8 @@
 
 import ctypes
 import gc
+import subprocess
+import sys
 import threading
 import weakref
 
@@ -455,6 +457,48 @@ def test_numpy_subclasses_are_asked_their_device():
     for _ in range(3):
         assert np.asarray(cai.from_dlpack(x.view(Counted))).tolist() == x.tolist()
     assert seen == [{"max_version": (1, 3)}] * 3
+
+
+def test_a_module_standing_as_numpy_decides_nothing():
+    """Found by an attack: `cai.from_dlpack` took `sys.modules["numpy"].ndarray` at its first
+    call for NumPy's array type, forever: a stand-in module (`sys.modules["numpy"] = cupy`, a
+    mock) made that type's objects host memory, never asked their device nor passed a stream;
+    and the lookup ran the module's `__getattr__`, swallowing what it raised. (A process of its
+    own: the first call is the one that counts.)"""
+    script = """
+import sys, types, cai
+calls, looked = [], []
+class P:
+    def __dlpack_device__(self):
+        calls.append("device")
+        return (1, 0)
+    def __dlpack__(self, **kw):
+        calls.append("dlpack")
+        return self.a.__dlpack__(**kw)
+fake = types.ModuleType("numpy")
+fake.ndarray = P
+def __getattr__(name):
+    looked.append(name)
+    raise KeyboardInterrupt(name)
+fake.__getattr__ = __getattr__
+sys.modules["numpy"] = fake
+try:
+    cai.from_dlpack(object())
+except AttributeError:
+    pass
+del sys.modules["numpy"]
+import numpy as np
+p = P()
+p.a = np.arange(3.0)
+assert np.asarray(cai.from_dlpack(p)).tolist() == [0.0, 1.0, 2.0]
+assert calls == ["device", "dlpack"], calls
+assert looked == [], looked
+sys.modules["numpy"] = fake
+assert np.asarray(cai.from_dlpack(np.arange(2.0))).tolist() == [0.0, 1.0]
+assert looked == [], looked
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
 
 
 # --- deleters of cai's exports ---------------------------------------------------------------

@@ -387,21 +387,30 @@ type VectorcallMethod = unsafe extern "C" fn(
 /// symbols (CPython exports it from 3.9 on); `None` where it is not found.
 fn vectorcall_method() -> Option<VectorcallMethod> {
     static FOUND: std::sync::OnceLock<Option<VectorcallMethod>> = std::sync::OnceLock::new();
-    *FOUND.get_or_init(|| {
-        // SAFETY: `this()` opens the running program itself, whose symbols stay loaded for the
-        // life of the process (the handle is leaked, never closed); the symbol, where present,
-        // is CPython's `PyObject_VectorcallMethod`, whose signature (above) is its documented
-        // one in every version that has it.
-        unsafe {
-            let this = libloading::os::unix::Library::this();
-            let f = this
-                .get::<VectorcallMethod>(b"PyObject_VectorcallMethod\0")
-                .ok()
-                .map(|s| *s);
-            std::mem::forget(this);
-            f
-        }
-    })
+    *FOUND.get_or_init(find_vectorcall_method)
+}
+
+#[cfg(unix)]
+fn find_vectorcall_method() -> Option<VectorcallMethod> {
+    // SAFETY: `this()` opens the running program itself, whose symbols stay loaded for the
+    // life of the process (the handle is leaked, never closed); the symbol, where present, is
+    // CPython's `PyObject_VectorcallMethod`, whose signature (above) is its documented one in
+    // every version that has it.
+    unsafe {
+        let this = libloading::os::unix::Library::this();
+        let f = this
+            .get::<VectorcallMethod>(b"PyObject_VectorcallMethod\0")
+            .ok()
+            .map(|s| *s);
+        std::mem::forget(this);
+        f
+    }
+}
+
+/// (Elsewhere the call goes through a keyword dict.)
+#[cfg(not(unix))]
+fn find_vectorcall_method() -> Option<VectorcallMethod> {
+    None
 }
 
 /// `obj.name(**dict(zip(names, values)))`: through `PyObject_VectorcallMethod` where the
@@ -436,32 +445,36 @@ fn call_method<'py>(
     }
 }
 
-/// Whether `obj`'s type is exactly `numpy.ndarray` (a subclass may answer
-/// `__dlpack_device__` otherwise), found in `sys.modules` where NumPy was imported: cai
-/// imports no module to ask.
+/// Whether `obj`'s type is exactly NumPy's `ndarray` (a subclass may answer
+/// `__dlpack_device__` otherwise): a static (C) type named `numpy.ndarray`, told from the type
+/// itself. Nothing is looked up in `sys.modules`, where any module may stand as `numpy`, and no
+/// module code runs. The type is kept once seen: later checks are one comparison.
 fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
-    static NDARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    static NDARRAY: PyOnceLock<Py<pyo3::types::PyType>> = PyOnceLock::new();
     let py = obj.py();
-    let ndarray = match NDARRAY.get(py) {
-        Some(t) => t,
-        None => {
-            // SAFETY: a borrowed interned str; PyImport_GetModule returns a new reference to
-            // the module in `sys.modules`, or NULL (with an exception set only on an error
-            // other than its absence, which is cleared: the answer is then "no").
-            let module = unsafe {
-                Bound::from_owned_ptr_or_opt(
-                    py,
-                    ffi::PyImport_GetModule(intern!(py, "numpy").as_ptr()),
-                )
-            };
-            let Some(t) = module.and_then(|m| m.getattr(intern!(py, "ndarray")).ok()) else {
-                let _ = PyErr::take(py);
-                return false;
-            };
-            NDARRAY.get_or_init(py, || t.unbind())
-        }
+    let ty = obj.get_type();
+    if let Some(t) = NDARRAY.get(py) {
+        return ty.is(t.bind(py));
+    }
+    // SAFETY: PyType_GetFlags reads the flags of a live type.
+    let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
+    // (Every class made in Python, or by most binding generators, is a heap type: those stop
+    // here, before their names are asked.)
+    if flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
+        return false;
+    }
+    let named = |attr: &Bound<'_, PyString>, want: &str| {
+        ty.getattr(attr)
+            .ok()
+            .and_then(|v| v.cast_into::<PyString>().ok())
+            .is_some_and(|v| v.to_str().is_ok_and(|v| v == want))
     };
-    obj.get_type().is(ndarray.bind(py))
+    let numpy =
+        named(intern!(py, "__module__"), "numpy") && named(intern!(py, "__qualname__"), "ndarray");
+    if numpy {
+        NDARRAY.get_or_init(py, || ty.clone().unbind());
+    }
+    numpy
 }
 
 impl<S: Space> ForeignArray<S> {
