@@ -422,9 +422,20 @@ fn call_method<'py>(
     names: &Bound<'py, PyTuple>,
     values: &[Bound<'py, PyAny>],
 ) -> PyResult<Bound<'py, PyAny>> {
+    call_method_through(vectorcall_method(), obj, name, names, values)
+}
+
+/// [`call_method`] through `vectorcall`, or through a dict where `None`.
+fn call_method_through<'py>(
+    vectorcall: Option<VectorcallMethod>,
+    obj: &Bound<'py, PyAny>,
+    name: &Bound<'py, PyString>,
+    names: &Bound<'py, PyTuple>,
+    values: &[Bound<'py, PyAny>],
+) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     debug_assert_eq!(names.len(), values.len());
-    let Some(vectorcall) = vectorcall_method() else {
+    let Some(vectorcall) = vectorcall else {
         let kwargs = PyDict::new(py);
         for (k, v) in names.iter().zip(values) {
             kwargs.set_item(k, v)?;
@@ -756,4 +767,64 @@ pub(crate) enum Producer {
     /// The exchange table: nothing; its current work stream (where streams are ordered) is
     /// ordered before the consumer's by the import, as a CUDA Array Interface stream is.
     Current(Option<crate::stream::Stream>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of calling `__dlpack__` pass the same keywords, return what it returns, and
+    /// propagate what it raises; the interpreter's `PyObject_VectorcallMethod` is found.
+    #[test]
+    fn vectorcall_and_dict_calls_agree() {
+        Python::initialize();
+        Python::attach(|py| {
+            assert!(
+                vectorcall_method().is_some(),
+                "PyObject_VectorcallMethod not found"
+            );
+            let ns = pyo3::types::PyDict::new(py);
+            py.run(
+                c"class P:\n    def __dlpack__(self, **kw):\n        if kw.get('copy'):\n            raise KeyError('no copies')\n        return sorted(kw.items())\n",
+                Some(&ns),
+                None,
+            )
+            .unwrap();
+            let p = ns.get_item("P").unwrap().unwrap().call0().unwrap();
+            let method = intern!(py, "__dlpack__");
+            let version = PyTuple::new(py, [1u32, 3]).unwrap().into_any();
+            for (stream, copy, versioned) in [
+                (false, false, true),
+                (true, false, true),
+                (true, false, false),
+                (false, true, true),
+            ] {
+                let mut values = Vec::new();
+                if stream {
+                    values.push(7i64.into_pyobject(py).unwrap().into_any());
+                }
+                if copy {
+                    values.push(PyBool::new(py, true).to_owned().into_any());
+                }
+                if versioned {
+                    values.push(version.clone());
+                }
+                let names = dlpack_keywords(py, stream, copy, versioned).unwrap();
+                let fast = call_method_through(vectorcall_method(), &p, method, &names, &values);
+                let dict = call_method_through(None, &p, method, &names, &values);
+                match (fast, dict) {
+                    (Ok(a), Ok(b)) => {
+                        assert!(a.eq(&b).unwrap(), "{a} != {b}");
+                        assert_eq!(a.len().unwrap(), values.len());
+                    }
+                    (Err(a), Err(b)) => {
+                        assert!(copy);
+                        assert!(a.is_instance_of::<pyo3::exceptions::PyKeyError>(py));
+                        assert!(b.is_instance_of::<pyo3::exceptions::PyKeyError>(py));
+                    }
+                    (a, b) => panic!("the two calls disagree: {a:?} and {b:?}"),
+                }
+            }
+        });
+    }
 }
