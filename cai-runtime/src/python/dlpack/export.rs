@@ -455,13 +455,9 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     if ndim > 0 && prototype.shape.is_null() {
         return Err(value(format!("prototype.shape = NULL with ndim = {ndim}")));
     }
-    let raw: &[i64] = if ndim == 0 {
-        &[]
-    } else {
-        // SAFETY: DLPack: a non-null shape points to `ndim` int64 values, which the caller
-        // keeps alive during this call.
-        unsafe { std::slice::from_raw_parts(prototype.shape, ndim) }
-    };
+    // SAFETY: DLPack: a non-null shape points to `ndim` int64 values, which the caller keeps
+    // alive during this call (checked non-null above where `ndim` > 0; none read at 0).
+    let raw: Dims = unsafe { super::int64s(prototype.shape, ndim) }.collect();
     let mut shape = Dims::with_capacity(ndim);
     let mut items: usize = 1;
     for (i, &n) in raw.iter().enumerate() {

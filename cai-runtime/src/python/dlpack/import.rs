@@ -237,11 +237,8 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
     let ndim = t.ndim as usize;
     let typestr = typestr_of(t.dtype)?;
     let itemsize = typestr.itemsize();
-    let read = |p: *mut i64, name: &str| -> Result<&[i64], DlpackError> {
-        if ndim == 0 {
-            return Ok(&[]);
-        }
-        if p.is_null() {
+    let read = |p: *mut i64, name: &str| -> Result<_, DlpackError> {
+        if p.is_null() && ndim > 0 {
             return Err(field(
                 format!("dl_tensor.{name}"),
                 "NULL",
@@ -249,12 +246,12 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
             ));
         }
         // SAFETY: DLPack: a non-null shape or strides points to `ndim` int64 values, alive
-        // while the tensor is (it is: we hold it).
-        // (Borrowed for this function only.)
-        Ok(unsafe { std::slice::from_raw_parts(p, ndim) })
+        // while the tensor is (it is: we hold it, and read them here only); none are read
+        // where `ndim` is 0.
+        Ok(unsafe { super::int64s(p, ndim) })
     };
     let mut shape = Vec::with_capacity(ndim);
-    for (i, &n) in read(t.shape, "shape")?.iter().enumerate() {
+    for (i, n) in read(t.shape, "shape")?.enumerate() {
         shape.push(
             usize::try_from(n)
                 .map_err(|_| field(format!("dl_tensor.shape[{i}]"), n, "negative"))?,
@@ -265,7 +262,7 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
         None
     } else {
         let mut bytes = Vec::with_capacity(ndim);
-        for (i, &s) in read(t.strides, "strides")?.iter().enumerate() {
+        for (i, s) in read(t.strides, "strides")?.enumerate() {
             let b = isize::try_from(s)
                 .ok()
                 .and_then(|s| s.checked_mul(itemsize as isize))
@@ -772,6 +769,41 @@ pub(crate) enum Producer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A producer's shape and strides need not be 8-byte aligned: they are read one by one
+    /// (a slice of them was undefined behaviour, which a debug build stops at).
+    #[test]
+    fn misaligned_shape_and_strides_are_read() {
+        let dims: [i64; 4] = [4, 3, 1, 4];
+        // 8-aligned words, the dims written from their second byte on: misaligned for sure.
+        let mut words = [0u64; 5];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut words);
+        for (i, d) in dims.iter().enumerate() {
+            bytes[1 + 8 * i..9 + 8 * i].copy_from_slice(&d.to_ne_bytes());
+        }
+        let base = bytes.as_mut_ptr().wrapping_add(1).cast::<i64>();
+        assert!(!base.is_aligned());
+        let data = [0f64; 12];
+        let t = DLTensor {
+            data: data.as_ptr().cast_mut().cast(),
+            device: dlpark::ffi::DLDevice {
+                device_type: dlpark::ffi::DLDeviceType::CPU,
+                device_id: 0,
+            },
+            ndim: 2,
+            dtype: dlpark::ffi::DLDataType {
+                code: dlpark::ffi::DLDataTypeCode::FLOAT,
+                bits: 64,
+                lanes: 1,
+            },
+            shape: base,
+            strides: base.wrapping_add(2),
+            byte_offset: 0,
+        };
+        let d = describe::<crate::Host>(&t, true).unwrap();
+        assert_eq!(d.shape, [4, 3]);
+        assert_eq!(d.strides, Some(vec![8, 32]));
+    }
 
     /// Both ways of calling `__dlpack__` pass the same keywords, return what it returns, and
     /// propagate what it raises; the interpreter's `PyObject_VectorcallMethod` is found.

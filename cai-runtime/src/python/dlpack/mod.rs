@@ -325,6 +325,17 @@ fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
     Ok(TypeStr::new(ByteOrder::HOST, kind, bytes).canonical())
 }
 
+/// The `n` int64 values a tensor's `shape` or `strides` points to, read one by one: a producer's
+/// pointer need not be aligned (a slice of it would have to be, or be undefined behaviour).
+///
+/// # Safety
+/// `p` points to `n` readable int64 values, aligned or not, that stay alive and unchanged while
+/// the iterator is used.
+pub(crate) unsafe fn int64s(p: *const i64, n: usize) -> impl Iterator<Item = i64> {
+    // SAFETY: this function's contract: `p + i` for `i < n` is readable.
+    (0..n).map(move |i| unsafe { p.add(i).read_unaligned() })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
