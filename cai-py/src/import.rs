@@ -312,6 +312,24 @@ impl CudaArrayView {
     }
 }
 
+/// `$then!(T)` for the native-order integer, float or complex type `T` whose type string is
+/// `$t`'s, where there is one (never bool, not every bit pattern of which is one, nor opaque
+/// bytes): the element types `get`, `set` and `_as_array_items` read and write.
+macro_rules! with_number_type {
+    ($t:expr, $then:ident) => {{
+        macro_rules! number_arm {
+            (Bool, $ty:ty) => {};
+            (Void, $ty:ty, $ext:ident) => {};
+            ($kind:ident, $ty:ty) => {
+                if <$ty as Element>::DTYPE.typestr().same_type(&$t) {
+                    $then!($ty);
+                }
+            };
+        }
+        cai_runtime::for_each_element!(number_arm);
+    }};
+}
+
 fn read_item<'py, T>(
     py: Python<'py>,
     a: &ForeignArray<Host>,
@@ -367,17 +385,12 @@ impl HostArrayView {
     ) -> PyResult<Bound<'py, PyAny>> {
         let (py, a) = (slf.py(), host_of(slf)?);
         let t = a.descriptor().typestr;
-        // Every element type but bool (not every bit pattern is one) and opaque bytes.
         macro_rules! read_as {
-            (Bool, $ty:ty) => {};
-            (Void, $ty:ty, $ext:ident) => {};
-            ($kind:ident, $ty:ty) => {
-                if <$ty as Element>::DTYPE.typestr().same_type(&t) {
-                    return read_item::<$ty>(py, a, &index);
-                }
+            ($ty:ty) => {
+                return read_item::<$ty>(py, a, &index)
             };
         }
-        cai_runtime::for_each_element!(read_as);
+        with_number_type!(t, read_as);
         Err(PyTypeError::new_err(format!(
             "get() reads native-order integer, float and complex items; typestr is '{t}'"
         )))
@@ -401,24 +414,19 @@ impl HostArrayView {
             unsafe { ForeignArray::<Host>::from_interface(&desc, owner.as_ref(), false)? };
         let t = fresh.descriptor().typestr;
         let shape = fresh.layout().shape().to_vec();
-        // The element types `get` reads.
         macro_rules! write_as {
-            (Bool, $ty:ty) => {};
-            (Void, $ty:ty, $ext:ident) => {};
-            ($kind:ident, $ty:ty) => {
-                if <$ty as Element>::DTYPE.typestr().same_type(&t) {
-                    let v = <$ty as args::ItemValue>::read("value", value)?;
-                    return if fresh.typed_mut::<$ty>()?.set(&index, v) {
-                        Ok(())
-                    } else {
-                        Err(PyIndexError::new_err(format!(
-                            "index {index:?} is out of bounds for shape {shape:?}"
-                        )))
-                    };
-                }
-            };
+            ($ty:ty) => {{
+                let v = <$ty as args::ItemValue>::read("value", value)?;
+                return if fresh.typed_mut::<$ty>()?.set(&index, v) {
+                    Ok(())
+                } else {
+                    Err(PyIndexError::new_err(format!(
+                        "index {index:?} is out of bounds for shape {shape:?}"
+                    )))
+                };
+            }};
         }
-        cai_runtime::for_each_element!(write_as);
+        with_number_type!(t, write_as);
         Err(PyTypeError::new_err(format!(
             "set() writes native-order integer, float and complex items; typestr is '{t}'"
         )))
@@ -599,19 +607,15 @@ fn _as_array_items<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAn
     let (py, a) = (obj.py(), ForeignArray::<Host>::from_object(obj, true)?);
     let t = a.descriptor().typestr;
     macro_rules! items_as {
-        (Bool, $ty:ty) => {};
-        (Void, $ty:ty, $ext:ident) => {};
-        ($kind:ident, $ty:ty) => {
-            if <$ty as Element>::DTYPE.typestr().same_type(&t) {
-                let view = a.as_array::<$ty, ndarray::IxDyn>()?;
-                return view
-                    .iter()
-                    .map(|v| args::ItemValue::to_py(*v, py))
-                    .collect();
-            }
-        };
+        ($ty:ty) => {{
+            let view = a.as_array::<$ty, ndarray::IxDyn>()?;
+            return view
+                .iter()
+                .map(|v| args::ItemValue::to_py(*v, py))
+                .collect();
+        }};
     }
-    cai_runtime::for_each_element!(items_as);
+    with_number_type!(t, items_as);
     Err(PyTypeError::new_err(format!(
         "no item type for typestr '{t}'"
     )))
