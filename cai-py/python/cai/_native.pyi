@@ -6,11 +6,31 @@ from typing_extensions import CapsuleType, disjoint_base
 
 _Descriptor = dict[str, Any]
 
+class _DLPackExport:
+    """(Stubs only: DLPack's methods, which every exporting class of the package has.)"""
+    def __dlpack__(
+        self,
+        *,
+        stream: Optional[int] = None,
+        max_version: Optional[tuple[int, int]] = None,
+        dl_device: Optional[tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> CapsuleType: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
+
+class _HostExport(_DLPackExport):
+    """(Stubs only: the host memory protocols, beside DLPack's.)"""
+    @property
+    def __array_interface__(self) -> _Descriptor: ...
+    @property
+    def __array_struct__(self) -> CapsuleType: ...
+
 # The example classes of the derives (Grid, Counts, counts, DeviceMatrix, Buffer, Field, total)
 # are public as cai.examples, which re-exports them.
 
 @final
-class Grid:
+class Grid(_HostExport):
     """A 2-D float64 matrix in host memory that NumPy reads and writes zero-copy."""
     def __new__(cls, rows: int, cols: int, order: str = "C") -> "Grid": ...
     def get(self, i: int, j: int) -> float: ...
@@ -18,65 +38,23 @@ class Grid:
     def sum(self) -> float: ...
     @property
     def shape(self) -> tuple[int, int]: ...
-    @property
-    def __array_interface__(self) -> _Descriptor: ...
-    @property
-    def __array_struct__(self) -> CapsuleType: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @final
-class Counts:
+class Counts(_HostExport):
     """A read-only 1-D uint32 array made by ``counts(n)``."""
-    @property
-    def __array_interface__(self) -> _Descriptor: ...
-    @property
-    def __array_struct__(self) -> CapsuleType: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 def counts(n: int) -> Counts: ...
 
 @final
-class Mesh:
+class Mesh(_HostExport):
     """A float64 matrix held in an ``ndarray::Array2``, made by ``mesh(rows, cols)``."""
-    @property
-    def __array_interface__(self) -> _Descriptor: ...
-    @property
-    def __array_struct__(self) -> CapsuleType: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 def mesh(rows: int, cols: int, transposed: bool = False) -> Mesh: ...
 def column_sums(a: object) -> list[float]: ...
 def scale(a: object, factor: float) -> None: ...
 
 @final
-class DeviceMatrix:
+class DeviceMatrix(_DLPackExport):
     """float32 device memory allocated elsewhere, exported with its stream."""
     def __new__(
         cls,
@@ -93,19 +71,9 @@ class DeviceMatrix:
     def owner(self) -> Optional[object]: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @final
-class Buffer:
+class Buffer(_HostExport):
     """Host memory of any supported typestr with any layout."""
     def __new__(
         cls,
@@ -117,23 +85,9 @@ class Buffer:
     ) -> "Buffer": ...
     def write(self, data: bytes) -> None: ...
     def raw(self) -> bytes: ...
-    @property
-    def __array_interface__(self) -> _Descriptor: ...
-    @property
-    def __array_struct__(self) -> CapsuleType: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @disjoint_base
-class ArrayView:
+class ArrayView(_DLPackExport):
     """An imported array: a validated descriptor and a strong reference to its owner."""
     @property
     def shape(self) -> tuple[int, ...]: ...
@@ -172,16 +126,6 @@ class ArrayView:
     @property
     def __array_struct__(self) -> CapsuleType:
         """A ``HostArrayView``'s descriptor as NumPy's capsule."""
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 @final
 class CudaArrayView(ArrayView):
@@ -280,7 +224,7 @@ def set_ignore_streams(on: bool) -> None: ...
 def ignore_streams() -> bool: ...
 
 @final
-class DeviceArray:
+class DeviceArray(_DLPackExport):
     """Device memory owned by Rust (a driver allocation), exported with its own stream (needs the CUDA driver)."""
     def __new__(cls, obj: object, *, order: Literal["C", "F"] = "C", non_blocking: bool = False, device_id: Optional[int] = None) -> "DeviceArray": ...
     @property
@@ -302,16 +246,6 @@ class DeviceArray:
     def ptr(self) -> int: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
 
 _Shape = Sequence[int] | int
 _Halo = Sequence[int | tuple[int, int]]
@@ -379,7 +313,7 @@ class SyncState:
     def __reduce__(self) -> tuple[type[SyncState], tuple[int]]: ...
 
 @disjoint_base
-class Storage:
+class Storage(_DLPackExport):
     """A GDP-3 storage: host, device, or mirrored buffers with layout, halo and alignment."""
     @property
     def __array_interface__(self) -> _Descriptor: ...
@@ -387,16 +321,6 @@ class Storage:
     def __array_struct__(self) -> CapsuleType: ...
     @property
     def __cuda_array_interface__(self) -> _Descriptor: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: Optional[int] = None,
-        max_version: Optional[tuple[int, int]] = None,
-        dl_device: Optional[tuple[int, int]] = None,
-        copy: Optional[bool] = None,
-    ) -> CapsuleType: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
-    __dlpack_c_exchange_api__: ClassVar[CapsuleType]
     @property
     def __gt_data_interface__(self) -> dict[Optional[str], _Descriptor]: ...
     def __array__(self, dtype: _DType = None, copy: Optional[bool] = None) -> Any: ...
