@@ -27,20 +27,21 @@ impl ArrayView {
         }
     }
 
-    fn descriptor_parts(&self) -> (&cai_runtime::Layout, &TypeStr, cai_runtime::Data, u32) {
+    /// The layout, type string and data, read without the whole descriptor (which a DLPack
+    /// import makes only when asked).
+    fn descriptor_parts(&self) -> (&cai_runtime::Layout, &TypeStr, cai_runtime::Data) {
+        fn parts<S: cai_runtime::Space>(
+            a: &ForeignArray<S>,
+        ) -> (&cai_runtime::Layout, &TypeStr, cai_runtime::Data) {
+            let data = cai_runtime::Data {
+                ptr: a.ptr(),
+                readonly: a.readonly(),
+            };
+            (a.layout(), a.typestr(), data)
+        }
         match &self.0 {
-            Imported::Device(a) => (
-                a.layout(),
-                &a.descriptor().typestr,
-                a.descriptor().data,
-                a.descriptor().version,
-            ),
-            Imported::Host(a) => (
-                a.layout(),
-                &a.descriptor().typestr,
-                a.descriptor().data,
-                a.descriptor().version,
-            ),
+            Imported::Device(a) => parts(a),
+            Imported::Host(a) => parts(a),
         }
     }
 }
@@ -145,7 +146,10 @@ impl ArrayView {
     /// The declared version.
     #[getter]
     fn version(&self) -> u32 {
-        self.descriptor_parts().3
+        match &self.0 {
+            Imported::Device(a) => a.descriptor().version,
+            Imported::Host(a) => a.descriptor().version,
+        }
     }
     /// Bytes of the items.
     #[getter]
@@ -180,7 +184,7 @@ impl ArrayView {
         }
     }
     fn __repr__(&self) -> String {
-        let (layout, typestr, data, _) = self.descriptor_parts();
+        let (layout, typestr, data) = self.descriptor_parts();
         let kind = match self.0 {
             Imported::Device(_) => "CudaArrayView",
             Imported::Host(_) => "HostArrayView",
@@ -384,7 +388,7 @@ impl HostArrayView {
         #[pyo3(from_py_with = arg::index)] index: Vec<usize>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let (py, a) = (slf.py(), host_of(slf)?);
-        let t = a.descriptor().typestr;
+        let t = *a.typestr();
         macro_rules! read_as {
             ($ty:ty) => {
                 return read_item::<$ty>(py, a, &index)
@@ -412,7 +416,7 @@ impl HostArrayView {
         // (its owner, dicts, masks, buffers) while `fresh`, a temporary, is used.
         let mut fresh =
             unsafe { ForeignArray::<Host>::from_interface(&desc, owner.as_ref(), false)? };
-        let t = fresh.descriptor().typestr;
+        let t = *fresh.typestr();
         let shape = fresh.layout().shape().to_vec();
         macro_rules! write_as {
             ($ty:ty) => {{
@@ -605,7 +609,7 @@ fn _with_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<(f64, bool)> {
 #[pyfunction]
 fn _as_array_items<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let (py, a) = (obj.py(), ForeignArray::<Host>::from_object(obj, true)?);
-    let t = a.descriptor().typestr;
+    let t = *a.typestr();
     macro_rules! items_as {
         ($ty:ty) => {{
             let view = a.as_array::<$ty, ndarray::IxDyn>()?;

@@ -127,7 +127,7 @@ pub struct Layout {
 
 /// A layout's shape or strides: up to four dimensions held inline, so that making, copying
 /// and dropping the layouts of everyday arrays allocates nothing.
-type Dims<T> = SmallVec<[T; INLINE]>;
+pub(crate) type Dims<T> = SmallVec<[T; INLINE]>;
 const INLINE: usize = 4;
 
 /// Bytes of `shape` with `itemsize`, or `None` unless the item size, every dimension, and the
@@ -238,7 +238,8 @@ impl Layout {
         Layout::from_dims(Dims::from_vec(shape), Dims::from_vec(strides), itemsize)
     }
 
-    fn from_dims(
+    /// [`Layout::strided`] taking the dimensions it keeps (no copy).
+    pub(crate) fn from_dims(
         shape: Dims<usize>,
         strides: Dims<isize>,
         itemsize: usize,

@@ -107,7 +107,6 @@ mod import {
     use crate::python::ForeignArray;
     use crate::python::ViewError;
     use crate::python::claim::Access;
-    use crate::python::foreign::check_dtype;
 
     /// What `ArrayView::from_shape_ptr` takes: the shape and item strides from the lowest
     /// corner, the axes to invert after, and the pointer there.
@@ -202,7 +201,7 @@ mod import {
         }
 
         fn plan<T: Element, D: Dimension>(&self) -> Result<Plan<T, D>, ViewError> {
-            check_dtype::<T>(self.descriptor())?;
+            self.check_element::<T>()?;
             let layout = self.layout();
             let ndim = layout.ndim();
             if let Some(expected) = D::NDIM.filter(|&n| n != ndim) {

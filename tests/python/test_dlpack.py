@@ -304,6 +304,11 @@ def test_fields_read_as_dlpack_says():
     # Null strides: C order (before DLPack 1.2).
     v = cai.from_dlpack(Producer(x, shape=(2, 4), strides=None))
     assert v.strides == (32, 8)
+    # The view's descriptor (made when first asked) says so as the tensor did: strides None;
+    # strides given are kept, C order or not.
+    assert v.__array_interface__["strides"] is None and v.version == 3
+    v = cai.from_dlpack(Producer(x, shape=(2, 4), strides=(4, 1)))
+    assert v.__array_interface__["strides"] == (32, 8)
     # byte_offset moves the first item.
     v = cai.from_dlpack(Producer(x, shape=(2,), strides=(1,), byte_offset=16))
     assert v.ptr == x.ctypes.data + 16 and v.get((1,)) == 3.0

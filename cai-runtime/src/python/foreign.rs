@@ -53,8 +53,13 @@ use crate::sync::{ImportOptions, NoSyncReason, ReleasePlan, SyncPlan};
 /// producer's deleter need the GIL where they run, as their release is Python's: do not drop
 /// such an import on a thread that the GIL's holder waits for.
 #[derive(Debug)]
-pub struct ForeignArray<S: Space> {
-    descriptor: ArrayDescriptor<S>,
+pub struct ForeignArray<S: Space>(Box<Parts<S>>);
+
+/// A [`ForeignArray`]'s parts, behind one allocation: an import moves as a pointer through
+/// the layers that make it and into the Python object that holds it.
+#[derive(Debug)]
+struct Parts<S: Space> {
+    descriptor: Described<S>,
     layout: Layout,
     /// The owner, and what the bytes depend on besides it: the descriptor dict's entries,
     /// masks, buffers (host `data` shared through the buffer protocol); dropping the view
@@ -68,6 +73,82 @@ pub struct ForeignArray<S: Space> {
     consumer_device: Option<u32>,
     /// How Rust code reads and writes the host bytes (`claim.rs`).
     claim: Claim,
+}
+
+/// An import's descriptor: the one a dict gave, or a DLPack tensor's parts, the whole made when
+/// first asked. (The tensor's shape and strides are the layout's: its import allocates none.)
+#[derive(Debug)]
+enum Described<S: Space> {
+    Parsed(ArrayDescriptor<S>),
+    Tensor(TensorHead<S>),
+}
+
+/// What a DLPack tensor describes besides its layout.
+#[derive(Debug)]
+pub(crate) struct TensorHead<S: Space> {
+    pub(crate) typestr: crate::TypeStr,
+    pub(crate) data: crate::Data,
+    pub(crate) stream: S::StreamEntry,
+    /// Whether the tensor gave strides (NULL means C order: the descriptor's `None`).
+    pub(crate) strided: bool,
+    /// The descriptor, once asked for.
+    pub(crate) whole: std::sync::OnceLock<Box<ArrayDescriptor<S>>>,
+}
+
+impl<S: Space> Described<S> {
+    fn typestr(&self) -> &crate::TypeStr {
+        match self {
+            Described::Parsed(d) => &d.typestr,
+            Described::Tensor(t) => &t.typestr,
+        }
+    }
+
+    fn data(&self) -> crate::Data {
+        match self {
+            Described::Parsed(d) => d.data,
+            Described::Tensor(t) => t.data,
+        }
+    }
+
+    fn stream_entry(&self) -> &S::StreamEntry {
+        match self {
+            Described::Parsed(d) => &d.stream,
+            Described::Tensor(t) => &t.stream,
+        }
+    }
+
+    fn set_stream(&mut self, stream: S::StreamEntry) {
+        match self {
+            Described::Parsed(d) => d.stream = stream,
+            Described::Tensor(t) => t.stream = stream,
+        }
+    }
+
+    /// The `descr`, where a dict gave one (a tensor gives none).
+    fn descr(&self) -> Option<&crate::Descr> {
+        match self {
+            Described::Parsed(d) => d.descr.as_ref(),
+            Described::Tensor(_) => None,
+        }
+    }
+
+    fn whole(&self, layout: &Layout) -> &ArrayDescriptor<S> {
+        match self {
+            Described::Parsed(d) => d,
+            Described::Tensor(t) => t.whole.get_or_init(|| {
+                Box::new(ArrayDescriptor {
+                    shape: layout.shape().to_vec(),
+                    typestr: t.typestr,
+                    descr: None,
+                    data: t.data,
+                    strides: t.strided.then(|| layout.strides().to_vec()),
+                    mask: None,
+                    version: 3,
+                    stream: t.stream.clone(),
+                })
+            }),
+        }
+    }
 }
 
 /// An imported `__cuda_array_interface__`.
@@ -263,8 +344,8 @@ impl<S: Space> ForeignArray<S> {
         let mut descriptor = descriptor;
         identify(&mut descriptor, owner)?;
         held.set_owner(owner);
-        let mut a = ForeignArray {
-            descriptor,
+        let mut a = ForeignArray(Box::new(Parts {
+            descriptor: Described::Parsed(descriptor),
             layout,
             held,
             options: *options,
@@ -272,7 +353,7 @@ impl<S: Space> ForeignArray<S> {
             attributes: None,
             consumer_device: None,
             claim: Claim::default(),
-        };
+        }));
         if S::DEVICE {
             a.prepare_device(StreamSource::Descriptor)?;
         }
@@ -308,7 +389,7 @@ impl<S: Space> ForeignArray<S> {
     /// ready), so that the view's own consumers are ordered after it. `device_id`, the device
     /// the tensor names, must be the one the driver finds the pointer on.
     pub(crate) fn from_dlpack_parts(
-        descriptor: ArrayDescriptor<S>,
+        head: TensorHead<S>,
         layout: Layout,
         held: Held,
         owner: Option<&Bound<'_, PyAny>>,
@@ -318,8 +399,8 @@ impl<S: Space> ForeignArray<S> {
     ) -> PyResult<Self> {
         let mut held = held;
         held.set_owner(owner);
-        let mut a = ForeignArray {
-            descriptor,
+        let mut a = ForeignArray(Box::new(Parts {
+            descriptor: Described::Tensor(head),
             layout,
             held,
             options: *options,
@@ -327,7 +408,7 @@ impl<S: Space> ForeignArray<S> {
             attributes: None,
             consumer_device: None,
             claim: Claim::default(),
-        };
+        }));
         if !S::DEVICE {
             if let super::dlpack::Producer::Current(Some(stream)) = producer
                 && options.sync
@@ -348,19 +429,20 @@ impl<S: Space> ForeignArray<S> {
             super::dlpack::Producer::Current(stream) => {
                 // As a CUDA Array Interface import: the consumer's stream waits for the
                 // producer's (an event), or the host for it, as the options say.
-                a.descriptor.stream = S::stream_entry(stream);
+                a.0.descriptor.set_stream(S::stream_entry(stream));
                 a.prepare_device(StreamSource::ExchangeTable)?;
                 a.check_claimed_device(device_id)?;
                 if stream.is_some() && options.sync && !crate::sync::ignore_streams() {
                     if options.mode == crate::sync::SyncMode::Synchronize {
                         // Any stream may use the data afterwards, as after `__dlpack__`.
-                        if a.sync_plan == SyncPlan::Nothing(NoSyncReason::SameStream) {
+                        if a.0.sync_plan == SyncPlan::Nothing(NoSyncReason::SameStream) {
                             a.wait_for_the_producer()?;
                         }
                     } else {
                         // The data is ready on the consumer's stream: the view's own exports
                         // say so, as after `__dlpack__`.
-                        a.descriptor.stream = S::stream_entry(Some(options.consumer.stream()));
+                        a.0.descriptor
+                            .set_stream(S::stream_entry(Some(options.consumer.stream())));
                     }
                 }
                 return Ok(a);
@@ -368,7 +450,7 @@ impl<S: Space> ForeignArray<S> {
         };
         a.prepare_device(StreamSource::Descriptor)?;
         a.check_claimed_device(device_id)?;
-        a.sync_plan = SyncPlan::Nothing(match (options.sync, ordered) {
+        a.0.sync_plan = SyncPlan::Nothing(match (options.sync, ordered) {
             (false, _) => NoSyncReason::Disabled,
             (true, false) => NoSyncReason::Ignored,
             (true, true) => NoSyncReason::ProducerOrdered,
@@ -382,7 +464,8 @@ impl<S: Space> ForeignArray<S> {
             // The data is ready on the consumer's stream (after a host wait, on every stream):
             // the view's own exports say so, so that their consumers order after it.
             if options.mode == crate::sync::SyncMode::Enqueue {
-                a.descriptor.stream = S::stream_entry(Some(options.consumer.stream()));
+                a.0.descriptor
+                    .set_stream(S::stream_entry(Some(options.consumer.stream())));
             }
         }
         Ok(a)
@@ -405,7 +488,7 @@ impl<S: Space> ForeignArray<S> {
     /// the host waits for the stream the producer ordered (on the data's device, for a default
     /// stream), so that any stream may use the data afterwards.
     fn wait_for_the_producer(&mut self) -> PyResult<()> {
-        let consumer = self.options.consumer;
+        let consumer = self.0.options.consumer;
         let device = match self.data_device() {
             Some(d) => d,
             None => self.consumer_device()?,
@@ -421,7 +504,7 @@ impl<S: Space> ForeignArray<S> {
     /// After a DLPack import on a default stream: that stream was the data's device's for the
     /// producer, and is the consumer's device's for the consumer.
     fn order_default_stream_across_devices(&mut self) -> PyResult<()> {
-        let consumer = self.options.consumer;
+        let consumer = self.0.options.consumer;
         let Some(data) = self.data_device() else {
             return Ok(());
         };
@@ -442,8 +525,8 @@ impl<S: Space> ForeignArray<S> {
     /// Decides what to do about the producer's stream, checks the pointer, and does it; errors
     /// name the stream as `source` gave it.
     fn prepare_device(&mut self, source: StreamSource) -> PyResult<()> {
-        let o = &self.options;
-        self.sync_plan = crate::sync::plan(
+        let o = &self.0.options;
+        self.0.sync_plan = crate::sync::plan(
             self.stream(),
             o.consumer.stream(),
             o.mode,
@@ -457,22 +540,22 @@ impl<S: Space> ForeignArray<S> {
     /// Pointer checks, then the sync plan, with the driver.
     fn apply_with_driver(&mut self, source: StreamSource) -> PyResult<()> {
         use crate::cuda;
-        if self.options.check_pointer {
-            self.attributes = cuda::check_device_pointer(self.ptr(), self.layout.extent())?;
+        if self.0.options.check_pointer {
+            self.0.attributes = cuda::check_device_pointer(self.ptr(), self.0.layout.extent())?;
         }
         // The producer's default stream (1, 2) is its device's, the data's: with another
         // device current, the consumer's `1` is another stream.
         if let (SyncPlan::Nothing(NoSyncReason::SameStream), Some(data)) =
-            (self.sync_plan, self.data_device())
+            (self.0.sync_plan, self.data_device())
             && self.consumer_device()? != data
         {
-            self.sync_plan =
-                crate::sync::across_devices(self.sync_plan, self.stream(), self.options.mode);
+            self.0.sync_plan =
+                crate::sync::across_devices(self.0.sync_plan, self.stream(), self.0.options.mode);
         }
-        if !matches!(self.sync_plan, SyncPlan::Nothing(_)) {
+        if !matches!(self.0.sync_plan, SyncPlan::Nothing(_)) {
             // The consumer's default streams are those of its device. (An import that orders
             // nothing makes no driver call: its device is found when a copy needs it.)
-            let plan = self.sync_plan;
+            let plan = self.0.sync_plan;
             let device = self
                 .consumer_device()
                 .map_err(|e| sync_error(plan, source, e))?;
@@ -480,44 +563,56 @@ impl<S: Space> ForeignArray<S> {
             // SAFETY: the plan names the producer's stream, which its descriptor gave and the
             // import trusts as it trusts the data pointer (the producer answers for both: see
             // `from_interface`'s contract), and the consumer's, a `LiveStream`.
-            cuda::with_device(device, || unsafe { cuda::execute(self.sync_plan, data) })
-                .map_err(|e| sync_error(self.sync_plan, source, e))?;
+            cuda::with_device(device, || unsafe { cuda::execute(self.0.sync_plan, data) })
+                .map_err(|e| sync_error(self.0.sync_plan, source, e))?;
         }
         Ok(())
     }
 
     /// The data's device, where the pointer check found it.
     fn data_device(&self) -> Option<u32> {
-        self.attributes.and_then(|a| a.device_ordinal)
+        self.0.attributes.and_then(|a| a.device_ordinal)
     }
 
     /// The consumer's device, fixed at the import: the current context's, or the data's when
     /// the thread has none (which is then made current only while the driver works).
     fn consumer_device(&mut self) -> Result<u32, crate::driver_error::DriverError> {
-        if let Some(d) = self.consumer_device {
+        if let Some(d) = self.0.consumer_device {
             return Ok(d);
         }
         let d = crate::cuda::current_device_or(self.data_device().unwrap_or(0))?;
-        self.consumer_device = Some(d);
+        self.0.consumer_device = Some(d);
         Ok(d)
     }
 
     /// The consumer's device as fixed at the import, or as it would be now.
     pub(crate) fn device_for_work(&self) -> Result<u32, crate::driver_error::DriverError> {
-        match self.consumer_device {
+        match self.0.consumer_device {
             Some(d) => Ok(d),
             None => crate::cuda::current_device_or(self.data_device().unwrap_or(0)),
         }
     }
 
-    /// The validated descriptor.
+    /// The validated descriptor. A DLPack import makes it when first asked (its shape and
+    /// strides are the layout's): [`Self::layout`], [`Self::typestr`], [`Self::ptr`] and
+    /// [`Self::readonly`] read the same without it.
     pub fn descriptor(&self) -> &ArrayDescriptor<S> {
-        &self.descriptor
+        self.0.descriptor.whole(&self.0.layout)
+    }
+
+    /// The type string (the descriptor's `typestr`).
+    pub fn typestr(&self) -> &crate::TypeStr {
+        self.0.descriptor.typestr()
+    }
+
+    /// Whether the items are `T`s (the typestr, and the `descr` where a dict gave one).
+    pub(crate) fn check_element<T: Element>(&self) -> Result<(), ViewError> {
+        check_dtype::<T>(self.0.descriptor.typestr(), self.0.descriptor.descr())
     }
 
     /// The layout (strides resolved: C order when the descriptor said None).
     pub fn layout(&self) -> &Layout {
-        &self.layout
+        &self.0.layout
     }
 
     /// Moves out what the bytes depend on besides the owner (the descriptor dict, masks,
@@ -529,69 +624,69 @@ impl<S: Space> ForeignArray<S> {
     /// through it (its typed views, copies, pointers) only while the returned [`Held`] and the
     /// owner are alive.
     pub unsafe fn take_held(&mut self) -> Held {
-        self.held.take_all_but_owner()
+        self.0.held.take_all_but_owner()
     }
 
     /// Keeps `obj` alive with the view (something else the bytes depend on: the dict an
     /// entry came from).
     pub fn hold(&mut self, obj: &Bound<'_, PyAny>) {
-        self.held.object(obj);
+        self.0.held.object(obj);
     }
 
     /// The object kept alive for the memory, if any.
     pub fn owner<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        self.held.owner(py)
+        self.0.held.owner(py)
     }
 
     /// The data pointer.
     pub fn ptr(&self) -> u64 {
-        self.descriptor.data.ptr
+        self.0.descriptor.data().ptr
     }
 
     /// Whether consumers must not write.
     pub fn readonly(&self) -> bool {
-        self.descriptor.data.readonly
+        self.0.descriptor.data().readonly
     }
 
     /// The producer's stream, if any.
     pub fn stream(&self) -> Option<Stream> {
-        self.descriptor.stream()
+        S::stream_of(self.0.descriptor.stream_entry())
     }
 
     /// Whether the import called for synchronization with the producer's stream (there is a
     /// stream, `sync=True`, streams not ignored, another consumer stream); it was carried out
     /// during the import.
     pub fn needs_sync(&self) -> bool {
-        !matches!(self.sync_plan, SyncPlan::Nothing(_))
+        !matches!(self.0.sync_plan, SyncPlan::Nothing(_))
     }
 
     /// What the import decided about the producer's stream.
     pub fn sync_plan(&self) -> SyncPlan {
-        self.sync_plan
+        self.0.sync_plan
     }
 
     /// The options the import used.
     pub fn options(&self) -> &ImportOptions {
-        &self.options
+        &self.0.options
     }
 
     /// What releasing the import does ([`crate::sync::release_plan`]): the producer's stream
     /// waits for the consumer's work, where the import ordered the streams; `None` where it
     /// did not. `release` (on device arrays) does it.
     pub fn release_plan(&self) -> Option<ReleasePlan> {
-        crate::sync::release_plan(self.sync_plan, self.options.consumer.stream())
+        crate::sync::release_plan(self.0.sync_plan, self.0.options.consumer.stream())
     }
 
     /// What the driver said about the data pointer (pointer checks on, non-empty
     /// device arrays).
     pub fn pointer_attributes(&self) -> Option<&PointerAttributes> {
-        self.attributes.as_ref()
+        self.0.attributes.as_ref()
     }
 
     /// A typed view, refused unless the typestr (byte order included) and, when present, the
     /// descr are `T`'s.
     pub fn typed<T: Element>(&self) -> Result<Typed<'_, T, S>, ViewError> {
-        check_dtype::<T>(&self.descriptor)?;
+        self.check_element::<T>()?;
         Ok(Typed {
             _claim: self.claim(Access::Read)?,
             array: self,
@@ -603,16 +698,16 @@ impl<S: Space> ForeignArray<S> {
     /// items), and the import's consumer stream.
     #[cfg(feature = "cudarc")]
     pub(crate) fn check_flat<T: Element>(&self, stream: Stream) -> Result<(), ViewError> {
-        check_dtype::<T>(&self.descriptor)?;
-        if !self.layout.is_c_contiguous() {
+        self.check_element::<T>()?;
+        if !self.0.layout.is_c_contiguous() {
             return Err(ViewError::NotContiguous {
-                shape: self.layout.shape().to_vec(),
-                strides: self.layout.strides().to_vec(),
+                shape: self.0.layout.shape().to_vec(),
+                strides: self.0.layout.strides().to_vec(),
             });
         }
-        if self.options.consumer.stream() != stream {
+        if self.0.options.consumer.stream() != stream {
             return Err(ViewError::OtherStream {
-                import: self.options.consumer.stream().as_raw(),
+                import: self.0.options.consumer.stream().as_raw(),
                 view: stream.as_raw(),
             });
         }
@@ -621,7 +716,7 @@ impl<S: Space> ForeignArray<S> {
 
     /// A typed view for writing, refused for read-only data.
     pub fn typed_mut<T: Element>(&mut self) -> Result<TypedMut<'_, T, S>, ViewError> {
-        check_dtype::<T>(&self.descriptor)?;
+        self.check_element::<T>()?;
         if self.readonly() {
             return Err(ViewError::ReadOnly);
         }
@@ -637,7 +732,7 @@ impl<S: Space> ForeignArray<S> {
     /// The host bytes the array spans, as addresses; empty for device memory, which Rust code
     /// never references, and for an array with no items.
     fn claimed_bytes(&self) -> (u128, u128) {
-        let Some(e) = self.layout.extent().filter(|_| !S::DEVICE) else {
+        let Some(e) = self.0.layout.extent().filter(|_| !S::DEVICE) else {
             return (0, 0);
         };
         let ptr = i128::from(self.ptr());
@@ -650,29 +745,32 @@ impl<S: Space> ForeignArray<S> {
     /// (`claim.rs`).
     pub(crate) fn claim(&self, access: Access) -> Result<Scoped, ViewError> {
         let (lo, hi) = self.claimed_bytes();
-        self.claim.scoped(lo, hi, access)
+        self.0.claim.scoped(lo, hi, access)
     }
 
     /// Claims `access` to the bytes the array spans until the import is dropped.
     pub(crate) fn claim_lasting(&self, access: Access) -> Result<(), ViewError> {
         let (lo, hi) = self.claimed_bytes();
-        self.claim.lasting(lo, hi, access)
+        self.0.claim.lasting(lo, hi, access)
     }
 }
 
-pub(crate) fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result<(), ViewError> {
+/// Whether items of this type string and `descr` are `T`s.
+pub(crate) fn check_dtype<T: Element>(
+    typestr: &crate::TypeStr,
+    descr: Option<&crate::Descr>,
+) -> Result<(), ViewError> {
     let expected = T::DTYPE.typestr();
     // An extended type reads what stands for it (bfloat16: PyTorch's bare `<V2` too), and
     // nothing else: not any opaque bytes of its size.
     let same = match expected.extended_type() {
-        Some(e) => d.typestr.stands_for() == Some(e),
-        None => expected.same_type(&d.typestr),
+        Some(e) => typestr.stands_for() == Some(e),
+        None => expected.same_type(typestr),
     };
     if !same {
         let hint = if expected.extended_type().is_some() {
             ": a dict's opaque bytes may be any type; the type's identity comes with DLPack (or, for bfloat16, a bare '<V2' as PyTorch writes it)"
-        } else if expected.kind() == d.typestr.kind() && expected.itemsize() == d.typestr.itemsize()
-        {
+        } else if expected.kind() == typestr.kind() && expected.itemsize() == typestr.itemsize() {
             ": same kind and size but another byte order, so the values would be misread"
         } else {
             ""
@@ -680,11 +778,11 @@ pub(crate) fn check_dtype<T: Element>(d: &ArrayDescriptor<impl Space>) -> Result
         return Err(ViewError::Dtype {
             rust: std::any::type_name::<T>(),
             expected: expected.to_string(),
-            found: d.typestr.to_string(),
+            found: typestr.to_string(),
             hint,
         });
     }
-    if let Some(descr) = &d.descr
+    if let Some(descr) = descr
         && !descr.is_simple()
         && !descr.same_items(&T::DTYPE.descr())
     {
@@ -796,7 +894,7 @@ impl<T: Element, S: Space> TypedMut<'_, T, S> {
 }
 
 fn address_of<S: Space>(a: &ForeignArray<S>, index: &[usize]) -> Option<u64> {
-    let l = &a.layout;
+    let l = &a.0.layout;
     if index.len() != l.ndim() || index.iter().zip(l.shape()).any(|(i, d)| i >= d) {
         return None;
     }
@@ -827,7 +925,7 @@ impl<'a, T: Element + AnyBitPattern> Typed<'a, T, Host> {
     pub fn iter(&self) -> impl ExactSizeIterator<Item = T> + '_ {
         let array: &'a ForeignArray<Host> = self.array;
         let base = array.ptr() as usize as *const u8;
-        array.layout.item_offsets().map(move |off| {
+        array.layout().item_offsets().map(move |off| {
             // SAFETY: as in `get`: every item offset lies inside the validated extent of
             // memory the view keeps alive; `T` matches the typestr and accepts any bits; the
             // read is unaligned-tolerant and makes no reference to the memory.
@@ -899,13 +997,13 @@ impl ForeignArray<Host> {
     /// The address and number of the items, for a slice: refused unless they are in one run
     /// in C order and aligned for `T` (a dangling aligned pointer when there are none).
     fn run<T>(&self) -> Result<(*mut T, usize), ViewError> {
-        if !self.layout.is_c_contiguous() {
+        if !self.0.layout.is_c_contiguous() {
             return Err(ViewError::NotContiguous {
-                shape: self.layout.shape().to_vec(),
-                strides: self.layout.strides().to_vec(),
+                shape: self.0.layout.shape().to_vec(),
+                strides: self.0.layout.strides().to_vec(),
             });
         }
-        let len = self.layout.size();
+        let len = self.0.layout.size();
         if len == 0 {
             return Ok((std::ptr::NonNull::dangling().as_ptr(), 0));
         }
@@ -913,7 +1011,7 @@ impl ForeignArray<Host> {
             return Err(ViewError::Misaligned {
                 rust: std::any::type_name::<T>(),
                 ptr: self.ptr(),
-                strides: self.layout.strides().to_vec(),
+                strides: self.0.layout.strides().to_vec(),
                 align: align_of::<T>(),
             });
         }
@@ -930,14 +1028,14 @@ impl ForeignArray<Host> {
     /// The items' bytes in C or F order (a copy), whatever the strides; see [`Self::to_bytes`].
     pub fn to_bytes_in(&self, order: crate::layout::Order) -> Result<Vec<u8>, ViewError> {
         let _claim = self.claim(Access::Read)?;
-        let itemsize = self.layout.itemsize();
-        let mut out = byte_vec(self.layout.nbytes())?;
+        let itemsize = self.0.layout.itemsize();
+        let mut out = byte_vec(self.0.layout.nbytes())?;
         // F order of an array is C order of its transpose.
         let transposed;
         let layout = match order {
-            crate::layout::Order::C => &self.layout,
+            crate::layout::Order::C => &self.0.layout,
             crate::layout::Order::F => {
-                transposed = self.layout.transposed();
+                transposed = self.0.layout.transposed();
                 &transposed
             }
         };
@@ -1003,8 +1101,8 @@ impl ForeignArray<Device> {
             // contract says), alive while the producer is, which the view keeps.
             unsafe {
                 crate::cuda::release_import(
-                    self.sync_plan,
-                    self.options.consumer,
+                    self.0.sync_plan,
+                    self.0.options.consumer,
                     self.data_device(),
                 )
             }
@@ -1026,13 +1124,13 @@ impl ForeignArray<Device> {
         let device = self
             .device_for_work()
             .map_err(|e| driver_error("cannot copy the array to the host", e))?;
-        let consumer = self.options.consumer;
+        let consumer = self.0.options.consumer;
         let copied = crate::cuda::with_device(device, || {
             // SAFETY: the import checked that the layout's span lies in memory the driver
             // knows (pointer attributes and allocation range), which the view keeps alive; the
             // consumer's stream is a default stream (of the consumer's device, current here)
             // or one the options vouch for (a `LiveStream`).
-            unsafe { crate::cuda::gather_to_host(self.ptr(), &self.layout, consumer.stream()) }
+            unsafe { crate::cuda::gather_to_host(self.ptr(), &self.0.layout, consumer.stream()) }
         });
         copied.map_err(|e| match e {
             // With `sync=False` nothing has used the consumer's stream before the copy.
@@ -1072,11 +1170,12 @@ mod tests {
     use super::*;
     use crate::{ByteOrder, DType, DescriptorBuilder, Kind, TypeStr};
 
-    fn two_items_of(dtype: &'static DType) -> ArrayDescriptor<Host> {
-        DescriptorBuilder::<Host>::new(0x1000, 4, dtype, true)
+    fn two_items_of<T: Element>(dtype: &'static DType) -> Result<(), ViewError> {
+        let d = DescriptorBuilder::<Host>::new(0x1000, 4, dtype, true)
             .shape(vec![2])
             .build()
-            .unwrap()
+            .unwrap();
+        check_dtype::<T>(&d.typestr, d.descr.as_ref())
     }
 
     #[test]
@@ -1084,11 +1183,11 @@ mod tests {
         static NUMPY_VOID: DType = DType::Scalar(TypeStr::void(2));
         static PYTORCH_BF16: DType = DType::Scalar(TypeStr::new(ByteOrder::Little, Kind::Void, 2));
         let bf16 = &<half::bf16 as Element>::DTYPE;
-        assert!(check_dtype::<half::bf16>(&two_items_of(bf16)).is_ok());
-        assert!(check_dtype::<half::bf16>(&two_items_of(&PYTORCH_BF16)).is_ok());
-        let e = check_dtype::<half::bf16>(&two_items_of(&NUMPY_VOID)).unwrap_err();
+        assert!(two_items_of::<half::bf16>(bf16).is_ok());
+        assert!(two_items_of::<half::bf16>(&PYTORCH_BF16).is_ok());
+        let e = two_items_of::<half::bf16>(&NUMPY_VOID).unwrap_err();
         assert!(e.to_string().contains("'|V2'"), "{e}");
         // Nor is bfloat16 any two opaque bytes, or a u16.
-        assert!(check_dtype::<u16>(&two_items_of(bf16)).is_err());
+        assert!(two_items_of::<u16>(bf16).is_err());
     }
 }

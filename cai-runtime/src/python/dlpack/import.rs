@@ -23,10 +23,12 @@ use super::{
     DLPACK_VERSION, DLTENSOR, DLTENSOR_VERSIONED, DlpackDevice, DlpackError, USED_DLTENSOR,
     USED_DLTENSOR_VERSIONED, typestr_of,
 };
-use crate::descriptor::{ArrayDescriptor, Data, Space};
+use crate::descriptor::{Data, Space};
 use crate::layout::MAX_NDIM;
+use crate::layout::{Dims, Layout};
 use crate::python::ForeignArray;
 use crate::python::buffer::Held;
+use crate::python::foreign::TensorHead;
 use crate::sync::ImportOptions;
 
 /// A consumed DLPack tensor: its producer's deleter runs exactly once, when this drops, on
@@ -106,26 +108,35 @@ impl ImportedTensor {
     /// Takes the tensor out of a capsule returned by `__dlpack__`, renaming it `used_...`.
     fn consume(capsule: &Bound<'_, PyAny>) -> Result<Self, DlpackError> {
         let p = capsule.as_ptr();
-        for (name, used, versioned) in [
+        // SAFETY: `p` is a live object: its type is read.
+        let name = if unsafe { ffi::PyCapsule_CheckExact(p) } == 1 {
+            // SAFETY: a capsule: GetName returns its name, or null for a nameless one (it
+            // sets no exception for a capsule).
+            let name = unsafe { ffi::PyCapsule_GetName(p) };
+            // SAFETY: a capsule's name is a NUL-terminated C string that it keeps.
+            (!name.is_null()).then(|| unsafe { std::ffi::CStr::from_ptr(name) })
+        } else {
+            None
+        };
+        for (want, used, versioned) in [
             (DLTENSOR_VERSIONED, USED_DLTENSOR_VERSIONED, true),
             (DLTENSOR, USED_DLTENSOR, false),
         ] {
-            // SAFETY: `p` is a live object; PyCapsule_IsValid accepts any object, and sets no
-            // exception.
-            if unsafe { ffi::PyCapsule_IsValid(p, used.as_ptr()) } == 1 {
+            if name == Some(used) {
                 return Err(DlpackError::Capsule(format!(
                     "__dlpack__ returned a capsule named '{}': it was consumed already",
                     used.to_string_lossy()
                 )));
             }
-            // SAFETY: as above.
-            if unsafe { ffi::PyCapsule_IsValid(p, name.as_ptr()) } != 1 {
+            if name != Some(want) {
                 continue;
             }
-            // SAFETY: a valid capsule of this name (checked above): GetPointer returns its
-            // non-null pointer (a valid capsule never holds null).
-            let tensor = unsafe { ffi::PyCapsule_GetPointer(p, name.as_ptr()) };
+            // SAFETY: a capsule of this name (read above): GetPointer returns its non-null
+            // pointer (a valid capsule never holds null).
+            let tensor = unsafe { ffi::PyCapsule_GetPointer(p, want.as_ptr()) };
             let ptr = NonNull::new(tensor).ok_or_else(|| {
+                // SAFETY: clears a possible exception (no Python code runs).
+                unsafe { ffi::PyErr_Clear() };
                 DlpackError::Capsule("__dlpack__ returned a capsule holding NULL".into())
             })?;
             // SAFETY: renaming a valid capsule to a static name. From here on its destructor
@@ -144,22 +155,10 @@ impl ImportedTensor {
             .name()
             .map(|n| n.to_string())
             .unwrap_or_default();
-        let named = if kind == "PyCapsule" {
-            // SAFETY: `p` is a capsule; PyCapsule_GetName returns its name (or null without
-            // raising for a nameless one... and sets an exception for a non-capsule, which it
-            // is not).
-            let name = unsafe { ffi::PyCapsule_GetName(p) };
-            if name.is_null() {
-                // SAFETY: clears a possible exception (no Python code runs).
-                unsafe { ffi::PyErr_Clear() };
-                " with no name".to_owned()
-            } else {
-                // SAFETY: a capsule's name is a NUL-terminated C string it owns.
-                let n = unsafe { std::ffi::CStr::from_ptr(name) };
-                format!(" named '{}'", n.to_string_lossy())
-            }
-        } else {
-            String::new()
+        let named = match (kind.as_str(), name) {
+            ("PyCapsule", None) => " with no name".to_owned(),
+            (_, Some(n)) => format!(" named '{}'", n.to_string_lossy()),
+            _ => String::new(),
         };
         Err(DlpackError::Capsule(format!(
             "__dlpack__ returned a {kind}{named}, not a capsule named 'dltensor_versioned' or 'dltensor'"
@@ -215,9 +214,12 @@ fn field(
     }
 }
 
-/// The descriptor a DLPack tensor describes (strides converted to bytes; C order where the
-/// producer gave none), checked field by field.
-fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>, DlpackError> {
+/// What a DLPack tensor describes, and its layout (strides converted to bytes; C order where
+/// the producer gave none), checked field by field. Nothing is allocated up to 4 dimensions.
+fn describe<S: Space>(
+    t: &DLTensor,
+    readonly: bool,
+) -> Result<(TensorHead<S>, Layout), DlpackError> {
     let device = DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64)
         .ok_or_else(|| {
             field(
@@ -250,18 +252,17 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
         // where `ndim` is 0.
         Ok(unsafe { super::int64s(p, ndim) })
     };
-    let mut shape = Vec::with_capacity(ndim);
+    let mut shape = Dims::<usize>::new();
     for (i, n) in read(t.shape, "shape")?.enumerate() {
         shape.push(
             usize::try_from(n)
                 .map_err(|_| field(format!("dl_tensor.shape[{i}]"), n, "negative"))?,
         );
     }
-    let strides = if t.strides.is_null() {
-        // Before DLPack 1.2, null strides meant C order.
-        None
-    } else {
-        let mut bytes = Vec::with_capacity(ndim);
+    let strided = !t.strides.is_null();
+    // Before DLPack 1.2, null strides meant C order.
+    let mut strides = Dims::<isize>::new();
+    if strided {
         for (i, s) in read(t.strides, "strides")?.enumerate() {
             let b = isize::try_from(s)
                 .ok()
@@ -273,10 +274,9 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
                         format!("times the item size {itemsize} overflows"),
                     )
                 })?;
-            bytes.push(b);
+            strides.push(b);
         }
-        Some(bytes)
-    };
+    }
     let empty = shape.contains(&0);
     if t.data.is_null() && !empty {
         return Err(field(
@@ -292,16 +292,39 @@ fn describe<S: Space>(t: &DLTensor, readonly: bool) -> Result<ArrayDescriptor<S>
             format!("added to data = {:#x} overflows", t.data as u64),
         )
     })?;
-    Ok(ArrayDescriptor {
-        shape,
+    // An error names the shape and strides (in bytes, as read), whichever makes the span
+    // overflow; they are read again for it.
+    let refused = |e: crate::layout::LayoutError| {
+        // SAFETY: as `read` above, which accepted both pointers.
+        let shape: Vec<i64> = unsafe { super::int64s(t.shape, ndim) }.collect();
+        let strides = if strided {
+            // SAFETY: as above.
+            let s = unsafe { super::int64s(t.strides, ndim) };
+            let bytes: Vec<i128> = s.map(|s| i128::from(s) * itemsize as i128).collect();
+            format!("{bytes:?} (bytes)")
+        } else {
+            "NULL (C order)".to_owned()
+        };
+        field(
+            "dl_tensor.shape and strides",
+            format!("{shape:?} and {strides}"),
+            e.to_string(),
+        )
+    };
+    let layout = if strided {
+        Layout::from_dims(shape, strides, itemsize)
+    } else {
+        Layout::c_contiguous(&shape, itemsize)
+    }
+    .map_err(refused)?;
+    let head = TensorHead {
         typestr,
-        descr: None,
         data: Data { ptr, readonly },
-        strides,
-        mask: None,
-        version: 3,
         stream: S::stream_entry(None),
-    })
+        strided,
+        whole: Default::default(),
+    };
+    Ok((head, layout))
 }
 
 /// Whether a tensor on `device` can be an import of space `S`: device, managed and registered
@@ -609,7 +632,7 @@ impl<S: Space> ForeignArray<S> {
         if let Some(table) = super::exchange::Table::of(obj)?
             && let Some(t) = table.borrowed(obj)?
         {
-            let descriptor = describe::<S>(&t, true)?;
+            let (head, layout) = describe::<S>(&t, true)?;
             let place =
                 DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
             let device_id = match place {
@@ -620,10 +643,9 @@ impl<S: Space> ForeignArray<S> {
                 Some(d) if d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
                 _ => None,
             };
-            let layout = layout_of(&descriptor)?;
             // (The owner is held for the call: what keeps the lent memory alive.)
             let a = ForeignArray::from_dlpack_parts(
-                descriptor,
+                head,
                 layout,
                 Held::default(),
                 Some(obj),
@@ -648,19 +670,16 @@ impl<S: Space> ForeignArray<S> {
         // A legacy capsule cannot say "read-only" (JAX exports only those, and its arrays are
         // immutable): imported read-only, as NumPy imports it.
         let readonly = !tensor.versioned || flags.contains(DlpackFlags::READ_ONLY);
-        let descriptor = describe::<S>(tensor.tensor(), readonly)?;
+        let (head, layout) = describe::<S>(tensor.tensor(), readonly)?;
         let device = &tensor.tensor().device;
         let place = DlpackDevice::from_pair(device.device_type.0 as i64, device.device_id as i64);
         let device_id = match place {
             Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
             _ => None,
         };
-        let layout = layout_of(&descriptor)?;
         let mut held = Held::default();
         held.tensor(tensor);
-        ForeignArray::from_dlpack_parts(
-            descriptor, layout, held, owner, options, producer, device_id,
-        )
+        ForeignArray::from_dlpack_parts(head, layout, held, owner, options, producer, device_id)
     }
 }
 
@@ -740,22 +759,6 @@ impl super::AnyForeignArray {
     }
 }
 
-/// The layout of a tensor's descriptor; an error names the shape and strides (in bytes, as
-/// read), whichever makes the span overflow.
-fn layout_of<S: Space>(d: &ArrayDescriptor<S>) -> Result<crate::layout::Layout, DlpackError> {
-    d.layout().map_err(|e| {
-        let strides = match &d.strides {
-            Some(s) => format!("{s:?} (bytes)"),
-            None => "NULL (C order)".to_owned(),
-        };
-        field(
-            "dl_tensor.shape and strides",
-            format!("{:?} and {strides}", d.shape),
-            e.to_string(),
-        )
-    })
-}
-
 /// What a DLPack producer did about streams.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Producer {
@@ -800,9 +803,9 @@ mod tests {
             strides: base.wrapping_add(2),
             byte_offset: 0,
         };
-        let d = describe::<crate::Host>(&t, true).unwrap();
-        assert_eq!(d.shape, [4, 3]);
-        assert_eq!(d.strides, Some(vec![8, 32]));
+        let (_, layout) = describe::<crate::Host>(&t, true).unwrap();
+        assert_eq!(layout.shape(), [4, 3]);
+        assert_eq!(layout.strides(), [8, 32]);
     }
 
     /// Both ways of calling `__dlpack__` pass the same keywords, return what it returns, and

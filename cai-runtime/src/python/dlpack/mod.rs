@@ -239,6 +239,7 @@ fn dl_dtype(t: &TypeStr, descr: Option<&Descr>) -> Result<DLDataType, DlpackErro
 
 /// The type string of DLPack type `t`, the way cai's exports write it (native byte order; an
 /// [`Extended`](crate::Extended) type's own), or the field that has no type string.
+#[inline]
 fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
     let field = |field: &str, value: String, why: &str| DlpackError::Field {
         field: format!("dl_tensor.dtype.{field}"),
