@@ -42,6 +42,31 @@ def test_cais_table_for_managed_memory_and_storages():
     m.delete()
 
 
+def test_cais_table_lends_device_memory_ordered_before_the_legacy_stream():
+    for obj in (
+        cai.ones((4, 5), device="gpu", dtype=np.float32),
+        cai.ones((4, 5), device="gpu", managed="cuda", dtype=np.float32),
+    ):
+        lent = dx.call_dltensor_from_py(type(obj), obj)
+        m = dx.call_from_py(type(obj), obj)
+        for field in ("data", "device", "ndim", "dtype", "shape", "strides", "byte_offset"):
+            assert getattr(lent, field) == getattr(m, field), field
+        m.delete()
+        again = dx.call_dltensor_from_py(type(obj), obj)
+        assert (again.shape_address, again.strides_address) == (lent.shape_address, lent.strides_address)
+    for value in (3, 4):
+        a = pending(value, non_blocking=True)
+        v = cai.as_cuda_array(a, sync=False)  # its stream is a's, where the fill is pending
+        lent = dx.call_dltensor_from_py(type(v), v)
+        assert lent.device == (dx.KDLCUDA, 0) and lent.data == a.ptr and lent.shape == (1 << 16,)
+        # The lend ordered the fill before cai's current work stream, the legacy default one,
+        # which a view with no ordering of its own reads on.
+        desc = {"shape": lent.shape, "typestr": "|u1", "data": (lent.data, False), "version": 3, "stream": None}
+        r = cai.from_cuda_array_interface(desc, owner=v)
+        assert (np.frombuffer(r.copy_to_host(), dtype=np.uint8)[-64:] == value).all()
+        a.synchronize()
+
+
 @pytest.mark.parametrize("device", [(dx.KDLCUDA, 0), (13, 0)])
 def test_cais_allocator_on_the_device(device):
     m = dx.call_allocator(cai.CudaArrayView, (8, 4), np.float32, device)

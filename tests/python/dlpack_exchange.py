@@ -552,6 +552,9 @@ class DLTensorView(_View):
 
     def __init__(self, t):
         self._read(t)
+        # Where its shape and strides are (a lender keeps them in place).
+        self.shape_address = ctypes.cast(t.shape, c_void_p).value
+        self.strides_address = ctypes.cast(t.strides, c_void_p).value
 
 
 class Managed(_View):

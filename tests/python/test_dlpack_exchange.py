@@ -27,12 +27,22 @@ def cai_objects():
 # --- cai's table, called as a C consumer calls it ---------------------------------------------
 
 
-@pytest.mark.parametrize("cls", [cai.HostArrayView, cai.CudaArrayView, cai.DeviceArray, type(cai.zeros(1)), cai.examples.Grid])
-def test_every_class_publishes_a_table(cls):
+@pytest.mark.parametrize(
+    "cls,lends",
+    [
+        (cai.HostArrayView, True),
+        (cai.CudaArrayView, True),
+        (type(cai.zeros(1)), True),
+        # Derived classes build their layout on every export: nothing outlives the call to lend.
+        (cai.DeviceArray, False),
+        (cai.examples.Grid, False),
+    ],
+)
+def test_every_class_publishes_a_table(cls, lends):
     t = dx.read_table(cls)
     assert t.version == (1, 3)
     assert t.prev_api is None
-    assert t.functions[dx.DLTENSOR_FROM_PY] is None  # cai lends no tensors: see docs/dlpack.md
+    assert (t.functions[dx.DLTENSOR_FROM_PY] is not None) == lends
     for slot in (dx.ALLOCATOR, dx.FROM_PY, dx.TO_PY, dx.CURRENT_WORK_STREAM):
         assert t.functions[slot] is not None, slot
     # One table per class, made once.
@@ -85,6 +95,45 @@ def test_from_py_says_read_only():
     m = dx.call_from_py(type(w), w)
     assert not m.flags & dx.READ_ONLY
     m.delete()
+
+
+@pytest.mark.parametrize("name", ["storage", "host view"])
+@pytest.mark.parametrize("view", [lambda a: a, lambda a: a[::-1, ::2], lambda a: a[0, 1], lambda a: a[:0]])
+def test_dltensor_from_py_lends_what_the_object_keeps(name, view):
+    a = view(np.arange(12, dtype=np.float32).reshape(3, 4))
+    obj = cai.as_storage(a) if name == "storage" else cai.as_host_array(a)
+    before = live_exports()
+    lent = dx.call_dltensor_from_py(type(obj), obj)
+    m = dx.call_from_py(type(obj), obj)
+    # The owning export's tensor, field by field; nothing allocated (no export is alive).
+    for field in ("data", "device", "ndim", "dtype", "shape", "strides", "byte_offset"):
+        assert getattr(lent, field) == getattr(m, field), field
+    m.delete()
+    assert live_exports() == before
+    np.testing.assert_array_equal(lent.numpy(), np.asarray(obj))
+    # Lent from what the object keeps: the same shape and strides each time.
+    again = dx.call_dltensor_from_py(type(obj), obj)
+    assert (again.shape_address, again.strides_address) == (lent.shape_address, lent.strides_address)
+
+
+def test_dltensor_from_py_refuses_read_only_and_what_it_cannot_lend():
+    a = np.arange(6.0)
+    a.flags.writeable = False
+    v = cai.as_host_array(a)
+    with pytest.raises(BufferError, match="read-only, and a lent DLTensor"):
+        dx.call_dltensor_from_py(type(v), v)
+    # (The owning export says so with its flag.)
+    dx.call_from_py(type(v), v).delete()
+    w = cai.as_host_array(np.arange(3.0))
+    with pytest.raises(TypeError, match="exchange table of PyStorage was given a HostArrayView"):
+        dx.call_dltensor_from_py(type(cai.zeros(1)), w)
+    structured = cai.as_host_array(np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
+    for _ in range(2):  # the first lend and the cached refusal say the same
+        with pytest.raises(BufferError, match="structured"):
+            dx.call_dltensor_from_py(type(structured), structured)
+    f = dx.read_table(type(w)).function(dx.DLTENSOR_FROM_PY)
+    with pytest.raises(ValueError, match="out is NULL"):
+        dx._check(dx.DLTENSOR_FROM_PY, f(id(w), 0))
 
 
 def test_from_py_keeps_the_exporter_alive():

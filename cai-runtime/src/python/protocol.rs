@@ -166,24 +166,32 @@ pub trait Exporter {
         Ok(None)
     }
 
-    /// Where an exporter whose host side never changes (its memory, layout, type and
-    /// read-only flag fixed for its life: a storage, an import's view) keeps what its DLPack
-    /// exports of it share, made at the first: `__dlpack__` and the exchange table then build
-    /// no descriptor. `None` (the default): built on every export.
+    /// Where an exporter whose sides never change (their memory, layout, type and read-only
+    /// flag fixed for its life: a storage, an import's view) keeps what its DLPack exports of
+    /// them share, made at the first: `__dlpack__` and the exchange table then build no host
+    /// descriptor, and the table lends tensors (`dltensor_from_py_object_no_sync`, for the
+    /// classes `#[cai_runtime::pymethods(.., exporter)]` makes), their shape and strides kept
+    /// here. `None` (the default): built on every export, and nothing is lent.
     fn dlpack_cache(&self) -> Option<&DlpackCache> {
         None
     }
 }
 
-/// What an exporter's DLPack exports of its unchanging host side share
+/// What an exporter's DLPack exports of its unchanging sides share
 /// ([`Exporter::dlpack_cache`]); empty until the first export.
 #[derive(Default)]
-pub struct DlpackCache(std::sync::OnceLock<Option<super::dlpack::Template>>);
+pub struct DlpackCache {
+    /// The host side's template (`None`: DLPack cannot say it).
+    host: std::sync::OnceLock<Option<super::dlpack::Template>>,
+    /// The device side's, made when a tensor of it is first lent.
+    device: std::sync::OnceLock<super::dlpack::Template>,
+}
 
 impl std::fmt::Debug for DlpackCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DlpackCache")
-            .field("made", &self.0.get().is_some())
+            .field("host", &self.host.get().is_some())
+            .field("device", &self.device.get().is_some())
             .finish()
     }
 }
@@ -199,11 +207,11 @@ fn cached_host_export(
     let Some(cache) = e.dlpack_cache().filter(|_| request.shares_host()) else {
         return Ok(None);
     };
-    let template = match cache.0.get() {
+    let template = match cache.host.get() {
         Some(t) => t,
         None => {
             let x = side_of(e, Side::Host, false, what, |e| e.host())?.resolve(what)?;
-            cache.0.get_or_init(|| super::dlpack::Template::of(&x))
+            cache.host.get_or_init(|| super::dlpack::Template::of(&x))
         }
     };
     let Some(template) = template else {
@@ -289,6 +297,61 @@ pub(crate) fn exchange_tensor(
             }
             let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
             super::dlpack::dlpack_managed(exporter, &x, &request)
+        }
+    }
+}
+
+/// The tensor the exchange table's `dltensor_from_py_object_no_sync` lends of the side
+/// `__dlpack__` exports, its shape and strides kept in `e`'s [`DlpackCache`] (a `BufferError`
+/// where `e` keeps none). It is valid while `exporter` lives unchanged: until control returns
+/// to Python, as DLPack says.
+pub(crate) fn lent_tensor(
+    exporter: &Bound<'_, PyAny>,
+    e: &dyn Exporter,
+) -> PyResult<dlpark::ffi::DLTensor> {
+    const WHAT: &str = "dltensor_from_py_object_no_sync";
+    let Some(cache) = e.dlpack_cache() else {
+        return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+            "{WHAT}: this {} keeps no shape and strides to lend (its Exporter has no dlpack_cache): use managed_tensor_from_py_object_no_sync",
+            exporter
+                .get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        )));
+    };
+    match e.dlpack_side(None) {
+        Side::Host => {
+            let template = match cache.host.get() {
+                Some(t) => t,
+                None => {
+                    let x = side_of(e, Side::Host, false, WHAT, |e| e.host())?.resolve(WHAT)?;
+                    cache.host.get_or_init(|| super::dlpack::Template::of(&x))
+                }
+            };
+            let Some(template) = template else {
+                // DLPack cannot say it: the owning export's error says why.
+                let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
+                let request = super::DlpackRequest::exchange(false);
+                super::dlpack::dlpack_managed(exporter, &x, &request)?;
+                return Err(pyo3::exceptions::PyBufferError::new_err(format!(
+                    "{WHAT}: DLPack cannot describe this memory"
+                )));
+            };
+            e.prepare(Side::Host)?;
+            template.lend(None)
+        }
+        Side::Device => {
+            // (Resolved on every call: its stream is ordered before cai's current work stream.)
+            let x = side_of(e, Side::Device, true, WHAT, |e| e.device())?.resolve(WHAT)?;
+            let template = match cache.device.get() {
+                Some(t) => t,
+                None => {
+                    let made = super::dlpack::Template::of_device(&x)?;
+                    cache.device.get_or_init(|| made)
+                }
+            };
+            template.lend(Some(&x))
         }
     }
 }

@@ -12,9 +12,13 @@
 //!     asked for (managed memory for `kDLCUDAManaged`);
 //!   - `current_work_stream`: the legacy default stream (`0x1`) for CUDA devices, the stream
 //!     cai's imports order their work on by default; NULL for the host;
-//!   - `dltensor_from_py_object_no_sync` is NULL, as the standard allows: cai builds each
-//!     export's layout when asked, so it has no shape and strides to lend that outlive the
-//!     call, and a consumer then uses `managed_tensor_from_py_object_no_sync`.
+//!   - `dltensor_from_py_object_no_sync`: for the classes whose sides never change (the `cai`
+//!     package's storages and views: `Exporter::dlpack_cache`), a tensor lent from what the
+//!     object keeps (its shape and strides made at the first export), no allocation, device
+//!     memory ordered as above; read-only memory is refused, as a lent tensor cannot say it
+//!     is. Derived classes build their layout on every export, so they have nothing to lend
+//!     that outlives the call: theirs is NULL, as the standard allows, and a consumer uses
+//!     `managed_tensor_from_py_object_no_sync`.
 //!
 //!   Errors are Python exceptions (the allocator's go through `set_error`), a panic included;
 //!   nothing unwinds into the consumer.
@@ -49,6 +53,10 @@ const FIRST_VERSION: (u32, u32) = (1, 2);
 /// for each class. Not an API.
 #[doc(hidden)]
 pub trait ExchangeClass: 'static {
+    /// Whether the table lends tensors (`dltensor_from_py_object_no_sync`): for classes whose
+    /// exporter keeps a `DlpackCache`.
+    const LENDS: bool = false;
+
     /// Calls `f` with the exporter of `obj`, an instance of the class (a `TypeError` for any
     /// other object: a consumer may pass one).
     fn with_exporter(
@@ -72,7 +80,7 @@ pub fn exchange_api<C: ExchangeClass>(py: Python<'_>) -> PyResult<Bound<'_, PyAn
         managed_tensor_allocator: Some(allocate),
         managed_tensor_from_py_object_no_sync: Some(from_py_object::<C>),
         managed_tensor_to_py_object_no_sync: Some(to_py_object),
-        dltensor_from_py_object_no_sync: None,
+        dltensor_from_py_object_no_sync: if C::LENDS { Some(lend::<C>) } else { None },
         current_work_stream: Some(current_work_stream),
     }));
     let p = std::ptr::from_ref(table).cast_mut().cast::<c_void>();
@@ -133,6 +141,30 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
         // SAFETY: `out` is writable (checked non-null; the caller's contract).
         unsafe { *out = made.into_raw() };
         Ok(())
+    })
+}
+
+/// `dltensor_from_py_object_no_sync`: a tensor lent while `obj` lives unchanged (until control
+/// returns to Python).
+///
+/// # Safety
+/// Called by a consumer holding the GIL, with `obj` a live object and `out` writable or null.
+unsafe extern "C" fn lend<C: ExchangeClass>(obj: *mut c_void, out: *mut DLTensor) -> c_int {
+    guarded("dltensor_from_py_object_no_sync", |py| {
+        if obj.is_null() || out.is_null() {
+            return Err(PyValueError::new_err(format!(
+                "dltensor_from_py_object_no_sync: {} is NULL",
+                if obj.is_null() { "py_object" } else { "out" }
+            )));
+        }
+        // SAFETY: a live object (the caller's contract), borrowed for this call.
+        let obj = unsafe { Bound::from_borrowed_ptr(py, obj.cast()) };
+        C::with_exporter(&obj, &mut |e| {
+            let t = crate::python::protocol::lent_tensor(&obj, e)?;
+            // SAFETY: `out` is writable (checked non-null; the caller's contract).
+            unsafe { out.write(t) };
+            Ok(())
+        })
     })
 }
 

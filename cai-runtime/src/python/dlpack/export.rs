@@ -791,11 +791,15 @@ fn tensor_parts<S: Space>(
     Ok((dtype, shape, strides))
 }
 
-/// What every export of a host side that never changes shares, made once
-/// ([`crate::python::DlpackCache`]): the tensor's address, type, shape and strides, and its
-/// read-only flag.
+/// What every export of a side that never changes shares, made once
+/// ([`crate::python::DlpackCache`]): the tensor's address, place, type, shape and strides, and
+/// its read-only flag. Its shape and strides stay where they are while the exporter lives: the
+/// exchange table lends them (`dltensor_from_py_object_no_sync`).
 pub(crate) struct Template {
     data: u64,
+    /// Where the memory is, and the device whose context the driver's work on it runs in.
+    device: DlpackDevice,
+    ordinal: Option<u32>,
     dtype: dlpark::ffi::DLDataType,
     shape: Dims,
     strides: Dims,
@@ -809,10 +813,84 @@ impl Template {
         let (dtype, shape, strides) = tensor_parts(&x.descriptor, &x.layout).ok()?;
         Some(Template {
             data: x.descriptor.data.ptr,
+            device: DlpackDevice::Cpu,
+            ordinal: None,
             dtype,
             shape,
             strides,
             readonly: x.descriptor.data.readonly,
+        })
+    }
+
+    /// The template of a resolved device export (its place asked of the driver); an error
+    /// where DLPack cannot say it, or the driver cannot place it.
+    pub(crate) fn of_device(x: &Resolved<crate::descriptor::Device>) -> PyResult<Template> {
+        let (dtype, shape, strides) = tensor_parts(&x.descriptor, &x.layout)?;
+        let place = place_of(&x.descriptor)?;
+        Ok(Template {
+            data: x.descriptor.data.ptr,
+            device: place.device,
+            ordinal: place.ordinal,
+            dtype,
+            shape,
+            strides,
+            readonly: x.descriptor.data.readonly,
+        })
+    }
+
+    /// The tensor `dltensor_from_py_object_no_sync` lends: this template's, its shape and
+    /// strides pointing into it (valid while it is, as long as the exporter). For device
+    /// memory, `x` is the export now: cai's current work stream (the legacy default stream)
+    /// is made to wait for its stream, as the table's owning export does. Read-only memory is
+    /// refused, since a lent tensor has no flags to say so.
+    pub(crate) fn lend(
+        &self,
+        x: Option<&Resolved<crate::descriptor::Device>>,
+    ) -> PyResult<DLTensor> {
+        if self.readonly {
+            return Err(DlpackError::Unmet(
+                "the data is read-only, and a lent DLTensor (dltensor_from_py_object_no_sync) cannot say so: use managed_tensor_from_py_object_no_sync, whose tensor has the read-only flag".into(),
+            )
+            .into());
+        }
+        if let Some(x) = x {
+            let place = Place {
+                device: self.device,
+                ordinal: self.ordinal,
+                attributes: None,
+            };
+            let trust = Trust {
+                bytes: x.vouched,
+                stream: x.stream_live,
+            };
+            order_streams(
+                &x.descriptor,
+                &place,
+                self.device,
+                &DlpackRequest::exchange(true),
+                trust,
+            )?;
+        }
+        let (kind, id) = self.device.to_pair();
+        let dims = |d: &Dims| {
+            if d.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                // (Lent, never written: DLPack's fields are `*mut` for C's sake.)
+                d.as_ptr().cast_mut()
+            }
+        };
+        Ok(DLTensor {
+            data: self.data as *mut std::ffi::c_void,
+            device: DLDevice {
+                device_type: DLDeviceType(kind as u32),
+                device_id: id,
+            },
+            ndim: self.shape.len() as i32,
+            dtype: self.dtype,
+            shape: dims(&self.shape),
+            strides: dims(&self.strides),
+            byte_offset: 0,
         })
     }
 
