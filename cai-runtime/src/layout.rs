@@ -446,6 +446,9 @@ impl Layout {
             hi = hi.checked_add(span.max(0))?;
         }
         let hi = hi.checked_add(isize::try_from(self.itemsize).ok()?)?;
+        // The bytes spanned fit `isize` below the pointer as above it (`lo` may reach
+        // `isize::MIN`, one more than `hi` can).
+        hi.checked_sub(lo)?;
         Some(Extent { lo, hi })
     }
 
@@ -667,6 +670,14 @@ mod tests {
             refused.to_string(),
             "65 dimensions: at most 64 are supported (NumPy's limit)"
         );
+    }
+
+    #[test]
+    fn an_extent_below_the_pointer_fits_isize_as_one_above_does() {
+        // Three items 2**62 bytes apart span 2**63 bytes: too many, whichever way they go.
+        assert!(Layout::strided(&[3], &[1 << 62], 8).is_err());
+        assert!(Layout::strided(&[3, 2], &[-(1 << 62), 8], 8).is_err());
+        assert!(Layout::strided(&[2, 2], &[-(1 << 62), 8], 8).is_ok());
     }
 
     #[test]
