@@ -22,8 +22,8 @@ pub struct ArrayView(Imported, cpy::DlpackCache);
 impl ArrayView {
     fn descr(&self) -> Option<&cai_runtime::Descr> {
         match &self.0 {
-            Imported::Device(a) => a.descriptor().descr.as_ref(),
-            Imported::Host(a) => a.descriptor().descr.as_ref(),
+            Imported::Device(a) => a.descr(),
+            Imported::Host(a) => a.descr(),
         }
     }
 

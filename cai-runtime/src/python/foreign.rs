@@ -120,7 +120,11 @@ impl<S: Space> Described<S> {
     fn set_stream(&mut self, stream: S::StreamEntry) {
         match self {
             Described::Parsed(d) => d.stream = stream,
-            Described::Tensor(t) => t.stream = stream,
+            Described::Tensor(t) => {
+                t.stream = stream;
+                // (A descriptor made before says the stream it had.)
+                t.whole = std::sync::OnceLock::new();
+            }
         }
     }
 
@@ -603,6 +607,11 @@ impl<S: Space> ForeignArray<S> {
     /// The type string (the descriptor's `typestr`).
     pub fn typestr(&self) -> &crate::TypeStr {
         self.0.descriptor.typestr()
+    }
+
+    /// The `descr`, where a dict gave one (a DLPack tensor gives none).
+    pub fn descr(&self) -> Option<&crate::Descr> {
+        self.0.descriptor.descr()
     }
 
     /// Whether the items are `T`s (the typestr, and the `descr` where a dict gave one).

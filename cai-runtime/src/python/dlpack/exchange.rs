@@ -522,7 +522,7 @@ impl Table {
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable out-pointer; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
-        let raised = PyErr::take(py);
+        let raised = raised(py);
         // Only a call that returned 0 hands a tensor over ("NULL on failure": a producer that
         // failed after writing `out` may have freed it already).
         let tensor = NonNull::new(out)
@@ -564,7 +564,7 @@ impl Table {
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable tensor; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
-        check_call("dltensor_from_py_object_no_sync", rc, PyErr::take(obj.py()))?;
+        check_call("dltensor_from_py_object_no_sync", rc, raised(obj.py()))?;
         Ok(Some(out))
     }
 
@@ -581,7 +581,7 @@ impl Table {
         // SAFETY: the producer's function with a device and a writable out-pointer, called
         // holding the GIL.
         let rc = unsafe { f(DLDeviceType(kind as u32), id, &mut out) };
-        check_call("current_work_stream", rc, PyErr::take(py))?;
+        check_call("current_work_stream", rc, raised(py))?;
         if out.is_null() {
             return Ok(crate::stream::Stream::LegacyDefault);
         }
@@ -597,6 +597,16 @@ impl Table {
 
 /// The outcome of a producer's table function: its own exception where it raised one, a
 /// `RuntimeError` where it said -1 without one or 0 with one (that exception its cause).
+/// The exception a producer's function set, if any (looked for before it is taken: most calls
+/// set none).
+fn raised(py: Python<'_>) -> Option<PyErr> {
+    // SAFETY: attached (`py`); PyErr_Occurred only reads the thread's state.
+    if unsafe { ffi::PyErr_Occurred() }.is_null() {
+        return None;
+    }
+    PyErr::take(py)
+}
+
 fn check_call(name: &str, rc: c_int, raised: Option<PyErr>) -> PyResult<()> {
     match (rc, raised) {
         (0, None) => Ok(()),
