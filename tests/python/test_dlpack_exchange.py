@@ -476,6 +476,19 @@ def test_with_dlpack_lends_where_the_table_does():
         hook(V(np.arange(3.0)), 1)
 
 
+def test_with_dlpack_imports_what_cais_table_will_not_lend():
+    hook = cai._native._with_dlpack_ns
+    a = np.arange(4.0)
+    _, readonly = hook(cai.as_host_array(a), 2)
+    assert readonly  # lent
+    a.flags.writeable = False
+    for obj in (cai.as_host_array(a), cai.from_dlpack(a), cai.as_storage(a)):
+        with pytest.raises(BufferError, match="read-only"):
+            dx.call_dltensor_from_py(type(obj), obj)
+        _, readonly = hook(obj, 2)  # imported instead, read-only as the tensor says
+        assert readonly
+
+
 def test_cai_consumes_its_own_table():
     before = live_exports()
     s = cai.zeros((2, 3), dtype=np.int16)

@@ -600,7 +600,8 @@ impl<S: Space> ForeignArray<S> {
 
     /// Runs `f` on a view of `obj`'s memory that lasts for the call: lent by the producer's
     /// exchange table (`dltensor_from_py_object_no_sync`: no tensor is made, and no deleter
-    /// runs) where its type has one that lends tensors, else an import as
+    /// runs) where its type has one that lends tensors, else (and where the producer refuses
+    /// to lend this object with a `BufferError`: cai's own, for read-only memory) an import as
     /// [`Self::from_dlpack_with`]. Device memory is ordered as any import's (the consumer's
     /// stream waits for the producer's current work stream). The view is read-only when lent
     /// (the lent tensor cannot say whether its memory may be written: import with
@@ -629,9 +630,14 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
         f: impl FnOnce(&ForeignArray<S>) -> R,
     ) -> PyResult<R> {
-        if let Some(table) = super::exchange::Table::of(obj)?
-            && let Some(t) = table.borrowed(obj)?
-        {
+        let table = super::exchange::Table::of(obj)?;
+        // A producer that cannot lend this object (a `BufferError`: cai's own for read-only
+        // memory, which a lent tensor cannot mark) may still export it: imported below.
+        let lent = match table.map(|t| t.borrowed(obj)) {
+            Some(Err(e)) if e.is_instance_of::<pyo3::exceptions::PyBufferError>(obj.py()) => None,
+            other => other.transpose()?.flatten(),
+        };
+        if let (Some(table), Some(t)) = (table, lent) {
             let (head, layout) = describe::<S>(&t, true)?;
             let place =
                 DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
