@@ -87,6 +87,14 @@ impl cpy::Exporter for ArrayView {
 /// re-exporting the imported descriptor; a mask's holder keeps the view.
 #[cai_runtime::pymethods(cuda, host, exporter)]
 impl ArrayView {
+    /// The garbage collector's traversal: what the import holds (its owner, dicts), so that
+    /// a cycle through the view (an owner keeping its own view) is collected.
+    fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        match &self.0 {
+            Imported::Device(a) => a.traverse(&visit),
+            Imported::Host(a) => a.traverse(&visit),
+        }
+    }
     /// Size of each dimension.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {

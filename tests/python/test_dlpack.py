@@ -588,3 +588,31 @@ def test_the_deleter_may_run_on_another_thread_without_the_gil():
     assert live() == before
     gc.collect()
     assert ref() is None
+
+
+class _HoldsItsView:
+    """An object that keeps its own view: `self.view` reads `self`."""
+
+    def __init__(self):
+        self.a = np.arange(3.0)
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    @property
+    def __array_interface__(self):
+        return self.a.__array_interface__
+
+
+@pytest.mark.parametrize("importer", [cai.from_dlpack, cai.as_host_array])
+def test_a_view_its_owner_holds_is_collected(importer):
+    o = _HoldsItsView()
+    o.view = importer(o)  # a cycle: o -> its view -> o (the view's owner)
+    np.testing.assert_array_equal(np.asarray(o.view), o.a)
+    gone = weakref.ref(o)
+    del o
+    gc.collect()
+    assert gone() is None

@@ -65,6 +65,16 @@ impl Drop for Held {
 }
 
 impl Held {
+    /// Visits the Python objects held (the owner and the others; not the exporters of buffers
+    /// and tensors, which Python cannot see), for the garbage collector's traversal of an
+    /// object that holds this: a cycle through them is then collected.
+    pub fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        for o in self.owner.iter().chain(&self.objects) {
+            visit.call(o)?;
+        }
+        Ok(())
+    }
+
     /// Keeps `obj` alive (until this drops, with the user's pending exception put aside).
     pub fn object(&mut self, obj: &Bound<'_, PyAny>) {
         self.objects.push(obj.clone().unbind());

@@ -636,6 +636,13 @@ impl<S: Space> ForeignArray<S> {
         self.0.held.take_all_but_owner()
     }
 
+    /// Visits the Python objects the import holds, for `__traverse__` of a class that holds
+    /// it (the `cai` package's views): a view its owner keeps (`owner.view = from_dlpack(owner)`)
+    /// is then collected with it.
+    pub fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
+        self.0.held.traverse(visit)
+    }
+
     /// Keeps `obj` alive with the view (something else the bytes depend on: the dict an
     /// entry came from).
     pub fn hold(&mut self, obj: &Bound<'_, PyAny>) {
