@@ -181,10 +181,11 @@ pub trait Exporter {
 /// ([`Exporter::dlpack_cache`]); empty until the first export.
 #[derive(Default)]
 pub struct DlpackCache {
-    /// The host side's template (`None`: DLPack cannot say it).
-    host: std::sync::OnceLock<Option<super::dlpack::Template>>,
+    /// The host side's template (`None`: DLPack cannot say it). Boxed, as the device's: an
+    /// object that keeps a cache stays small until it is exported.
+    host: std::sync::OnceLock<Option<Box<super::dlpack::Template>>>,
     /// The device side's, made when a tensor of it is first lent.
-    device: std::sync::OnceLock<super::dlpack::Template>,
+    device: std::sync::OnceLock<Box<super::dlpack::Template>>,
 }
 
 impl std::fmt::Debug for DlpackCache {
@@ -211,7 +212,9 @@ fn cached_host_export(
         Some(t) => t,
         None => {
             let x = side_of(e, Side::Host, false, what, |e| e.host())?.resolve(what)?;
-            cache.host.get_or_init(|| super::dlpack::Template::of(&x))
+            cache
+                .host
+                .get_or_init(|| super::dlpack::Template::of(&x).map(Box::new))
         }
     };
     let Some(template) = template else {
@@ -326,7 +329,9 @@ pub(crate) fn lent_tensor(
                 Some(t) => t,
                 None => {
                     let x = side_of(e, Side::Host, false, WHAT, |e| e.host())?.resolve(WHAT)?;
-                    cache.host.get_or_init(|| super::dlpack::Template::of(&x))
+                    cache
+                        .host
+                        .get_or_init(|| super::dlpack::Template::of(&x).map(Box::new))
                 }
             };
             let Some(template) = template else {
@@ -347,7 +352,7 @@ pub(crate) fn lent_tensor(
             let template = match cache.device.get() {
                 Some(t) => t,
                 None => {
-                    let made = super::dlpack::Template::of_device(&x)?;
+                    let made = Box::new(super::dlpack::Template::of_device(&x)?);
                     cache.device.get_or_init(|| made)
                 }
             };
