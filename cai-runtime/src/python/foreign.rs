@@ -348,16 +348,19 @@ impl<S: Space> ForeignArray<S> {
         let mut descriptor = descriptor;
         identify(&mut descriptor, owner)?;
         held.set_owner(owner);
-        let mut a = ForeignArray(Box::new(Parts {
-            descriptor: Described::Parsed(descriptor),
-            layout,
-            held,
-            options: *options,
-            sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
-            attributes: None,
-            consumer_device: None,
-            claim: Claim::default(),
-        }));
+        let mut a = ForeignArray(Box::write(
+            Box::new_uninit(),
+            Parts {
+                descriptor: Described::Parsed(descriptor),
+                layout,
+                held,
+                options: *options,
+                sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
+                attributes: None,
+                consumer_device: None,
+                claim: Claim::default(),
+            },
+        ));
         if S::DEVICE {
             a.prepare_device(StreamSource::Descriptor)?;
         }
@@ -403,16 +406,19 @@ impl<S: Space> ForeignArray<S> {
     ) -> PyResult<Self> {
         let mut held = held;
         held.set_owner(owner);
-        let mut a = ForeignArray(Box::new(Parts {
-            descriptor: Described::Tensor(head),
-            layout,
-            held,
-            options: *options,
-            sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
-            attributes: None,
-            consumer_device: None,
-            claim: Claim::default(),
-        }));
+        let mut a = ForeignArray(Box::write(
+            Box::new_uninit(),
+            Parts {
+                descriptor: Described::Tensor(head),
+                layout,
+                held,
+                options: *options,
+                sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
+                attributes: None,
+                consumer_device: None,
+                claim: Claim::default(),
+            },
+        ));
         if !S::DEVICE {
             if let super::dlpack::Producer::Current(Some(stream)) = producer
                 && options.sync
