@@ -616,3 +616,28 @@ def test_a_view_its_owner_holds_is_collected(importer):
     del o
     gc.collect()
     assert gone() is None
+
+
+def test_max_version_is_read_on_every_call():
+    # (The first exact tuple of ints is known again by identity: other tuples, equal or not,
+    # and ints that are not exact are read as ever.)
+    class Index:
+        def __init__(self, n):
+            self.n = n
+
+        def __index__(self):
+            return self.n
+
+    s = cai.zeros(3)
+    v = (1, 3)
+    for max_version, name in [
+        (v, "dltensor_versioned"),
+        ((0, 9), "dltensor"),
+        (v, "dltensor_versioned"),
+        ((Index(0), Index(1)), "dltensor"),
+        (tuple([1, 0]), "dltensor_versioned"),
+        (v, "dltensor_versioned"),
+    ]:
+        assert capsule_name(s.__dlpack__(max_version=max_version)) == name, max_version
+    with pytest.raises(ValueError, match="max_version"):
+        s.__dlpack__(max_version=(-1, 0))
