@@ -348,10 +348,20 @@ impl<S: Space> ForeignArray<S> {
         let mut descriptor = descriptor;
         identify(&mut descriptor, owner)?;
         held.set_owner(owner);
-        let mut a = ForeignArray(Box::write(
+        let mut a = ForeignArray::new(Described::Parsed(descriptor), layout, held, options);
+        if S::DEVICE {
+            a.prepare_device(StreamSource::Descriptor)?;
+        }
+        Ok(a)
+    }
+
+    /// An import of what `descriptor` says, before its stream work: its parts allocated once
+    /// and made in place (not made on the stack and copied).
+    fn new(descriptor: Described<S>, layout: Layout, held: Held, options: &ImportOptions) -> Self {
+        ForeignArray(Box::write(
             Box::new_uninit(),
             Parts {
-                descriptor: Described::Parsed(descriptor),
+                descriptor,
                 layout,
                 held,
                 options: *options,
@@ -360,11 +370,7 @@ impl<S: Space> ForeignArray<S> {
                 consumer_device: None,
                 claim: Claim::default(),
             },
-        ));
-        if S::DEVICE {
-            a.prepare_device(StreamSource::Descriptor)?;
-        }
-        Ok(a)
+        ))
     }
 
     /// Imports an object exposing the interface (`as_cuda_array(obj, sync)`); the view keeps
@@ -406,19 +412,7 @@ impl<S: Space> ForeignArray<S> {
     ) -> PyResult<Self> {
         let mut held = held;
         held.set_owner(owner);
-        let mut a = ForeignArray(Box::write(
-            Box::new_uninit(),
-            Parts {
-                descriptor: Described::Tensor(head),
-                layout,
-                held,
-                options: *options,
-                sync_plan: SyncPlan::Nothing(NoSyncReason::NoStream),
-                attributes: None,
-                consumer_device: None,
-                claim: Claim::default(),
-            },
-        ));
+        let mut a = ForeignArray::new(Described::Tensor(head), layout, held, options);
         if !S::DEVICE {
             if let super::dlpack::Producer::Current(Some(stream)) = producer
                 && options.sync

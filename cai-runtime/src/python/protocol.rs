@@ -197,6 +197,25 @@ impl std::fmt::Debug for DlpackCache {
     }
 }
 
+impl DlpackCache {
+    /// The host side's template, made at the first call (`None`: DLPack cannot say it).
+    fn host_template(
+        &self,
+        e: &dyn Exporter,
+        what: &str,
+    ) -> PyResult<Option<&super::dlpack::Template>> {
+        let template = match self.host.get() {
+            Some(t) => t,
+            None => {
+                let x = side_of(e, Side::Host, false, what, |e| e.host())?.resolve(what)?;
+                self.host
+                    .get_or_init(|| super::dlpack::Template::of(&x).map(Box::new))
+            }
+        };
+        Ok(template.as_deref())
+    }
+}
+
 /// The host export of `e` for `request` through its [`DlpackCache`], where it has one and the
 /// request shares the memory as it is; `None`: the full export is needed.
 fn cached_host_export(
@@ -208,16 +227,7 @@ fn cached_host_export(
     let Some(cache) = e.dlpack_cache().filter(|_| request.shares_host()) else {
         return Ok(None);
     };
-    let template = match cache.host.get() {
-        Some(t) => t,
-        None => {
-            let x = side_of(e, Side::Host, false, what, |e| e.host())?.resolve(what)?;
-            cache
-                .host
-                .get_or_init(|| super::dlpack::Template::of(&x).map(Box::new))
-        }
-    };
-    let Some(template) = template else {
+    let Some(template) = cache.host_template(e, what)? else {
         return Ok(None);
     };
     e.prepare(Side::Host)?;
@@ -325,16 +335,7 @@ pub(crate) fn lent_tensor(
     };
     match e.dlpack_side(None) {
         Side::Host => {
-            let template = match cache.host.get() {
-                Some(t) => t,
-                None => {
-                    let x = side_of(e, Side::Host, false, WHAT, |e| e.host())?.resolve(WHAT)?;
-                    cache
-                        .host
-                        .get_or_init(|| super::dlpack::Template::of(&x).map(Box::new))
-                }
-            };
-            let Some(template) = template else {
+            let Some(template) = cache.host_template(e, WHAT)? else {
                 // DLPack cannot say it: the owning export's error says why.
                 let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
                 let request = super::DlpackRequest::exchange(false);

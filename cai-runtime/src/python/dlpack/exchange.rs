@@ -137,25 +137,15 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
     obj: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
 ) -> c_int {
-    guarded("managed_tensor_from_py_object_no_sync", true, |py| {
-        if obj.is_null() || out.is_null() {
-            return Err(PyValueError::new_err(format!(
-                "managed_tensor_from_py_object_no_sync: {} is NULL",
-                if obj.is_null() { "py_object" } else { "out" }
-            )));
-        }
-        // SAFETY: a live object (the caller's contract), borrowed for this call.
-        let obj = unsafe { Bound::from_borrowed_ptr(py, obj.cast()) };
-        let mut made = None;
-        C::with_exporter(&obj, &mut |e| {
-            made = Some(crate::python::protocol::exchange_tensor(&obj, e)?);
-            Ok(())
-        })?;
-        let made = made.ok_or_else(|| PyRuntimeError::new_err("no tensor was made"))?;
-        // SAFETY: `out` is writable (checked non-null; the caller's contract).
-        unsafe { *out = made.into_raw() };
-        Ok(())
-    })
+    // SAFETY: this function's contract.
+    unsafe {
+        write_made::<C, _>(
+            "managed_tensor_from_py_object_no_sync",
+            obj,
+            out,
+            |obj, e| Ok(crate::python::protocol::exchange_tensor(obj, e)?.into_raw()),
+        )
+    }
 }
 
 /// `dltensor_from_py_object_no_sync`: a tensor lent while `obj` lives unchanged (until control
@@ -164,19 +154,40 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
 /// # Safety
 /// Called by a consumer holding the GIL, with `obj` a live object and `out` writable or null.
 unsafe extern "C" fn lend<C: ExchangeClass>(obj: *mut c_void, out: *mut DLTensor) -> c_int {
-    guarded("dltensor_from_py_object_no_sync", true, |py| {
+    // SAFETY: this function's contract.
+    unsafe {
+        write_made::<C, _>(
+            "dltensor_from_py_object_no_sync",
+            obj,
+            out,
+            crate::python::protocol::lent_tensor,
+        )
+    }
+}
+
+/// A table function that writes to `out` what `make` makes of `obj`, an instance of `C`.
+///
+/// # Safety
+/// Called by a consumer holding the GIL, with `obj` a live object and `out` writable or null.
+unsafe fn write_made<C: ExchangeClass, T>(
+    what: &str,
+    obj: *mut c_void,
+    out: *mut T,
+    make: impl Fn(&Bound<'_, PyAny>, &dyn Exporter) -> PyResult<T>,
+) -> c_int {
+    guarded(what, true, |py| {
         if obj.is_null() || out.is_null() {
             return Err(PyValueError::new_err(format!(
-                "dltensor_from_py_object_no_sync: {} is NULL",
+                "{what}: {} is NULL",
                 if obj.is_null() { "py_object" } else { "out" }
             )));
         }
         // SAFETY: a live object (the caller's contract), borrowed for this call.
         let obj = unsafe { Bound::from_borrowed_ptr(py, obj.cast()) };
         C::with_exporter(&obj, &mut |e| {
-            let t = crate::python::protocol::lent_tensor(&obj, e)?;
+            let made = make(&obj, e)?;
             // SAFETY: `out` is writable (checked non-null; the caller's contract).
-            unsafe { out.write(t) };
+            unsafe { out.write(made) };
             Ok(())
         })
     })
