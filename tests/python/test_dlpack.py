@@ -619,8 +619,6 @@ def test_a_view_its_owner_holds_is_collected(importer):
 
 
 def test_max_version_is_read_on_every_call():
-    # (The first exact tuple of ints is known again by identity: other tuples, equal or not,
-    # and ints that are not exact are read as ever.)
     class Index:
         def __init__(self, n):
             self.n = n

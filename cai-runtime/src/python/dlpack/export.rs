@@ -89,33 +89,6 @@ fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> PyResult<(i128, i128)> {
     Ok((int(0)?, int(1)?))
 }
 
-/// `max_version`'s `(major, minor)`. Consumers pass one tuple on every call (NumPy's is a
-/// static one): the first exact tuple of exact ints seen is kept with its value and known again
-/// by identity (it cannot change, and it is kept alive here, so no other object takes its
-/// address).
-fn max_version_of(v: &Bound<'_, PyAny>) -> PyResult<(u32, u32)> {
-    static SEEN: pyo3::sync::PyOnceLock<(Py<PyAny>, (u32, u32))> = pyo3::sync::PyOnceLock::new();
-    let py = v.py();
-    if let Some((seen, value)) = SEEN.get(py)
-        && v.is(seen)
-    {
-        return Ok(*value);
-    }
-    let (major, minor) = int_pair(v, "max_version")?;
-    let (Ok(a), Ok(b)) = (u32::try_from(major), u32::try_from(minor)) else {
-        return Err(DlpackError::Argument {
-            key: "max_version",
-            value: repr(v),
-            expected: "a (major, minor) version of ints from 0 to 2**32 - 1",
-        }
-        .into());
-    };
-    if crate::python::fast::exact_int_pair(v).is_some() {
-        SEEN.get_or_init(py, || (v.clone().unbind(), (a, b)));
-    }
-    Ok((a, b))
-}
-
 impl DlpackRequest {
     /// A consumer that asks for nothing: the legacy capsule, no copy, the data's own device,
     /// the legacy default stream.
@@ -139,7 +112,18 @@ impl DlpackRequest {
             out.stream = consumer_stream(s)?;
         }
         if let Some(v) = max_version.filter(|v| !v.is_none()) {
-            out.max_version = Some(max_version_of(v)?);
+            let (major, minor) = int_pair(v, "max_version")?;
+            match (u32::try_from(major), u32::try_from(minor)) {
+                (Ok(a), Ok(b)) => out.max_version = Some((a, b)),
+                _ => {
+                    return Err(DlpackError::Argument {
+                        key: "max_version",
+                        value: repr(v),
+                        expected: "a (major, minor) version of ints from 0 to 2**32 - 1",
+                    }
+                    .into());
+                }
+            }
         }
         if let Some(v) = dl_device.filter(|v| !v.is_none()) {
             let (kind, id) = int_pair(v, "dl_device")?;
