@@ -184,12 +184,27 @@ unsafe fn write_made<C: ExchangeClass, T>(
         }
         // SAFETY: a live object (the caller's contract), borrowed for this call.
         let obj = unsafe { Bound::from_borrowed_ptr(py, obj.cast()) };
+        // (Written once: an exporter that called back twice would leak the first tensor, and
+        // one that never did would leave `out` unwritten.)
+        let mut written = false;
         C::with_exporter(&obj, &mut |e| {
+            if written {
+                return Err(PyRuntimeError::new_err(format!(
+                    "{what}: the class's exporter was asked twice"
+                )));
+            }
             let made = make(&obj, e)?;
             // SAFETY: `out` is writable (checked non-null; the caller's contract).
             unsafe { out.write(made) };
+            written = true;
             Ok(())
-        })
+        })?;
+        if !written {
+            return Err(PyRuntimeError::new_err(format!(
+                "{what}: the class's exporter made nothing"
+            )));
+        }
+        Ok(())
     })
 }
 
