@@ -637,5 +637,11 @@ def test_max_version_is_read_on_every_call():
         (v, "dltensor_versioned"),
     ]:
         assert capsule_name(s.__dlpack__(max_version=max_version)) == name, max_version
+    # Fresh tuples and the same ones again, read the same.
+    fresh = [tuple([1, n]) for n in range(8)]
+    for _ in range(2):
+        for t in fresh + [v, (0, 9)]:
+            expected = "dltensor" if t[0] == 0 else "dltensor_versioned"
+            assert capsule_name(s.__dlpack__(max_version=t)) == expected, t
     with pytest.raises(ValueError, match="max_version"):
         s.__dlpack__(max_version=(-1, 0))
