@@ -80,6 +80,9 @@ impl cpy::Exporter for ArrayView {
     fn dlpack_cache(&self) -> Option<&cpy::DlpackCache> {
         Some(&self.1)
     }
+    fn lends() -> bool {
+        true
+    }
 }
 
 /// The protocols (the generated methods: `__cuda_array_interface__` of a `CudaArrayView`,

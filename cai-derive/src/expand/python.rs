@@ -95,8 +95,15 @@ pub fn methods(
         }
     };
     let protocol = quote!(#krate::__private::protocol);
-    // (An exporter of its own keeps what a lent tensor points at: `Exporter::dlpack_cache`.)
-    let lends = matches!(source, Source::Exporter);
+    // (An exporter of its own may keep what a lent tensor points at: it says so.)
+    let lends = match source {
+        Source::Exporter => quote! {
+            fn lends() -> bool {
+                <#self_ty as #krate::python::Exporter>::lends()
+            }
+        },
+        Source::Traits => TokenStream::new(),
+    };
     let mut out = TokenStream::new();
     for (_, name, doc) in GETTERS.iter().filter(|(p, _, _)| has(*p)) {
         let name = syn::Ident::new(name, Span::call_site());
@@ -133,7 +140,7 @@ pub fn methods(
             fn __dlpack_c_exchange_api__(py: #pyo3::Python<'_>) -> #pyo3::PyResult<#pyo3::Py<#pyo3::PyAny>> {
                 struct Class;
                 impl #krate::__private::ExchangeClass for Class {
-                    const LENDS: bool = #lends;
+                    #lends
                     fn with_exporter(
                         obj: &#pyo3::Bound<'_, #pyo3::PyAny>,
                         f: &mut dyn ::core::ops::FnMut(&dyn #krate::python::Exporter) -> #pyo3::PyResult<()>,

@@ -218,6 +218,9 @@ impl cpy::Exporter for PyStorage {
     fn dlpack_cache(&self) -> Option<&cpy::DlpackCache> {
         Some(&self.dlpack)
     }
+    fn lends() -> bool {
+        true
+    }
 }
 
 /// The protocols are the generated methods: each side's, raising `AttributeError` where the

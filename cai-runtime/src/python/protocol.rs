@@ -170,10 +170,21 @@ pub trait Exporter {
     /// flag fixed for its life: a storage, an import's view) keeps what its DLPack exports of
     /// them share, made at the first: `__dlpack__` and the exchange table then build no host
     /// descriptor, and the table lends tensors (`dltensor_from_py_object_no_sync`, for the
-    /// classes `#[cai_runtime::pymethods(.., exporter)]` makes), their shape and strides kept
-    /// here. `None` (the default): built on every export, and nothing is lent.
+    /// classes `#[cai_runtime::pymethods(.., exporter)]` makes, where [`Exporter::lends`]
+    /// says so), their shape and strides kept here. `None` (the default): built on every
+    /// export, and nothing is lent.
     fn dlpack_cache(&self) -> Option<&DlpackCache> {
         None
+    }
+
+    /// Whether every object of this class keeps a [`DlpackCache`], so that its exchange table
+    /// lends tensors (`dltensor_from_py_object_no_sync`); `false` (the default): the table has
+    /// none to lend, and consumers take an owning tensor.
+    fn lends() -> bool
+    where
+        Self: Sized,
+    {
+        false
     }
 }
 

@@ -12,13 +12,13 @@
 //!     asked for (managed memory for `kDLCUDAManaged`);
 //!   - `current_work_stream`: the legacy default stream (`0x1`) for CUDA devices, the stream
 //!     cai's imports order their work on by default; NULL for the host;
-//!   - `dltensor_from_py_object_no_sync`: for the classes whose sides never change (the `cai`
-//!     package's storages and views: `Exporter::dlpack_cache`), a tensor lent from what the
-//!     object keeps (its shape and strides made at the first export), no allocation, device
-//!     memory ordered as above; read-only memory is refused, as a lent tensor cannot say it
-//!     is. Derived classes build their layout on every export, so they have nothing to lend
-//!     that outlives the call: theirs is NULL, as the standard allows, and a consumer uses
-//!     `managed_tensor_from_py_object_no_sync`.
+//!   - `dltensor_from_py_object_no_sync`: for the classes whose sides never change and say so
+//!     (`Exporter::lends`, `dlpack_cache`: the `cai` package's storages and views), a tensor
+//!     lent from what the object keeps (its shape and strides made at the first export), no
+//!     allocation, device memory ordered as above; read-only memory is refused, as a lent
+//!     tensor cannot say it is. Other classes (derived classes build their layout on every
+//!     export) have nothing to lend that outlives the call: theirs is NULL, as the standard
+//!     allows, and a consumer uses `managed_tensor_from_py_object_no_sync`.
 //!
 //!   Errors are Python exceptions (the allocator's go through `set_error`), a panic included;
 //!   nothing unwinds into the consumer.
@@ -53,9 +53,11 @@ const FIRST_VERSION: (u32, u32) = (1, 2);
 /// for each class. Not an API.
 #[doc(hidden)]
 pub trait ExchangeClass: 'static {
-    /// Whether the table lends tensors (`dltensor_from_py_object_no_sync`): for classes whose
-    /// exporter keeps a `DlpackCache`.
-    const LENDS: bool = false;
+    /// Whether the table lends tensors (`dltensor_from_py_object_no_sync`): the class's
+    /// `Exporter::lends`.
+    fn lends() -> bool {
+        false
+    }
 
     /// Calls `f` with the exporter of `obj`, an instance of the class (a `TypeError` for any
     /// other object: a consumer may pass one).
@@ -80,7 +82,7 @@ pub fn exchange_api<C: ExchangeClass>(py: Python<'_>) -> PyResult<Bound<'_, PyAn
         managed_tensor_allocator: Some(allocate),
         managed_tensor_from_py_object_no_sync: Some(from_py_object::<C>),
         managed_tensor_to_py_object_no_sync: Some(to_py_object),
-        dltensor_from_py_object_no_sync: if C::LENDS { Some(lend::<C>) } else { None },
+        dltensor_from_py_object_no_sync: if C::lends() { Some(lend::<C>) } else { None },
         current_work_stream: Some(current_work_stream),
     }));
     let p = std::ptr::from_ref(table).cast_mut().cast::<c_void>();
@@ -562,7 +564,7 @@ impl Table {
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable out-pointer; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
-        let raised = raised(py);
+        let raised = PyErr::take(py);
         // Only a call that returned 0 hands a tensor over ("NULL on failure": a producer that
         // failed after writing `out` may have freed it already).
         let tensor = NonNull::new(out)
@@ -604,7 +606,7 @@ impl Table {
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable tensor; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
-        check_call("dltensor_from_py_object_no_sync", rc, raised(obj.py()))?;
+        check_call("dltensor_from_py_object_no_sync", rc, PyErr::take(obj.py()))?;
         Ok(Some(out))
     }
 
@@ -621,7 +623,7 @@ impl Table {
         // SAFETY: the producer's function with a device and a writable out-pointer, called
         // holding the GIL.
         let rc = unsafe { f(DLDeviceType(kind as u32), id, &mut out) };
-        check_call("current_work_stream", rc, raised(py))?;
+        check_call("current_work_stream", rc, PyErr::take(py))?;
         if out.is_null() {
             return Ok(crate::stream::Stream::LegacyDefault);
         }
@@ -637,16 +639,6 @@ impl Table {
 
 /// The outcome of a producer's table function: its own exception where it raised one, a
 /// `RuntimeError` where it said -1 without one or 0 with one (that exception its cause).
-/// The exception a producer's function set, if any (looked for before it is taken: most calls
-/// set none).
-fn raised(py: Python<'_>) -> Option<PyErr> {
-    // SAFETY: attached (`py`); PyErr_Occurred only reads the thread's state.
-    if unsafe { ffi::PyErr_Occurred() }.is_null() {
-        return None;
-    }
-    PyErr::take(py)
-}
-
 fn check_call(name: &str, rc: c_int, raised: Option<PyErr>) -> PyResult<()> {
     match (rc, raised) {
         (0, None) => Ok(()),
