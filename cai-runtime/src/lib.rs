@@ -152,7 +152,9 @@ pub mod __private {
 
     // What the generated protocol methods call.
     #[cfg(feature = "python")]
-    pub use crate::python::dlpack::{ExchangeClass, exchange_api, set_exchange_view, wrong_type};
+    pub use crate::python::dlpack::{
+        ExchangeClass, dlpack_method, exchange_api, set_exchange_view, wrong_type,
+    };
     #[cfg(feature = "python")]
     pub use crate::python::protocol::{Derived, methods as protocol};
 

@@ -169,6 +169,43 @@ def test_bad_arguments_name_the_keyword(kwargs, exc, match):
     assert live() == before
 
 
+def dlpack_exporters():
+    """One object of every kind of cai class with `__dlpack__`: a derived class, a storage, an
+    import's view."""
+    return [grid(), cai.zeros((3, 4), dtype="f4"), cai.from_dlpack(np.zeros((3, 4), np.float32))]
+
+
+@pytest.mark.parametrize("obj", dlpack_exporters(), ids=lambda o: type(o).__name__)
+def test_the_fast_dlpack_method_reads_its_keywords_as_python_does(obj):
+    """`__dlpack__` is cai's own fast-call method descriptor, not PyO3's: its keywords are
+    matched by address, then by text; everything else is Python's own TypeError."""
+    import inspect
+
+    method = type(obj).__dlpack__
+    assert str(inspect.signature(method)) == "(self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
+    assert "DLPack" in method.__doc__
+    # Keywords built at run time are not interned: matched by their text.
+    built = "".join(["max_", "version"])
+    assert built is not "max_version"  # noqa: F632 (the point: another string object)
+    assert capsule_name(obj.__dlpack__(**{built: (1, 0)})) == "dltensor_versioned"
+    assert capsule_name(obj.__dlpack__(**{"stream": None, "max_version": None, "dl_device": None, "copy": None})) == "dltensor"
+    before = live()
+    for call, match in [
+        (lambda: obj.__dlpack__(None), r"^__dlpack__\(\) takes 0 positional arguments but 1 were given$"),
+        (lambda: obj.__dlpack__(1, 2, max_version=(1, 0)), "but 2 were given"),
+        (lambda: obj.__dlpack__(bogus=1), r"^__dlpack__\(\) got an unexpected keyword argument 'bogus'$"),
+        (lambda: obj.__dlpack__(**{"max_version\udc80": 1}), r"unexpected keyword argument 'max_version\\udc80'"),
+        (lambda: method(np.zeros(3)), "doesn't apply to a 'numpy.ndarray' object"),
+        (lambda: method(), "needs an argument"),
+    ]:
+        with pytest.raises(TypeError, match=match):
+            call()
+    assert live() == before
+    # Bound, unbound and through `getattr`, as any method.
+    assert capsule_name(method(obj, max_version=(1, 3))) == "dltensor_versioned"
+    assert capsule_name(getattr(obj, "__dlpack__")()) == "dltensor"
+
+
 def test_an_index_that_changes_its_mind_is_read_once():
     """Found by an attack: `stream` was read twice (as i64, then u64), and an `__index__`
     answering 2**63 then 0 reached a Rust `expect` (a PanicException)."""

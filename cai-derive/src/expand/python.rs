@@ -117,18 +117,31 @@ pub fn methods(
         });
     }
     if dlpack && (has(Property::Cuda) || has(Property::Host)) {
+        // How the table and the fast `__dlpack__` reach an instance's exporter (in each
+        // class attribute's body: an `impl` block holds no other item).
+        let class = quote! {
+            struct Class;
+            impl #krate::__private::ExchangeClass for Class {
+                #lends
+                fn with_exporter(
+                    obj: &#pyo3::Bound<'_, #pyo3::PyAny>,
+                    f: &mut dyn ::core::ops::FnMut(&dyn #krate::python::Exporter) -> #pyo3::PyResult<()>,
+                ) -> #pyo3::PyResult<()> {
+                    let slf = obj.cast::<#self_ty>()
+                        .map_err(|_| #krate::__private::wrong_type(obj, ::core::stringify!(#self_ty)))?;
+                    #bind
+                    f(e)
+                }
+            }
+        };
         out.extend(quote! {
-            #[doc = "DLPack (the Python Array API standard's `__dlpack__`): this object's memory as a capsule, shared (or copied with `copy=True`, or to the host with `dl_device=(1, 0)`), the consumer's `stream` made to wait for pending work."]
-            #[pyo3(signature = (*, stream = None, max_version = None, dl_device = None, copy = None))]
-            fn __dlpack__<'py>(
-                slf: &#pyo3::Bound<'py, Self>,
-                stream: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-                max_version: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-                dl_device: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-                copy: ::core::option::Option<&#pyo3::Bound<'py, #pyo3::PyAny>>,
-            ) -> #pyo3::PyResult<#pyo3::Bound<'py, #pyo3::PyAny>> {
-                #bind
-                #protocol::__dlpack__(slf.as_any(), e, stream, max_version, dl_device, copy)
+            // `__dlpack__(*, stream, max_version, dl_device, copy)`: a method descriptor of
+            // cai's own in CPython's fast calling convention (its docstring says what it does).
+            #[classattr]
+            fn __dlpack__(py: #pyo3::Python<'_>) -> #pyo3::PyResult<#pyo3::Py<#pyo3::PyAny>> {
+                #class
+                let ty = <Self as #pyo3::PyTypeInfo>::type_object(py);
+                #krate::__private::dlpack_method::<Class>(&ty).map(#pyo3::Bound::unbind)
             }
             #[doc = "DLPack's `(device_type, device_id)` of the memory `__dlpack__` exports: `(1, 0)` for host memory, `(2, n)` for device `n`'s, `(13, n)` managed, `(3, 0)` registered host memory."]
             fn __dlpack_device__(slf: &#pyo3::Bound<'_, Self>) -> #pyo3::PyResult<(i32, i32)> {
@@ -138,19 +151,7 @@ pub fn methods(
             #[doc = "DLPack's C exchange table (`DLPackExchangeAPI`, DLPack 1.3): a capsule named `dlpack_exchange_api`, for consumers that skip `__dlpack__`."]
             #[classattr]
             fn __dlpack_c_exchange_api__(py: #pyo3::Python<'_>) -> #pyo3::PyResult<#pyo3::Py<#pyo3::PyAny>> {
-                struct Class;
-                impl #krate::__private::ExchangeClass for Class {
-                    #lends
-                    fn with_exporter(
-                        obj: &#pyo3::Bound<'_, #pyo3::PyAny>,
-                        f: &mut dyn ::core::ops::FnMut(&dyn #krate::python::Exporter) -> #pyo3::PyResult<()>,
-                    ) -> #pyo3::PyResult<()> {
-                        let slf = obj.cast::<#self_ty>()
-                            .map_err(|_| #krate::__private::wrong_type(obj, ::core::stringify!(#self_ty)))?;
-                        #bind
-                        f(e)
-                    }
-                }
+                #class
                 #krate::__private::exchange_api::<Class>(py).map(#pyo3::Bound::unbind)
             }
         });

@@ -17,6 +17,7 @@
 mod exchange;
 mod export;
 mod import;
+mod method;
 
 use std::ffi::CStr;
 use std::fmt;
@@ -36,6 +37,8 @@ pub(crate) use export::{ManagedExport, Template, dlpack_managed};
 pub(crate) use export::{descriptor_dlpack_device, dlpack_capsule};
 pub use import::dlpack_device_of;
 pub(crate) use import::{ImportedTensor, Producer};
+#[doc(hidden)]
+pub use method::dlpack_method;
 
 /// The DLPack version cai implements: written into its versioned capsules and offered to
 /// producers as `max_version`.
