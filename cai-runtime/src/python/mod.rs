@@ -74,6 +74,7 @@ pub(crate) mod errors;
 pub(crate) mod export;
 pub(crate) mod fast;
 pub(crate) mod foreign;
+pub(crate) mod interp;
 pub(crate) mod memo;
 pub(crate) mod parse;
 pub(crate) mod protocol;

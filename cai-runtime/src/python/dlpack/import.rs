@@ -394,45 +394,6 @@ fn dlpack_keywords(
     Ok(names.bind(py).clone())
 }
 
-/// CPython's `PyObject_VectorcallMethod` (public since Python 3.9; in the stable ABI from 3.12,
-/// and so not declared for the 3.11 ABI the package is built for).
-type VectorcallMethod = unsafe extern "C" fn(
-    name: *mut ffi::PyObject,
-    args: *const *mut ffi::PyObject,
-    nargsf: usize,
-    kwnames: *mut ffi::PyObject,
-) -> *mut ffi::PyObject;
-
-/// `PyObject_VectorcallMethod` of the running interpreter, looked up once among the process's
-/// symbols (CPython exports it from 3.9 on); `None` where it is not found.
-fn vectorcall_method() -> Option<VectorcallMethod> {
-    static FOUND: std::sync::OnceLock<Option<VectorcallMethod>> = std::sync::OnceLock::new();
-    *FOUND.get_or_init(find_vectorcall_method)
-}
-
-#[cfg(unix)]
-fn find_vectorcall_method() -> Option<VectorcallMethod> {
-    // SAFETY: `this()` opens the running program itself, whose symbols stay loaded for the
-    // life of the process (the handle is leaked, never closed); the symbol, where present, is
-    // CPython's `PyObject_VectorcallMethod`, whose signature (above) is its documented one in
-    // every version that has it.
-    unsafe {
-        let this = libloading::os::unix::Library::this();
-        let f = this
-            .get::<VectorcallMethod>(b"PyObject_VectorcallMethod\0")
-            .ok()
-            .map(|s| *s);
-        std::mem::forget(this);
-        f
-    }
-}
-
-/// (Elsewhere the call goes through a keyword dict.)
-#[cfg(not(unix))]
-fn find_vectorcall_method() -> Option<VectorcallMethod> {
-    None
-}
-
 /// `obj.name(**dict(zip(names, values)))`: through `PyObject_VectorcallMethod` where the
 /// interpreter has it, which makes no bound method and no keyword dict (together they cost
 /// more than NumPy's whole `__dlpack__`); else through `getattr` and a call with a dict.
@@ -442,12 +403,18 @@ fn call_method<'py>(
     names: &Bound<'py, PyTuple>,
     values: &[Bound<'py, PyAny>],
 ) -> PyResult<Bound<'py, PyAny>> {
-    call_method_through(vectorcall_method(), obj, name, names, values)
+    call_method_through(
+        crate::python::interp::vectorcall_method(),
+        obj,
+        name,
+        names,
+        values,
+    )
 }
 
 /// [`call_method`] through `vectorcall`, or through a dict where `None`.
 fn call_method_through<'py>(
-    vectorcall: Option<VectorcallMethod>,
+    vectorcall: Option<crate::python::interp::VectorcallMethod>,
     obj: &Bound<'py, PyAny>,
     name: &Bound<'py, PyString>,
     names: &Bound<'py, PyTuple>,
@@ -821,7 +788,7 @@ mod tests {
         Python::initialize();
         Python::attach(|py| {
             assert!(
-                vectorcall_method().is_some(),
+                crate::python::interp::vectorcall_method().is_some(),
                 "PyObject_VectorcallMethod not found"
             );
             let ns = pyo3::types::PyDict::new(py);
@@ -851,7 +818,13 @@ mod tests {
                     values.push(version.clone());
                 }
                 let names = dlpack_keywords(py, stream, copy, versioned).unwrap();
-                let fast = call_method_through(vectorcall_method(), &p, method, &names, &values);
+                let fast = call_method_through(
+                    crate::python::interp::vectorcall_method(),
+                    &p,
+                    method,
+                    &names,
+                    &values,
+                );
                 let dict = call_method_through(None, &p, method, &names, &values);
                 match (fast, dict) {
                     (Ok(a), Ok(b)) => {
