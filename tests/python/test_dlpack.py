@@ -680,5 +680,15 @@ def test_max_version_is_read_on_every_call():
         for t in fresh + [v, (0, 9)]:
             expected = "dltensor" if t[0] == 0 else "dltensor_versioned"
             assert capsule_name(s.__dlpack__(max_version=t)) == expected, t
+    # A tuple read is known by its address only while it lives: one freed, and another at
+    # its address, is read anew (the last tuple seen is kept alive until another is seen).
+    for _ in range(200):
+        t = tuple([1, 0])
+        assert capsule_name(s.__dlpack__(max_version=t)) == "dltensor_versioned"
+        held = sys.getrefcount(t)
+        del t
+        u = tuple([0, 9])
+        assert capsule_name(s.__dlpack__(max_version=u)) == "dltensor"
+        assert sys.getrefcount(u) == held
     with pytest.raises(ValueError, match="max_version"):
         s.__dlpack__(max_version=(-1, 0))

@@ -89,6 +89,33 @@ fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> PyResult<(i128, i128)> {
     Ok((int(0)?, int(1)?))
 }
 
+/// An exact tuple of two exact ints (`max_version` as consumers send it), read at most once
+/// per object in a row: such a tuple never changes, so the object seen last on this thread
+/// (kept alive here, so that its address names no other object) has the value read then.
+/// NumPy's `from_dlpack` passes one tuple on every call; reading one costs more than the rest
+/// of the arguments together through the stable ABI.
+fn known_pair(v: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
+    type Last = std::cell::RefCell<Option<(Py<PyAny>, (i64, i64))>>;
+    thread_local! {
+        static LAST: Last = const { std::cell::RefCell::new(None) };
+    }
+    LAST.try_with(|last| {
+        let mut last = last.try_borrow_mut().ok()?;
+        if let Some((o, pair)) = &*last
+            && o.as_ptr() == v.as_ptr()
+        {
+            return Some(*pair);
+        }
+        let pair = crate::python::fast::exact_int_pair(v)?;
+        // (Released here, attached: an exact tuple of ints runs no code as it goes.)
+        let old = last.replace((v.clone().unbind(), pair));
+        drop(old.map(|(o, _)| o.into_bound(v.py())));
+        Some(pair)
+    })
+    .ok()
+    .flatten()
+}
+
 impl DlpackRequest {
     /// A consumer that asks for nothing: the legacy capsule, no copy, the data's own device,
     /// the legacy default stream.
@@ -112,7 +139,10 @@ impl DlpackRequest {
             out.stream = consumer_stream(s)?;
         }
         if let Some(v) = max_version.filter(|v| !v.is_none()) {
-            let (major, minor) = int_pair(v, "max_version")?;
+            let (major, minor) = match known_pair(v) {
+                Some((a, b)) => (a.into(), b.into()),
+                None => int_pair(v, "max_version")?,
+            };
             match (u32::try_from(major), u32::try_from(minor)) {
                 (Ok(a), Ok(b)) => out.max_version = Some((a, b)),
                 _ => {
