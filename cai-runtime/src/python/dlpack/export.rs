@@ -407,34 +407,42 @@ impl Drop for ManagedExport {
 
 impl ManagedExport {
     /// `tensor` (whose shape and strides pointers are set here) in a new block that owns its
-    /// dimensions and `keep`.
+    /// dimensions (copied from `shape` and `strides`) and `keep`.
     fn new<M: Managed>(
         tensor: DLTensor,
         flags: DlpackFlags,
-        shape: Dims,
-        strides: Dims,
+        shape: &[i64],
+        strides: &[i64],
         keep: Keep,
         versioned: bool,
     ) -> Self {
         LIVE.fetch_add(1, Ordering::SeqCst);
-        // Boxed before the pointers are taken: inline dimensions move with the block.
-        let mut block = Box::new(Exported {
-            managed: M::new(tensor, flags, delete::<M>),
-            shape,
-            strides,
-            _keep: keep,
-        });
-        let ndim = block.shape.len();
-        let (shape_ptr, strides_ptr) = if ndim == 0 {
+        // Each field written where it stays (a block is ~300 bytes, moved otherwise), and the
+        // dimensions' pointers taken there.
+        let mut block = Box::<Exported<M>>::new_uninit();
+        let p = block.as_mut_ptr();
+        // SAFETY: `p` points to the block's memory, allocated for an `Exported<M>`; each field
+        // is written once, in place, before the block is taken as initialized.
+        let block = unsafe {
+            std::ptr::addr_of_mut!((*p).managed).write(M::new(tensor, flags, delete::<M>));
+            std::ptr::addr_of_mut!((*p).shape).write(Dims::from_slice(shape));
+            std::ptr::addr_of_mut!((*p).strides).write(Dims::from_slice(strides));
+            std::ptr::addr_of_mut!((*p)._keep).write(keep);
+            block.assume_init()
+        };
+        let block = Box::into_raw(block);
+        // SAFETY: the block just made, not shared yet.
+        let b = unsafe { &mut *block };
+        let (shape_ptr, strides_ptr) = if b.shape.is_empty() {
             (std::ptr::null_mut(), std::ptr::null_mut())
         } else {
-            (block.shape.as_mut_ptr(), block.strides.as_mut_ptr())
+            (b.shape.as_mut_ptr(), b.strides.as_mut_ptr())
         };
-        let t = block.managed.tensor();
+        let t = b.managed.tensor();
         t.shape = shape_ptr;
         t.strides = strides_ptr;
         ManagedExport {
-            ptr: Box::into_raw(block).cast(),
+            ptr: block.cast(),
             versioned,
         }
     }
@@ -559,8 +567,8 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     Ok(ManagedExport::new::<DLManagedTensorVersioned>(
         tensor,
         DlpackFlags::empty(),
-        shape,
-        strides,
+        &shape,
+        &strides,
         keep,
         true,
     ))
@@ -786,9 +794,9 @@ unsafe fn export_with<'py, S: Space>(
     flags.set(DlpackFlags::READ_ONLY, readonly);
     flags.set(DlpackFlags::IS_COPIED, copied);
     Ok(if request.versioned() {
-        ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, shape, strides, keep, true)
+        ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, &shape, &strides, keep, true)
     } else {
-        ManagedExport::new::<DLManagedTensor>(tensor, flags, shape, strides, keep, false)
+        ManagedExport::new::<DLManagedTensor>(tensor, flags, &shape, &strides, keep, false)
     })
 }
 
@@ -963,17 +971,13 @@ impl Template {
         let mut flags = DlpackFlags::empty();
         flags.set(DlpackFlags::READ_ONLY, self.readonly);
         let keep = Keep::Object(owner.clone().unbind());
-        // (`from_slice` copies the items at once; `clone` pushes them one by one.)
-        let (shape, strides) = (
-            Dims::from_slice(&self.shape),
-            Dims::from_slice(&self.strides),
-        );
+        let (shape, strides) = (&self.shape, &self.strides);
         Ok(if request.versioned() {
             ManagedExport::new::<DLManagedTensorVersioned>(
                 tensor, flags, shape, strides, keep, true,
             )
         } else {
-            ManagedExport::new::<DLManagedTensor>(tensor, flags, shape, strides, keep, false)
+            ManagedExport::new::<DLManagedTensor>(tensor, flags, &shape, &strides, keep, false)
         })
     }
 }
