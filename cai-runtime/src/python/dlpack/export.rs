@@ -977,7 +977,7 @@ impl Template {
                 tensor, flags, shape, strides, keep, true,
             )
         } else {
-            ManagedExport::new::<DLManagedTensor>(tensor, flags, &shape, &strides, keep, false)
+            ManagedExport::new::<DLManagedTensor>(tensor, flags, shape, strides, keep, false)
         })
     }
 }
