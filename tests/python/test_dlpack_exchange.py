@@ -157,6 +157,23 @@ def test_from_py_refuses_another_class_and_what_dlpack_cannot_say():
         dx.call_from_py(type(structured), structured)
 
 
+def test_a_failing_table_call_releases_what_it_held_at_once():
+    """The table's functions run on their caller's GIL outside PyO3's count of attached
+    frames: the references an error drops are released at once, not at PyO3's next call (as
+    for the fast `__dlpack__`, whose attack found it)."""
+    import sys
+
+    v = cai.as_host_array(np.arange(3.0))
+    structured = cai.as_host_array(np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
+    dx.call_from_py(type(v), v).delete()  # (the first call makes what later ones reuse)
+    for x, obj, error in [(cai.examples.Grid, v, TypeError), (type(structured), structured, BufferError)]:
+        before = sys.getrefcount(error), sys.getrefcount(obj)
+        for _ in range(1000):
+            with pytest.raises(error):
+                dx.call_from_py(x, obj)
+        assert (sys.getrefcount(error), sys.getrefcount(obj)) == before, x
+
+
 def test_from_py_from_threads():
     s = cai.zeros((64,), dtype=np.float64)
     errors = []

@@ -115,10 +115,15 @@ fn guarded(what: &str, holds_gil: bool, f: impl FnOnce(Python<'_>) -> PyResult<(
     let run = std::panic::AssertUnwindSafe(|| {
         if holds_gil {
             // SAFETY: the caller holds the GIL (above). PyO3's own count of attached frames
-            // stays zero meanwhile, so a `Py` dropped in `f` is released at PyO3's next attach
-            // rather than now: later, never without the GIL.
+            // stays zero meanwhile, so a `Py` dropped in `f` would wait in PyO3's pool for its
+            // next attach. A call that succeeds drops none; one that fails may (an error
+            // raised, or one put aside while its message was made), so the error is set
+            // attached: that releases them.
             let py = unsafe { Python::assume_attached() };
-            status(py, f(py))
+            match f(py) {
+                Ok(()) => 0,
+                Err(e) => Python::attach(|py| status(py, Err(e))),
+            }
         } else {
             Python::attach(|py| status(py, f(py)))
         }

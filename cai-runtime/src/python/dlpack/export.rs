@@ -93,7 +93,8 @@ fn int_pair(v: &Bound<'_, PyAny>, key: &'static str) -> PyResult<(i128, i128)> {
 /// per object in a row: such a tuple never changes, so the object seen last on this thread
 /// (kept alive here, so that its address names no other object) has the value read then.
 /// NumPy's `from_dlpack` passes one tuple on every call; reading one costs more than the rest
-/// of the arguments together through the stable ABI.
+/// of the arguments together through the stable ABI. (A thread that ends without the GIL
+/// leaves its tuple to PyO3's pool, released at PyO3's next call on any thread.)
 fn known_pair(v: &Bound<'_, PyAny>) -> Option<(i64, i64)> {
     type Last = std::cell::RefCell<Option<(Py<PyAny>, (i64, i64))>>;
     thread_local! {

@@ -63,22 +63,24 @@ unsafe extern "C" fn entry<C: ExchangeClass>(
 ) -> *mut ffi::PyObject {
     let run = std::panic::AssertUnwindSafe(|| {
         // SAFETY: CPython calls a method with the GIL held. PyO3's own count of attached
-        // frames stays zero meanwhile, so a `Py` dropped in the body is released at PyO3's
-        // next attach rather than now: later, never without the GIL.
+        // frames stays zero meanwhile (raising it is PyO3's `PyGILState_Ensure`, ~20 ns), so
+        // a `Py` dropped in the body would wait in PyO3's pool for its next attach. A call
+        // that succeeds drops none; one that fails may (an error raised, or one put aside
+        // while its message was made), so the error is raised attached: that releases them.
         let py = unsafe { Python::assume_attached() };
         // SAFETY: this function's contract: the arguments of this call, borrowed for it.
         match unsafe { call::<C>(py, slf, args, nargs, kwnames) } {
             Ok(v) => v.into_ptr(),
             Err(e) => {
-                e.restore(py);
+                Python::attach(|py| e.restore(py));
                 std::ptr::null_mut()
             }
         }
     });
     std::panic::catch_unwind(run).unwrap_or_else(|_| {
-        // SAFETY: as above.
-        let py = unsafe { Python::assume_attached() };
-        PyRuntimeError::new_err("cai's __dlpack__ panicked (a bug in cai)").restore(py);
+        Python::attach(|py| {
+            PyRuntimeError::new_err("cai's __dlpack__ panicked (a bug in cai)").restore(py)
+        });
         std::ptr::null_mut()
     })
 }
@@ -94,10 +96,15 @@ unsafe fn call<'py, C: ExchangeClass>(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: this function's contract.
-    let keywords = unsafe { keywords(py, args, nargs, kwnames)? };
     // SAFETY: `slf` is the instance the method was called on, alive for the call.
     let slf = unsafe { Bound::from_borrowed_ptr(py, slf) };
+    // (Named as Python names a method in its argument errors: `Storage.__dlpack__()`.)
+    let name = || match slf.get_type().qualname() {
+        Ok(q) => format!("{q}.__dlpack__()"),
+        Err(_) => "__dlpack__()".to_owned(),
+    };
+    // SAFETY: this function's contract.
+    let keywords = unsafe { keywords(py, args, nargs, kwnames, name)? };
     let [stream, max_version, dl_device, copy] = keywords.each_ref().map(|k| k.as_deref());
     let mut out = None;
     C::with_exporter(&slf, &mut |e| {
@@ -115,7 +122,8 @@ unsafe fn call<'py, C: ExchangeClass>(
 }
 
 /// The keyword arguments of a fast call, by [`KEYWORDS`]' order: a `TypeError` as Python's
-/// own for a positional argument, an unknown keyword, or one given twice.
+/// own for a positional argument, an unknown keyword, or one given twice, naming the method
+/// as `what()` does.
 ///
 /// # Safety
 /// `args` holds `nargs` positional values then one value per name in `kwnames` (a tuple of
@@ -125,11 +133,14 @@ unsafe fn keywords<'a, 'py>(
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
+    what: impl Fn() -> String,
 ) -> PyResult<[Option<Borrowed<'a, 'py, PyAny>>; 4]> {
     // (A method's `nargs` counts the arguments after `self`, without vectorcall's flag.)
     if nargs > 0 {
         return Err(PyTypeError::new_err(format!(
-            "__dlpack__() takes 0 positional arguments but {nargs} were given"
+            "{} takes 0 positional arguments but {nargs} {} given",
+            what(),
+            if nargs == 1 { "was" } else { "were" }
         )));
     }
     let mut out: [Option<Borrowed<'a, 'py, PyAny>>; 4] = [None; 4];
@@ -155,7 +166,8 @@ unsafe fn keywords<'a, 'py>(
                     Some(slot) => slot,
                     None => {
                         return Err(PyTypeError::new_err(format!(
-                            "__dlpack__() got an unexpected keyword argument {}",
+                            "{} got an unexpected keyword argument {}",
+                            what(),
                             name.repr()?
                         )));
                     }
@@ -164,7 +176,8 @@ unsafe fn keywords<'a, 'py>(
         };
         if out[slot].is_some() {
             return Err(PyTypeError::new_err(format!(
-                "__dlpack__() got multiple values for argument '{}'",
+                "{} got multiple values for argument '{}'",
+                what(),
                 KEYWORDS[slot]
             )));
         }
