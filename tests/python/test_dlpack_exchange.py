@@ -125,7 +125,7 @@ def test_dltensor_from_py_refuses_read_only_and_what_it_cannot_lend():
     # (The owning export says so with its flag.)
     dx.call_from_py(type(v), v).delete()
     w = cai.as_host_array(np.arange(3.0))
-    with pytest.raises(TypeError, match="exchange table of PyStorage was given a HostArrayView"):
+    with pytest.raises(TypeError, match="^the exchange table of Storage was given a HostArrayView, not a Storage$"):
         dx.call_dltensor_from_py(type(cai.zeros(1)), w)
     structured = cai.as_host_array(np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
     for _ in range(2):  # the first lend and the cached refusal say the same
@@ -150,7 +150,7 @@ def test_from_py_keeps_the_exporter_alive():
 
 def test_from_py_refuses_another_class_and_what_dlpack_cannot_say():
     v = cai.as_host_array(np.arange(3.0))
-    with pytest.raises(TypeError, match="exchange table of .*Grid.* was given a HostArrayView"):
+    with pytest.raises(TypeError, match="^the exchange table of Grid was given a HostArrayView, not a Grid$"):
         dx.call_from_py(cai.examples.Grid, v)
     structured = cai.as_host_array(np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
     with pytest.raises(BufferError, match="structured"):

@@ -128,7 +128,7 @@ pub fn methods(
                     f: &mut dyn ::core::ops::FnMut(&dyn #krate::python::Exporter) -> #pyo3::PyResult<()>,
                 ) -> #pyo3::PyResult<()> {
                     let slf = obj.cast::<#self_ty>()
-                        .map_err(|_| #krate::__private::wrong_type(obj, ::core::stringify!(#self_ty)))?;
+                        .map_err(|_| #krate::__private::wrong_type::<#self_ty>(obj))?;
                     #bind
                     f(e)
                 }

@@ -663,12 +663,15 @@ fn check_call(name: &str, rc: c_int, raised: Option<PyErr>) -> PyResult<()> {
 
 /// The `TypeError` of a class's table given an object of another type (the generated
 /// `ExchangeClass::with_exporter`'s).
-pub fn wrong_type(obj: &Bound<'_, PyAny>, class: &str) -> PyErr {
+pub fn wrong_type<T: pyo3::PyTypeInfo>(obj: &Bound<'_, PyAny>) -> PyErr {
+    let name = |t: Bound<'_, pyo3::types::PyType>| {
+        t.qualname()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".to_owned())
+    };
+    let class = name(T::type_object(obj.py()));
     PyTypeError::new_err(format!(
         "the exchange table of {class} was given a {}, not a {class}",
-        obj.get_type()
-            .name()
-            .map(|n| n.to_string())
-            .unwrap_or_default()
+        name(obj.get_type())
     ))
 }
