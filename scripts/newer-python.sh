@@ -15,7 +15,8 @@
 # Builds here what the suites need (the abi3 wheel, the GPU bundle, the libcuda stub and the
 # emulated driver, the NumPy oracle). Then, for each Python, in a venv with NumPy (CAI_NUMPY,
 # default numpy==2.5.2, the GPU machine's; the newest NumPy if that has no wheel for the
-# version) and the test requirements' pytest and hypothesis (and xarray where it installs):
+# version) and the test requirements' pytest and hypothesis (and xarray, ml_dtypes and
+# apache-tvm-ffi where they install):
 # the host pytest suite (tests/python) and the GPU bundle against the emulated driver. Exits
 # non-zero if any of them fails.
 set -euo pipefail
@@ -92,7 +93,8 @@ if [ ${#versions[@]} -gt 0 ]; then
 fi
 
 tools=$(grep -E '^(pytest|hypothesis)==' tests/python/requirements.txt | tr '\n' ' ')
-xarray=$(grep -E '^xarray==' tests/python/requirements.txt)
+# (Each where it installs for that Python; the tests of one that does not are skipped.)
+optional=$(grep -E '^(xarray|ml_dtypes|apache-tvm-ffi)==' tests/python/requirements.txt | tr '\n' ' ')
 status=0
 for p in "${pythons[@]}"; do
     # at: the repo where the commands run; python: the interpreter making the venv.
@@ -107,7 +109,9 @@ for p in "${pythons[@]}"; do
         [ -x $venv/bin/python ] || $python -m venv $venv
         $venv/bin/pip install -q '$numpy' 2>/dev/null || $venv/bin/pip install -q numpy
         $venv/bin/pip install -q $tools
-        $venv/bin/pip install -q '$xarray' 2>/dev/null || echo '   (no $xarray here: its tests are skipped)'
+        for o in $optional; do
+            $venv/bin/pip install -q \$o 2>/dev/null || echo \"   (no \$o here: its tests are skipped)\"
+        done
         $venv/bin/pip install -q --no-deps --force-reinstall $at/dist/cai_arrays-*-abi3-*.whl
         $venv/bin/python -c 'import sys, numpy; print(\"   Python\", sys.version.split()[0], \"NumPy\", numpy.__version__)'" \
         || { status=1; continue; }

@@ -549,6 +549,14 @@ fn _dlpack_live_exports() -> usize {
     cpy::live_exports()
 }
 
+/// Test support (feature `testing`): whether the running interpreter tells cai's DLPack
+/// deleter that this thread holds the GIL (`cai_runtime::python::testing::holds_gil`).
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _holds_gil() -> bool {
+    cai_runtime::python::testing::holds_gil()
+}
+
 /// Test support (feature `testing`): `(fast, full)`, what import's fast path and its full
 /// parser make of a descriptor (`Debug` text, `None` where the fast path declines or the
 /// parser refuses).
@@ -666,6 +674,7 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     #[cfg(feature = "testing")]
     {
         m.add_function(wrap_pyfunction!(_dlpack_live_exports, m)?)?;
+        m.add_function(wrap_pyfunction!(_holds_gil, m)?)?;
         m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_with_dlpack_ns, m)?)?;

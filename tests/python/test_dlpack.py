@@ -627,6 +627,13 @@ def test_a_view_of_an_import_keeps_the_producer_alive():
     assert ref() is None
 
 
+def test_the_interpreter_says_who_holds_the_gil():
+    """The deleter releases the exporter without PyO3's attach where the interpreter says this
+    thread holds the GIL: the functions it asks (`PyThreadState_GetUnchecked` from 3.13,
+    `_PyThreadState_UncheckedGet` before) are found on every Python the suite runs on."""
+    assert cai._native._holds_gil()
+
+
 def test_the_deleter_may_run_on_another_thread_without_the_gil():
     gc.collect()
     before = live()

@@ -98,7 +98,10 @@ def test_from_py_says_read_only():
 
 
 @pytest.mark.parametrize("name", ["storage", "host view"])
-@pytest.mark.parametrize("view", [lambda a: a, lambda a: a[::-1, ::2], lambda a: a[0, 1], lambda a: a[:0]])
+# (0-d as a view: NumPy 2.5 exports a scalar's data read-only, which nothing lends.)
+@pytest.mark.parametrize(
+    "view", [lambda a: a, lambda a: a[::-1, ::2], lambda a: a[0, 1:2].reshape(()), lambda a: a[:0]]
+)
 def test_dltensor_from_py_lends_what_the_object_keeps(name, view):
     a = view(np.arange(12, dtype=np.float32).reshape(3, 4))
     obj = cai.as_storage(a) if name == "storage" else cai.as_host_array(a)

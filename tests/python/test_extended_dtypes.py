@@ -7,12 +7,13 @@ bytes (`<V2`, `|V1`), and without ml_dtypes they are those bytes everywhere, as 
 import subprocess
 import sys
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import cai
 from dlpack_producer import managed
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
 
 EXTENDED = {
     # name: (DLPack type code, bits, the dict's typestr)

@@ -4,13 +4,13 @@ results), and cai reads tvm-ffi's (its test wrapper is its one type that publish
 
 import gc
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 import cai
 import cai.examples
 
+ml_dtypes = pytest.importorskip("ml_dtypes")
 tvm_ffi = pytest.importorskip("tvm_ffi")
 import tvm_ffi.testing  # noqa: E402 (after the skip)
 from tvm_ffi.core import DLTensorTestWrapper  # noqa: E402

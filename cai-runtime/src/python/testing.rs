@@ -17,3 +17,10 @@ pub fn both_paths<S: Space>(desc: &Bound<'_, PyAny>) -> (Option<String>, Option<
         .map(|(descriptor, layout, _)| format!("{:?}", (descriptor, layout)));
     (fast, full)
 }
+
+/// Whether this thread holds the GIL as cai's DLPack deleter asks the running interpreter
+/// (`false` also where the interpreter's functions for it are not found: the deleter then
+/// attaches through PyO3, correct but slower). The suite checks it on every Python it runs on.
+pub fn holds_gil() -> bool {
+    crate::python::interp::holds_gil()
+}
