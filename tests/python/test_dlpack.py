@@ -235,6 +235,33 @@ def test_a_failing_dlpack_call_releases_what_it_held_at_once():
     assert ref() is None
 
 
+def test_a_derived_class_exports_what_it_holds_now():
+    """A derived class's host exports share a template per equal builder (address, shape,
+    strides, type, flags): every export must still be of the object as it is, through objects
+    freed and made again at the same addresses with other shapes and orders."""
+    rng = np.random.default_rng(5)
+    for i in range(300):
+        rows, cols = (int(n) for n in rng.integers(1, 5, size=2))
+        order = "CF"[i % 2]
+        g = ex.Grid(rows, cols, order)
+        expected = rng.standard_normal((rows, cols))
+        for r in range(rows):
+            for c in range(cols):
+                g.set(r, c, float(expected[r, c]))
+        for _ in range(2):  # (the second export from the kept template)
+            a = np.from_dlpack(g)
+            np.testing.assert_array_equal(a, expected)
+            want = (8 * cols, 8) if order == "C" else (8, 8 * rows)
+            # (NumPy may rewrite the stride of a dimension of one.)
+            assert [s for s, n in zip(a.strides, a.shape) if n > 1] == [s for s, n in zip(want, a.shape) if n > 1]
+            assert a.base is not None
+            del a
+        c = g.__dlpack__(max_version=(1, 3))
+        m = managed(c)
+        assert [m.dl_tensor.shape[k] for k in range(2)] == [rows, cols]
+        del m, c, g
+
+
 def test_an_index_that_changes_its_mind_is_read_once():
     """Found by an attack: `stream` was read twice (as i64, then u64), and an `__index__`
     answering 2**63 then 0 reached a Rust `expect` (a PanicException)."""

@@ -137,7 +137,7 @@ fn memoized<'py, K: MemoKey>(
 
 /// What the memo is keyed on: a descriptor, or a builder, whose lifetime (what it borrows) a
 /// stored key cannot have.
-trait MemoKey {
+pub(crate) trait MemoKey {
     /// The key as the memo keeps it.
     type Stored: Any + Send;
     /// The key to keep.

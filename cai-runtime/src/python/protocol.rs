@@ -82,6 +82,14 @@ impl<'a, S: Space> Export<'a, S> {
         Export(Source::Vouched(descriptor))
     }
 
+    /// The builder, where it was built (a derived class's export).
+    fn builder(&self) -> Option<&DescriptorBuilder<'a, S>> {
+        match &self.0 {
+            Source::Built(b) => Some(b),
+            Source::Described(_) | Source::Vouched(_) => None,
+        }
+    }
+
     /// Built, with its layout; export errors name `what`.
     pub(crate) fn resolve(self, what: &str) -> PyResult<Resolved<'a, S>> {
         let err = |e| export_error(e, what);
@@ -245,6 +253,48 @@ fn cached_host_export(
     template.export(exporter, request).map(Some)
 }
 
+/// The host templates of built exports (derived classes keep no [`DlpackCache`]), keyed on
+/// their builders as the export memo keys its dicts: building is a pure function of the
+/// builder, so an equal builder's template is what building would give. Repeated exports of
+/// the same arrays hit; a miss costs one comparison per entry on top of building.
+static HOST_TEMPLATES: super::Memo<Box<dyn std::any::Any + Send>, super::dlpack::Template, 16> =
+    super::Memo::new();
+
+/// The host side's tensor for `request`: through `e`'s [`DlpackCache`] where it keeps one, else
+/// through [`HOST_TEMPLATES`] where the export is built and the request shares the memory as
+/// it is, else exported in full.
+fn host_export(
+    exporter: &Bound<'_, PyAny>,
+    e: &dyn Exporter,
+    request: &super::DlpackRequest,
+    what: &str,
+) -> PyResult<super::dlpack::ManagedExport> {
+    use super::export::MemoKey;
+    if let Some(m) = cached_host_export(exporter, e, request, what)? {
+        return Ok(m);
+    }
+    let export = side_of(e, Side::Host, true, what, |e| e.host())?;
+    let builder = export.builder().filter(|_| request.shares_host());
+    if let Some(b) = builder {
+        let found = |k: &Box<dyn std::any::Any + Send>| {
+            k.downcast_ref::<<DescriptorBuilder<'_, Host> as MemoKey>::Stored>()
+                .is_some_and(|k| b.matches(k))
+        };
+        // (Under the memo's lock: a reference taken, a block allocated; no Python code.)
+        if let Some(m) = HOST_TEMPLATES.get(found, |t| t.export(exporter, request)) {
+            return m;
+        }
+    }
+    let key = builder.map(MemoKey::stored);
+    let x = export.resolve(what)?;
+    if let Some(key) = key
+        && let Some(t) = super::dlpack::Template::of(&x)
+    {
+        HOST_TEMPLATES.insert(Box::new(key), t);
+    }
+    super::dlpack::dlpack_managed(exporter, &x, request)
+}
+
 /// The [`Exporter`] of a value implementing the derived traits: the sides it implements, the
 /// device side's for DLPack where it has both.
 pub struct Derived<'a> {
@@ -314,14 +364,7 @@ pub(crate) fn exchange_tensor(
             let x = side_of(e, Side::Device, true, WHAT, |e| e.device())?.resolve(WHAT)?;
             super::dlpack::dlpack_managed(exporter, &x, &super::DlpackRequest::exchange(true))
         }
-        Side::Host => {
-            let request = super::DlpackRequest::exchange(false);
-            if let Some(m) = cached_host_export(exporter, e, &request, WHAT)? {
-                return Ok(m);
-            }
-            let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
-            super::dlpack::dlpack_managed(exporter, &x, &request)
-        }
+        Side::Host => host_export(exporter, e, &super::DlpackRequest::exchange(false), WHAT),
     }
 }
 
@@ -425,11 +468,7 @@ pub mod methods {
                 super::super::dlpack::dlpack_capsule(exporter, &x, &request)
             }
             Side::Host => {
-                if let Some(m) = super::cached_host_export(exporter, e, &request, WHAT)? {
-                    return m.into_capsule(exporter.py());
-                }
-                let x = side_of(e, Side::Host, true, WHAT, |e| e.host())?.resolve(WHAT)?;
-                super::super::dlpack::dlpack_capsule(exporter, &x, &request)
+                super::host_export(exporter, e, &request, WHAT)?.into_capsule(exporter.py())
             }
         }
     }
