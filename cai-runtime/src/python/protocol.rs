@@ -273,7 +273,17 @@ fn host_export(
     if let Some(m) = cached_host_export(exporter, e, request, what)? {
         return Ok(m);
     }
-    let export = side_of(e, Side::Host, true, what, |e| e.host())?;
+    // (The side is read where it lies, not moved out as `side_of` moves it: a builder is
+    // ~250 bytes, and a hit needs only to look at it.)
+    let got = e.host();
+    let refused = |got: Option<Result<Export<'_, Host>, DescriptorError>>| match got {
+        Some(Err(err)) => export_error(err, what),
+        _ => PyAttributeError::new_err(e.absent(Side::Host)),
+    };
+    let Some(Ok(export)) = &got else {
+        return Err(refused(got));
+    };
+    e.prepare(Side::Host)?;
     let builder = export.builder().filter(|_| request.shares_host());
     if let Some(b) = builder {
         let found = |k: &Box<dyn std::any::Any + Send>| {
@@ -286,7 +296,10 @@ fn host_export(
         }
     }
     let key = builder.map(MemoKey::stored);
-    let x = export.resolve(what)?;
+    let x = match got {
+        Some(Ok(export)) => export.resolve(what)?,
+        other => return Err(refused(other)),
+    };
     if let Some(key) = key
         && let Some(t) = super::dlpack::Template::of(&x)
     {
