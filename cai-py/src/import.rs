@@ -549,6 +549,38 @@ fn _dlpack_live_exports() -> usize {
     cpy::live_exports()
 }
 
+/// Test support (feature `testing`): a class of one's own in `exporter` mode, as a user writes
+/// one: its `Exporter` builds its host side on every export and keeps no `DlpackCache`, so
+/// `Exporter::lends` stays false and its exchange table lends nothing.
+#[cfg(feature = "testing")]
+#[pyclass(module = "cai", name = "_PlainExporter", frozen)]
+struct PlainExporter {
+    values: Vec<f64>,
+}
+
+#[cfg(feature = "testing")]
+impl cpy::Exporter for PlainExporter {
+    fn host(&self) -> Option<Result<cpy::Export<'_, Host>, DescriptorError>> {
+        let b = cai_runtime::DescriptorBuilder::<Host>::host(&self.values);
+        Some(Ok(cpy::Export::built(b)))
+    }
+    fn dlpack_side(&self, _: Option<cpy::DlpackDevice>) -> cpy::Side {
+        cpy::Side::Host
+    }
+}
+
+#[cfg(feature = "testing")]
+#[cai_runtime::pymethods(host, exporter)]
+impl PlainExporter {
+    /// `0.0, 1.0, ... n - 1` as float64.
+    #[new]
+    fn new(n: usize) -> Self {
+        PlainExporter {
+            values: (0..n).map(|i| i as f64).collect(),
+        }
+    }
+}
+
 /// Test support (feature `testing`): whether the running interpreter tells cai's DLPack
 /// deleter that this thread holds the GIL (`cai_runtime::python::testing::holds_gil`).
 #[cfg(feature = "testing")]
@@ -675,6 +707,7 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         m.add_function(wrap_pyfunction!(_dlpack_live_exports, m)?)?;
         m.add_function(wrap_pyfunction!(_holds_gil, m)?)?;
+        m.add_class::<PlainExporter>()?;
         m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_with_dlpack_ns, m)?)?;

@@ -177,6 +177,26 @@ def test_a_failing_table_call_releases_what_it_held_at_once():
         assert (sys.getrefcount(error), sys.getrefcount(obj)) == before, x
 
 
+def test_a_class_of_ones_own_lends_nothing_and_exports():
+    """A user's class in `exporter` mode whose `Exporter` keeps no `DlpackCache` leaves
+    `lends()` false: its table has no `dltensor_from_py_object_no_sync` (NULL, as the
+    standard allows), and everything else works, the Rust `with_dlpack` by an import."""
+    x = cai._native._PlainExporter(6)
+    t = dx.read_table(type(x))
+    assert not t.functions[dx.DLTENSOR_FROM_PY]
+    assert t.functions[dx.FROM_PY] and t.functions[dx.CURRENT_WORK_STREAM]
+    before = live_exports()
+    m = dx.call_from_py(type(x), x)
+    np.testing.assert_array_equal(m.numpy(), np.arange(6.0))
+    m.delete()
+    np.testing.assert_array_equal(np.from_dlpack(x), np.arange(6.0))
+    np.testing.assert_array_equal(np.asarray(cai.from_dlpack(x)), np.arange(6.0))
+    _, readonly = cai._native._with_dlpack_ns(x, 3)
+    assert readonly is False  # imported (writable), not lent (read-only)
+    gc.collect()
+    assert live_exports() == before
+
+
 def test_from_py_from_threads():
     s = cai.zeros((64,), dtype=np.float64)
     errors = []
