@@ -96,44 +96,73 @@ pub fn exchange_api<C: ExchangeClass>(py: Python<'_>) -> PyResult<Bound<'_, PyAn
     Ok(unsafe { Bound::from_owned_ptr(py, capsule) })
 }
 
-/// Runs a table function: 0 on success, -1 with the error set as the Python exception; a
-/// panic becomes a `RuntimeError`, never an unwind into C. `holds_gil`: the function takes or
-/// gives a Python object, so its caller holds the GIL (as it must to hand over an object and
-/// to be given an exception; tvm-ffi and PyTorch call these from Python code's thread), and
-/// the body runs on it without PyO3's `PyGILState_Ensure` (~20 ns a call); else the thread is
-/// attached first.
-fn guarded(what: &str, holds_gil: bool, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
-    fn status(py: Python<'_>, result: PyResult<()>) -> c_int {
-        match result {
-            Ok(()) => 0,
-            Err(e) => {
-                e.restore(py);
-                -1
-            }
-        }
-    }
-    let run = std::panic::AssertUnwindSafe(|| {
-        if holds_gil {
-            // SAFETY: the caller holds the GIL (above). PyO3's own count of attached frames
-            // stays zero meanwhile, so a `Py` dropped in `f` would wait in PyO3's pool for its
-            // next attach. A call that succeeds drops none; one that fails may (an error
-            // raised, or one put aside while its message was made), so the error is set
-            // attached: that releases them.
-            let py = unsafe { Python::assume_attached() };
-            match f(py) {
-                Ok(()) => 0,
-                Err(e) => Python::attach(|py| status(py, Err(e))),
-            }
-        } else {
-            Python::attach(|py| status(py, f(py)))
-        }
-    });
-    std::panic::catch_unwind(run).unwrap_or_else(|_| {
+/// Runs `f` for C code that calls cai holding the GIL (a table function taking or giving a
+/// Python object, whose caller must hold it to hand one over and to be given an exception;
+/// CPython calling cai's `__dlpack__`): on that GIL, without PyO3's `PyGILState_Ensure`
+/// (~20 ns a call). `None` once `f`'s error is set as the Python exception; a panic becomes a
+/// `RuntimeError` naming `what`, never an unwind into C.
+///
+/// PyO3's own count of attached frames stays zero while `f` runs, so a `Py` dropped in `f`
+/// would wait in PyO3's pool for its next attach. A call that succeeds drops none; one that
+/// fails may (an error raised, or one put aside while its message was made), so the error is
+/// set attached: that releases them at once.
+///
+/// # Safety
+/// The calling thread holds the GIL.
+pub(super) unsafe fn on_callers_gil<R>(
+    what: &str,
+    f: impl FnOnce(Python<'_>) -> PyResult<R>,
+) -> Option<R> {
+    caught(what, || {
+        // SAFETY: this function's contract.
+        let py = unsafe { Python::assume_attached() };
+        f(py).map_err(|e| Python::attach(|py| e.restore(py))).ok()
+    })
+}
+
+/// `run`, a panic in it set as a `RuntimeError` naming `what` (`None`), never unwound into C.
+fn caught<R>(what: &str, run: impl FnOnce() -> Option<R>) -> Option<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or_else(|_| {
         Python::attach(|py| {
             PyRuntimeError::new_err(format!("cai's {what} panicked (a bug in cai)")).restore(py)
         });
-        -1
+        None
     })
+}
+
+/// What `make` makes of the exporter of `obj`, an instance of `C`, asked of it exactly once
+/// (a class's `with_exporter` that called back twice, or never, is an error naming `what`).
+pub(super) fn with_exporter_once<C: ExchangeClass, T>(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+    make: impl FnOnce(&dyn Exporter) -> PyResult<T>,
+) -> PyResult<T> {
+    let (mut make, mut made) = (Some(make), None);
+    C::with_exporter(obj, &mut |e| {
+        let make = make.take().ok_or_else(|| {
+            PyRuntimeError::new_err(format!("{what}: the class's exporter was asked twice"))
+        })?;
+        made = Some(make(e)?);
+        Ok(())
+    })?;
+    made.ok_or_else(|| {
+        PyRuntimeError::new_err(format!("{what}: the class's exporter made nothing"))
+    })
+}
+
+/// Runs a table function: 0 on success, -1 with the error set as the Python exception.
+/// `holds_gil`: the function takes or gives a Python object, so its caller holds the GIL
+/// ([`on_callers_gil`]); else the thread is attached first.
+fn guarded(what: &str, holds_gil: bool, f: impl FnOnce(Python<'_>) -> PyResult<()>) -> c_int {
+    let done = if holds_gil {
+        // SAFETY: the caller holds the GIL (above).
+        unsafe { on_callers_gil(what, f) }
+    } else {
+        caught(what, || {
+            Python::attach(|py| f(py).map_err(|e| e.restore(py)).ok())
+        })
+    };
+    if done.is_some() { 0 } else { -1 }
 }
 
 /// `managed_tensor_from_py_object_no_sync`.
@@ -146,11 +175,12 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
 ) -> c_int {
     // SAFETY: this function's contract.
     unsafe {
-        write_made::<C, _>(
+        write_made::<C, _, _>(
             "managed_tensor_from_py_object_no_sync",
             obj,
             out,
-            |obj, e| Ok(crate::python::protocol::exchange_tensor(obj, e)?.into_raw()),
+            crate::python::protocol::exchange_tensor,
+            super::ManagedExport::into_raw,
         )
     }
 }
@@ -163,24 +193,27 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
 unsafe extern "C" fn lend<C: ExchangeClass>(obj: *mut c_void, out: *mut DLTensor) -> c_int {
     // SAFETY: this function's contract.
     unsafe {
-        write_made::<C, _>(
+        write_made::<C, _, _>(
             "dltensor_from_py_object_no_sync",
             obj,
             out,
             crate::python::protocol::lent_tensor,
+            |t| t,
         )
     }
 }
 
-/// A table function that writes to `out` what `make` makes of `obj`, an instance of `C`.
+/// A table function that writes to `out` what `make` makes of `obj`, an instance of `C`,
+/// handed over by `finish` only once it is made.
 ///
 /// # Safety
 /// Called by a consumer holding the GIL, with `obj` a live object and `out` writable or null.
-unsafe fn write_made<C: ExchangeClass, T>(
+unsafe fn write_made<C: ExchangeClass, M, T>(
     what: &str,
     obj: *mut c_void,
     out: *mut T,
-    make: impl Fn(&Bound<'_, PyAny>, &dyn Exporter) -> PyResult<T>,
+    make: impl FnOnce(&Bound<'_, PyAny>, &dyn Exporter) -> PyResult<M>,
+    finish: impl FnOnce(M) -> T,
 ) -> c_int {
     guarded(what, true, |py| {
         if obj.is_null() || out.is_null() {
@@ -191,26 +224,9 @@ unsafe fn write_made<C: ExchangeClass, T>(
         }
         // SAFETY: a live object (the caller's contract), borrowed for this call.
         let obj = unsafe { Bound::from_borrowed_ptr(py, obj.cast()) };
-        // (Written once: an exporter that called back twice would leak the first tensor, and
-        // one that never did would leave `out` unwritten.)
-        let mut written = false;
-        C::with_exporter(&obj, &mut |e| {
-            if written {
-                return Err(PyRuntimeError::new_err(format!(
-                    "{what}: the class's exporter was asked twice"
-                )));
-            }
-            let made = make(&obj, e)?;
-            // SAFETY: `out` is writable (checked non-null; the caller's contract).
-            unsafe { out.write(made) };
-            written = true;
-            Ok(())
-        })?;
-        if !written {
-            return Err(PyRuntimeError::new_err(format!(
-                "{what}: the class's exporter made nothing"
-            )));
-        }
+        let made = with_exporter_once::<C, _>(&obj, what, |e| make(&obj, e))?;
+        // SAFETY: `out` is writable (checked non-null; the caller's contract).
+        unsafe { out.write(finish(made)) };
         Ok(())
     })
 }

@@ -10,12 +10,12 @@
 
 use std::ffi::CStr;
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 use pyo3::{ffi, intern};
 
-use super::exchange::ExchangeClass;
+use super::exchange::{ExchangeClass, on_callers_gil, with_exporter_once};
 
 /// The keyword-only parameters, in the order [`crate::python::protocol::methods::__dlpack__`]
 /// takes them.
@@ -61,28 +61,14 @@ unsafe extern "C" fn entry<C: ExchangeClass>(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    let run = std::panic::AssertUnwindSafe(|| {
-        // SAFETY: CPython calls a method with the GIL held. PyO3's own count of attached
-        // frames stays zero meanwhile (raising it is PyO3's `PyGILState_Ensure`, ~20 ns), so
-        // a `Py` dropped in the body would wait in PyO3's pool for its next attach. A call
-        // that succeeds drops none; one that fails may (an error raised, or one put aside
-        // while its message was made), so the error is raised attached: that releases them.
-        let py = unsafe { Python::assume_attached() };
-        // SAFETY: this function's contract: the arguments of this call, borrowed for it.
-        match unsafe { call::<C>(py, slf, args, nargs, kwnames) } {
-            Ok(v) => v.into_ptr(),
-            Err(e) => {
-                Python::attach(|py| e.restore(py));
-                std::ptr::null_mut()
-            }
-        }
-    });
-    std::panic::catch_unwind(run).unwrap_or_else(|_| {
-        Python::attach(|py| {
-            PyRuntimeError::new_err("cai's __dlpack__ panicked (a bug in cai)").restore(py)
-        });
-        std::ptr::null_mut()
-    })
+    // SAFETY: CPython calls a method with the GIL held; the arguments are this call's,
+    // borrowed for it (this function's contract).
+    let made = unsafe {
+        on_callers_gil("__dlpack__", |py| {
+            call::<C>(py, slf, args, nargs, kwnames).map(Bound::into_ptr)
+        })
+    };
+    made.unwrap_or(std::ptr::null_mut())
 }
 
 /// The call: its arguments read, then the protocol's method on the instance's exporter.
@@ -106,19 +92,9 @@ unsafe fn call<'py, C: ExchangeClass>(
     // SAFETY: this function's contract.
     let keywords = unsafe { keywords(py, args, nargs, kwnames, name)? };
     let [stream, max_version, dl_device, copy] = keywords.each_ref().map(|k| k.as_deref());
-    let mut out = None;
-    C::with_exporter(&slf, &mut |e| {
-        out = Some(crate::python::protocol::methods::__dlpack__(
-            &slf,
-            e,
-            stream,
-            max_version,
-            dl_device,
-            copy,
-        )?);
-        Ok(())
-    })?;
-    out.ok_or_else(|| PyRuntimeError::new_err("__dlpack__: the class's exporter was not asked"))
+    with_exporter_once::<C, _>(&slf, "__dlpack__", |e| {
+        crate::python::protocol::methods::__dlpack__(&slf, e, stream, max_version, dl_device, copy)
+    })
 }
 
 /// The keyword arguments of a fast call, by [`KEYWORDS`]' order: a `TypeError` as Python's
