@@ -572,7 +572,8 @@ impl<S: Space> ForeignArray<S> {
     /// [`Self::from_dlpack_with`]. Device memory is ordered as any import's (the consumer's
     /// stream waits for the producer's current work stream). The view is read-only when lent
     /// (the lent tensor cannot say whether its memory may be written: import with
-    /// [`Self::from_dlpack_with`] to write), and cannot leave `f`, which borrows it:
+    /// [`Self::from_dlpack_with`] to write) and has no owner ([`Self::owner`] is `None`: `obj`,
+    /// borrowed for the call, is what keeps it), and cannot leave `f`, which borrows it:
     ///
     /// ```compile_fail
     /// use cai_runtime::python::ForeignArray;
@@ -616,12 +617,12 @@ impl<S: Space> ForeignArray<S> {
                 Some(d) if d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
                 _ => None,
             };
-            // (The owner is held for the call: what keeps the lent memory alive.)
+            // (No owner: `obj`, borrowed for the call, is what keeps the lent memory alive.)
             let a = ForeignArray::from_dlpack_parts(
                 head,
                 layout,
                 Held::default(),
-                Some(obj),
+                None,
                 options,
                 Producer::Current(stream),
                 device_id,
