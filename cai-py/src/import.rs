@@ -630,26 +630,28 @@ fn _import_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
 
 /// Test and benchmark support (feature `testing`): over `n` runs in Rust,
 /// `ForeignArray::<Host>::with_dlpack(obj, ..)` reading the first item's address (the
-/// producer's table lends the tensor where it can): nanoseconds per run, and whether the view
-/// was lent (read-only, no deleter) or imported.
+/// producer's table lends the tensor where it can): nanoseconds per run, whether the view was
+/// read-only (lent: no deleter) or not (imported, from writable memory), and whether its owner
+/// was `obj` (imported) or none (lent).
 #[cfg(feature = "testing")]
 #[pyfunction]
-fn _with_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<(f64, bool)> {
+fn _with_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<(f64, bool, bool)> {
     let options = cai_runtime::sync::ImportOptions::default();
-    let mut readonly = false;
+    let (mut readonly, mut owned) = (false, false);
     let start = std::time::Instant::now();
     for _ in 0..n {
         // SAFETY: the closure runs no Python code and keeps the GIL.
-        readonly = unsafe {
+        (readonly, owned) = unsafe {
             ForeignArray::<Host>::with_dlpack(obj, &options, |a| {
                 std::hint::black_box(a.ptr());
-                a.readonly()
+                (a.readonly(), a.owner(obj.py()).is_some_and(|o| o.is(obj)))
             })
         }?;
     }
     Ok((
         start.elapsed().as_nanos() as f64 / f64::from(n.max(1)),
         readonly,
+        owned,
     ))
 }
 

@@ -191,8 +191,8 @@ def test_a_class_of_ones_own_lends_nothing_and_exports():
     m.delete()
     np.testing.assert_array_equal(np.from_dlpack(x), np.arange(6.0))
     np.testing.assert_array_equal(np.asarray(cai.from_dlpack(x)), np.arange(6.0))
-    _, readonly = cai._native._with_dlpack_ns(x, 3)
-    assert readonly is False  # imported (writable), not lent (read-only)
+    _, readonly, owned = cai._native._with_dlpack_ns(x, 3)
+    assert readonly is False and owned  # imported (writable, held), not lent (read-only)
     gc.collect()
     assert live_exports() == before
 
@@ -503,12 +503,14 @@ def test_tables_are_cached_per_type_and_types_are_freed():
 def test_with_dlpack_lends_where_the_table_does():
     hook = cai._native._with_dlpack_ns
     T = dx.make_producer_type(dlpack="raise")
-    _, readonly = hook(T(np.arange(3.0)), 3)
-    assert readonly  # lent: the tensor cannot say whether it may be written
+    _, readonly, owned = hook(T(np.arange(3.0)), 3)
+    # Lent: the tensor cannot say whether it may be written, and the view holds no owner (the
+    # object, borrowed for the call, keeps it).
+    assert readonly and not owned
     assert T.exchange.calls[dx.DLTENSOR_FROM_PY] == 3 and T.exchange.calls[dx.FROM_PY] == 0
     U = dx.make_producer_type(dlpack="raise", null=(dx.DLTENSOR_FROM_PY,))
-    _, readonly = hook(U(np.arange(3.0)), 2)
-    assert not readonly and U.exchange.calls[dx.FROM_PY] == 2
+    _, readonly, owned = hook(U(np.arange(3.0)), 2)
+    assert not readonly and owned and U.exchange.calls[dx.FROM_PY] == 2
     gc.collect()
     assert U.exchange.deleted == 2
     V = dx.make_producer_type(dlpack="raise", modes={dx.DLTENSOR_FROM_PY: "raise"}, exc=OSError("lent no tensor"))
@@ -519,14 +521,14 @@ def test_with_dlpack_lends_where_the_table_does():
 def test_with_dlpack_imports_what_cais_table_will_not_lend():
     hook = cai._native._with_dlpack_ns
     a = np.arange(4.0)
-    _, readonly = hook(cai.as_host_array(a), 2)
-    assert readonly  # lent
+    _, readonly, owned = hook(cai.as_host_array(a), 2)
+    assert readonly and not owned  # lent
     a.flags.writeable = False
     for obj in (cai.as_host_array(a), cai.from_dlpack(a), cai.as_storage(a)):
         with pytest.raises(BufferError, match="read-only"):
             dx.call_dltensor_from_py(type(obj), obj)
-        _, readonly = hook(obj, 2)  # imported instead, read-only as the tensor says
-        assert readonly
+        _, readonly, owned = hook(obj, 2)  # imported instead, read-only as the tensor says
+        assert readonly and owned
 
 
 def test_cai_consumes_its_own_table():

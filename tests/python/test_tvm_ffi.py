@@ -95,8 +95,8 @@ def test_cai_reads_tvm_tables_and_tensors():
     u = cai.from_dlpack(t)  # tvm_ffi.Tensor has no table: its __dlpack__
     np.testing.assert_array_equal(np.asarray(u), a)
     # Rust's scoped import: tvm-ffi lends no tensors, so it imports.
-    _, readonly = cai._native._with_dlpack_ns(w, 3)
-    assert not readonly
+    _, readonly, owned = cai._native._with_dlpack_ns(w, 3)
+    assert not readonly and owned
     del v, u, w, t
     gc.collect()
 
