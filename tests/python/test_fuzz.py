@@ -209,7 +209,9 @@ def expected_exception(device, d):
                 lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
                 if not -(2**63) <= lo or hi > ISIZE_MAX:
                     return ValueError
-            if hi + itemsize > ISIZE_MAX:
+            # The bytes spanned fit isize below the pointer as above it (lo may reach -2**63,
+            # but the whole span may not pass ISIZE_MAX).
+            if hi + itemsize > ISIZE_MAX or hi + itemsize - lo > ISIZE_MAX:
                 return ValueError
     if isinstance(data, bytes):
         # The described bytes must lie inside the buffer.
@@ -241,6 +243,8 @@ def import_device_unchecked(d):
 @given(descriptors())
 # (A case the model once read as valid, while NumPy and cai refuse it.)
 @example((False, {"shape": (0, 2**62), "typestr": "<f4", "data": (0, False), "version": 3}))
+# (One it read as valid, while cai refuses its 2**63 + 4 bytes below and above the pointer.)
+@example((False, {"shape": (1, 1, 2), "typestr": "<f4", "data": (1, False), "strides": (0, 0, -(2**63)), "version": 3}))
 def test_import_matches_the_model(case):
     device, d = case
     expected = expected_exception(device, d)
