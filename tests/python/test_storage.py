@@ -539,6 +539,29 @@ def test_domain_view_transpose_and_halo_setter():
         s.halo = (4, 0, 0)
 
 
+def test_a_halo_set_reaches_everything_made_from_the_storage():
+    """`halo = ...` changes what every later view, copy, `*_like`, pickle and interface of the
+    storage says, and nothing about its memory."""
+    s = cai.zeros((5, 6, 7), halo=(1, 2, (0, 3)), dims="IJK")
+    s[...] = np.arange(210.0).reshape(5, 6, 7)
+    before = (s.__array_interface__["data"], np.from_dlpack(s).ctypes.data)
+    s.halo = (0, (1, 0), 2)
+    halo = ((0, 0), (1, 0), (2, 2))
+    assert s.halo == halo and s.__gt_origin__ == (0, 1, 2)
+    assert s.__gt_data_interface__[None]["halo"] == halo
+    assert s.domain_view.shape == (5, 5, 3)
+    assert s.transpose().halo == s.T.halo == halo[::-1]
+    assert s[1:, :, :].halo == ((0, 0), (1, 0), (2, 2)) and s[:, 2:, :].halo == ((0, 0), (0, 0), (2, 2))
+    assert s.copy().halo == halo and pickle.loads(pickle.dumps(s)).halo == halo
+    assert cai.zeros_like(s).halo == cai.empty_like(s).halo == halo
+    assert "halo=((0, 0), (1, 0), (2, 2))" in repr(s)
+    assert (s.__array_interface__["data"], np.from_dlpack(s).ctypes.data) == before
+    np.testing.assert_array_equal(np.asarray(s), np.arange(210.0).reshape(5, 6, 7))
+    with pytest.raises(ValueError, match="needs"):
+        s.halo = (3, 0, 0)
+    assert s.halo == halo, "a refused halo changes nothing"
+
+
 def test_structured_dtypes_of_the_data_are_kept():
     # The data's own dtype, not the one NumPy makes of its descr list (gaps named f1, align=True
     # lost), which NumPy could not copy the items into.

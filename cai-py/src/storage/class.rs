@@ -28,9 +28,16 @@ use pyo3::types::{PyDict, PyTuple};
 /// chosen by where its buffers are ([`StorageType`]).
 // `sequence`: `len()` fills the C sequence slot (PyO3 fills the mapping one otherwise), which
 // the C API's sequence functions (pyarrow's `PySequence_Size`) read.
-#[pyclass(module = "cai", name = "Storage", weakref, subclass, sequence)]
+// `frozen`: exports borrow no cell (PyO3's borrow flag costs two atomic operations a call);
+// the one attribute Python sets, `halo`, is `halo` below.
+#[pyclass(module = "cai", name = "Storage", weakref, subclass, sequence, frozen)]
 pub struct PyStorage {
+    /// The storage as it was made. Its buffers, layout and element never change: exports
+    /// read them here. Its halo is the one it was made with: what depends on the halo reads
+    /// [`Self::storage`] (or [`Self::current_halo`]).
     pub(super) inner: Storage,
+    /// The halo `halo = ...` set (GDP-3's setter), if it was set.
+    halo: std::sync::Mutex<Option<PerDim<(usize, usize)>>>,
     dtype: Py<PyAny>,
     /// DLPack's exports of the host side (which never changes) share what this keeps.
     dlpack: cpy::DlpackCache,
@@ -64,21 +71,21 @@ impl StorageType {
 }
 
 /// A GDP-3 storage with a host buffer only (`device=None`).
-#[pyclass(module = "cai", name = "CPUStorage", extends = PyStorage)]
+#[pyclass(module = "cai", name = "CPUStorage", extends = PyStorage, frozen)]
 pub struct CpuStorage;
 
 /// A GDP-3 storage with a device buffer only (`device="gpu", managed=None`).
-#[pyclass(module = "cai", name = "GPUStorage", extends = PyStorage)]
+#[pyclass(module = "cai", name = "GPUStorage", extends = PyStorage, frozen)]
 pub struct GpuStorage;
 
 /// A GDP-3 storage with a host and a device buffer kept in step by this package
 /// (`managed="gt4py"`); GDP-3 also calls it `GT4PySyncedGPUStorage`.
-#[pyclass(module = "cai", name = "SoftwareManagedGPUStorage", extends = PyStorage)]
+#[pyclass(module = "cai", name = "SoftwareManagedGPUStorage", extends = PyStorage, frozen)]
 pub struct SoftwareManagedGpuStorage;
 
 /// A GDP-3 storage in CUDA unified memory, which CUDA keeps in step (`managed="cuda"`);
 /// GDP-3 also calls it `CUDASyncedGPUStorage` and `CudaManagedGPUStorage`.
-#[pyclass(module = "cai", name = "CUDAManagedGPUStorage", extends = PyStorage)]
+#[pyclass(module = "cai", name = "CUDAManagedGPUStorage", extends = PyStorage, frozen)]
 pub struct CudaManagedGpuStorage;
 
 impl PyStorage {
@@ -107,6 +114,7 @@ impl PyStorage {
         let dtype = dtype.numpy.clone().unbind();
         PyStorage {
             inner,
+            halo: std::sync::Mutex::new(None),
             dtype,
             dlpack: cpy::DlpackCache::default(),
         }
@@ -117,10 +125,39 @@ impl PyStorage {
         let dtype = self.dtype.clone_ref(py);
         PyStorage {
             inner,
+            halo: std::sync::Mutex::new(None),
             dtype,
             dlpack: cpy::DlpackCache::default(),
         }
         .into_object(py)
+    }
+
+    /// The halo now: the one `halo = ...` set last, else the one the storage was made with.
+    pub(super) fn current_halo(&self) -> PerDim<(usize, usize)> {
+        let set = self
+            .halo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*set {
+            Some(h) => h.clone(),
+            None => self.inner.halo().iter().copied().collect(),
+        }
+    }
+
+    /// The storage with its current halo: what views, copies, `*_like` parameters and the
+    /// data interface are made from.
+    pub(super) fn storage(&self) -> std::borrow::Cow<'_, Storage> {
+        let set = self
+            .halo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(halo) = &*set else {
+            return std::borrow::Cow::Borrowed(&self.inner);
+        };
+        let mut s = self.inner.clone();
+        s.set_halo(halo.clone())
+            .expect("checked against the same shape when it was set");
+        std::borrow::Cow::Owned(s)
     }
 
     /// The Python object, of the storage type its buffers make it.
@@ -241,7 +278,7 @@ impl PyStorage {
             host.map_err(export)?,
             gpu.map_err(export)?,
             Some(dim_names(this.inner.dims())),
-            Some(this.inner.halo().to_vec()),
+            Some(this.current_halo().to_vec()),
         )
         .map_err(cai_gt::python::gt_error)?;
         drop(this);
@@ -325,7 +362,7 @@ impl PyStorage {
         let py = slf.py();
         if let Some(items) = basic_index(key)? {
             let this = slf.borrow();
-            match this.inner.select(&items)? {
+            match this.storage().select(&items)? {
                 Selected::View(v) => return Ok(this.view(py, v)?.into_bound(py).into_any()),
                 Selected::Item(_) => {}
             }
@@ -433,7 +470,7 @@ impl PyStorage {
     /// A new storage with the same parameters and a copy of the data (its own sync state).
     fn copy(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
         self.inner.device_to_host(false)?;
-        let c = self.inner.copy()?;
+        let c = self.storage().copy()?;
         self.view(py, c)
     }
 
@@ -503,21 +540,21 @@ impl PyStorage {
             }
             _ => Some(sizes("axes", axes.as_any())?),
         };
-        let t = self.inner.transpose(axes.as_deref())?;
+        let t = self.storage().transpose(axes.as_deref())?;
         self.view(py, t)
     }
 
     /// `transpose()`.
     #[getter(T)]
     fn t(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
-        let t = self.inner.transpose(None)?;
+        let t = self.storage().transpose(None)?;
         self.view(py, t)
     }
 
     /// A view of the domain: the halo removed, `[0, ..., 0]` its first point.
     #[getter]
     fn domain_view(&self, py: Python<'_>) -> PyResult<Py<PyStorage>> {
-        self.view(py, self.inner.domain_view())
+        self.view(py, self.storage().domain_view())
     }
 
     /// The shape.
@@ -565,14 +602,19 @@ impl PyStorage {
     /// (start, end) halo per dimension.
     #[getter]
     fn halo<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.inner.halo())
+        PyTuple::new(py, self.current_halo())
     }
 
     /// Sets the halo (ints or (start, end) pairs); the aligned point does not move.
     #[setter]
-    fn set_halo(&mut self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_halo(&self, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let halo = args::halo(value)?;
-        self.inner.set_halo(halo).map_err(PyErr::from)
+        cai_gt::check_halo(&halo, self.inner.shape())?;
+        *self
+            .halo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(halo);
+        Ok(())
     }
 
     /// The semantic dims.
@@ -595,7 +637,7 @@ impl PyStorage {
     /// order).
     #[getter]
     fn __gt_origin__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let halo = self.inner.halo();
+        let halo = self.current_halo();
         let order = cai_gt::python::gt4py_order(self.inner.dims());
         PyTuple::new(py, order.into_iter().map(|axis| halo[axis].0))
     }

@@ -275,7 +275,11 @@ fn template<'py>(
 ) -> PyResult<(Vec<usize>, Dtype<'py>, StorageParams)> {
     if let Ok(s) = data.cast::<PyStorage>() {
         let s = s.borrow();
-        return Ok((s.inner.shape().to_vec(), s.dtype(py), s.inner.data_params()));
+        return Ok((
+            s.inner.shape().to_vec(),
+            s.dtype(py),
+            s.storage().data_params(),
+        ));
     }
     let gt = GtData::from_object(data, &read_options())?;
     let (shape, typestr, descr, strides) = match (&gt.host, &gt.gpu) {
