@@ -562,6 +562,26 @@ def test_a_halo_set_reaches_everything_made_from_the_storage():
     assert s.halo == halo, "a refused halo changes nothing"
 
 
+def test_a_halo_set_while_the_storage_is_read():
+    """A halo set by Python code that runs during a call on the storage (an axis's
+    `__index__`, a halo item's) takes effect at once: the view made after it has it. (A
+    storage that borrowed itself for the call raised "Already borrowed".)"""
+
+    class Sets:
+        def __init__(self, s, value, halo):
+            self.s, self.value, self.halo = s, value, halo
+
+        def __index__(self):
+            self.s.halo = self.halo
+            return self.value
+
+    s = cai.zeros((5, 6, 7), halo=(1, 1, 1))
+    t = s.transpose(Sets(s, 2, (0, 0, 0)), 1, 0)
+    assert t.halo == s.halo == ((0, 0),) * 3
+    s.halo = (Sets(s, 2, (0, 0, 0)), 1, 1)  # the value being set wins
+    assert s.halo == ((2, 2), (1, 1), (1, 1))
+
+
 def test_structured_dtypes_of_the_data_are_kept():
     # The data's own dtype, not the one NumPy makes of its descr list (gaps named f1, align=True
     # lost), which NumPy could not copy the items into.
