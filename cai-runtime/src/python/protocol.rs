@@ -276,9 +276,8 @@ fn host_export(
     // (The side is read where it lies, not moved out as `side_of` moves it: a builder is
     // ~250 bytes, and a hit needs only to look at it.)
     let got = e.host();
-    let refused = |got: Option<Result<Export<'_, Host>, DescriptorError>>| match got {
-        Some(Err(err)) => export_error(err, what),
-        _ => PyAttributeError::new_err(e.absent(Side::Host)),
+    let refused = |got: Option<Result<Export<'_, Host>, _>>| {
+        refusal(e, Side::Host, what, got.and_then(Result::err))
     };
     let Some(Ok(export)) = &got else {
         return Err(refused(got));
@@ -355,13 +354,23 @@ fn side_of<'e, S: Space>(
     what: &str,
     get: impl FnOnce(&'e dyn Exporter) -> Option<Result<Export<'e, S>, DescriptorError>>,
 ) -> PyResult<Export<'e, S>> {
-    let export = get(e)
-        .ok_or_else(|| PyAttributeError::new_err(e.absent(side)))?
-        .map_err(|err| export_error(err, what))?;
+    let export = match get(e) {
+        Some(Ok(export)) => export,
+        other => return Err(refusal(e, side, what, other.and_then(Result::err))),
+    };
     if prepare {
         e.prepare(side)?;
     }
     Ok(export)
+}
+
+/// Why `side` has no export: the export's error where it refused (`err`), else an
+/// `AttributeError` (the exporter has no such side).
+fn refusal(e: &dyn Exporter, side: Side, what: &str, err: Option<DescriptorError>) -> PyErr {
+    match err {
+        Some(err) => export_error(err, what),
+        None => PyAttributeError::new_err(e.absent(side)),
+    }
 }
 
 /// The tensor the exchange table's `managed_tensor_from_py_object_no_sync` hands out: the side
