@@ -2,7 +2,9 @@
 # Runs every test of the project: pyflakes, shellcheck, formatting, clippy, the API docs' links,
 # the public API against its listings,
 # the Rust unit/integration/property/UI tests, those needing neither Python nor CUDA again under
-# Miri, a build without default features, the abi3 wheel of the `cai` Python package, stubtest
+# Miri, a build without default features, the abi3 wheel of the `cai` Python package (built
+# profile-guided, scripts/pgo-wheel.sh: the pytest suite runs once on its instrumented build
+# as training, and again on the wheel), stubtest
 # of its type stubs, the pytest suites (NumPy oracle, package, fuzzing, checker, safety; in
 # .venv), NVIDIA's cuda.core and numba-cuda against cai on the emulated driver (tests/peers, in
 # .venv-peers), the array libraries users pair cai with, both ways, and an MPI halo exchange
@@ -77,9 +79,9 @@ for plain in "cargo test" "cargo test --workspace" "cargo doc --no-deps" \
 done
 echo "== miri (the unsafe code the pure-logic and derive tests reach)"
 scripts/miri.sh
-echo "== abi3 wheel of the cai package (with the test suite's hooks: feature \`testing\`)"
+echo "== abi3 wheel of the cai package (with the test suite's hooks: feature \`testing\`), profile-guided: its training runs the host test suite (scripts/pgo-wheel.sh)"
 rm -rf dist
-.venv/bin/maturin build --release -m cai-py/Cargo.toml --features testing -o dist
+scripts/pgo-wheel.sh dist --features testing
 # (The distribution was named `cai` before: a venv of then holds it, and its files are ours.)
 .venv/bin/python -m pip uninstall --quiet --yes cai 2>/dev/null || true
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai_arrays-*-abi3-*.whl
