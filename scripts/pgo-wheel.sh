@@ -29,11 +29,21 @@ if [ ! -x "$profdata" ]; then
     exit 1
 fi
 
+# The flags cargo gives rustc: the caller's RUSTFLAGS and "$1", kept one argument where the
+# path in it holds a space (cargo reads CARGO_ENCODED_RUSTFLAGS before RUSTFLAGS).
+encoded_flags() {
+    local words=()
+    read -ra words <<<"${RUSTFLAGS:-}"
+    words+=("$1")
+    local IFS=$'\x1f'
+    echo "${words[*]}"
+}
+
 work="$PWD/target/pgo"
 rm -rf "$work"
 mkdir -p "$work/data"
 echo "== PGO 1/3: the instrumented wheel"
-RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-generate=$work/data" CARGO_TARGET_DIR=target/pgo-gen \
+CARGO_ENCODED_RUSTFLAGS=$(encoded_flags "-Cprofile-generate=$work/data") CARGO_TARGET_DIR=target/pgo-gen \
     .venv/bin/maturin build --quiet --release -m cai-py/Cargo.toml --features testing -o "$work/gen-wheel"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     --target "$work/gen-site" "$work"/gen-wheel/cai_arrays-*.whl
@@ -48,5 +58,5 @@ echo "== PGO 3/3: the wheel built from the profile"
 # them.)
 profile="$work/cai-$(sha256sum "$work/cai.profdata" | cut -c1-16).profdata"
 mv "$work/cai.profdata" "$profile"
-RUSTFLAGS="${RUSTFLAGS:-} -Cprofile-use=$profile" CARGO_TARGET_DIR=target/pgo-use \
+CARGO_ENCODED_RUSTFLAGS=$(encoded_flags "-Cprofile-use=$profile") CARGO_TARGET_DIR=target/pgo-use \
     .venv/bin/maturin build --release -m cai-py/Cargo.toml -o "$out" "$@"
