@@ -53,6 +53,7 @@ def main():
     from_dlpack = np.from_dlpack
 
     numpy_ref = best("from_dlpack(a)", n, from_dlpack=from_dlpack, a=a)
+    print(f"cai {cai.__version__}, {cai._native._build} wheel")
     print(f"(a) export: against numpy.from_dlpack(numpy array) = {ns(numpy_ref)}")
     row("numpy.from_dlpack(Grid)  [derived class]", best("from_dlpack(g)", n, from_dlpack=from_dlpack, g=g), numpy_ref, 1.0)
     row("numpy.from_dlpack(cai.zeros(...))  [storage]", best("from_dlpack(s)", n, from_dlpack=from_dlpack, s=s), numpy_ref, 1.0)

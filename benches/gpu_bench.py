@@ -34,6 +34,7 @@ def main():
     import cupy as cp
 
     name = cp.cuda.runtime.getDeviceProperties(0)["name"]
+    print(f"cai {cai.__version__}, {cai._native._build} wheel")
     print("cai GPU benchmarks:", name.decode() if isinstance(name, bytes) else name)
 
     # 1. Exchange overhead with a busy producer stream: each iteration enqueues ~0.2 ms of

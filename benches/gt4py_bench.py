@@ -21,6 +21,7 @@ def fmt(seconds):
 
 
 def main():
+    print(f"cai {cai.__version__}, {cai._native._build} wheel")
     print("zeros: cai.zeros(defaults=backend) vs gt4py.storage.zeros(backend=backend), float64")
     print(
         f"{'backend':>14} {'shape':>16} {'bytes':>10} {'cai':>13} {'gt4py':>13} {'ratio':>7}"

@@ -77,6 +77,7 @@ def main():
 
     numpy_reads_dict = best("np.asarray(ready)", n, np=np, ready=Ready())
 
+    print(f"cai {cai.__version__}, {cai._native._build} wheel")
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, shape ({rows}, {cols}) float32")
     print("(a) property access")
     print(f"    DeviceMatrix.__cuda_array_interface__  {ns(ours)}")

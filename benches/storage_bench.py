@@ -25,6 +25,7 @@ def fmt(seconds):
 
 
 def main():
+    print(f"cai {cai.__version__}, {cai._native._build} wheel")
     print("zeros: aligned storage vs numpy.zeros of the same bytes (float64, alignment 64)")
     print(f"{'shape':>18} {'bytes':>12} {'cai.zeros':>12} {'np.zeros':>12} {'ratio':>7}   touched: {'cai':>12} {'numpy':>12} {'ratio':>7}")
     worst = 0.0

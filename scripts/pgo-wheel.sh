@@ -43,7 +43,8 @@ work="$PWD/target/pgo"
 rm -rf "$work"
 mkdir -p "$work/data"
 echo "== PGO 1/3: the instrumented wheel"
-CARGO_ENCODED_RUSTFLAGS=$(encoded_flags "-Cprofile-generate=$work/data") CARGO_TARGET_DIR=target/pgo-gen \
+CAI_WHEEL_BUILD=instrumented CARGO_ENCODED_RUSTFLAGS=$(encoded_flags "-Cprofile-generate=$work/data") \
+    CARGO_TARGET_DIR=target/pgo-gen \
     .venv/bin/maturin build --quiet --release -m cai-py/Cargo.toml --features testing -o "$work/gen-wheel"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     --target "$work/gen-site" "$work"/gen-wheel/cai_arrays-*.whl
@@ -58,5 +59,6 @@ echo "== PGO 3/3: the wheel built from the profile"
 # them.)
 profile="$work/cai-$(sha256sum "$work/cai.profdata" | cut -c1-16).profdata"
 mv "$work/cai.profdata" "$profile"
-CARGO_ENCODED_RUSTFLAGS=$(encoded_flags "-Cprofile-use=$profile") CARGO_TARGET_DIR=target/pgo-use \
+CAI_WHEEL_BUILD=profile-guided CARGO_ENCODED_RUSTFLAGS=$(encoded_flags "-Cprofile-use=$profile") \
+    CARGO_TARGET_DIR=target/pgo-use \
     .venv/bin/maturin build --release -m cai-py/Cargo.toml -o "$out" "$@"

@@ -85,6 +85,8 @@ scripts/pgo-wheel.sh dist --features testing
 # (The distribution was named `cai` before: a venv of then holds it, and its files are ours.)
 .venv/bin/python -m pip uninstall --quiet --yes cai 2>/dev/null || true
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps dist/cai_arrays-*-abi3-*.whl
+# (The wheel says how it was built, as the benchmarks print it.)
+.venv/bin/python -c 'import cai, sys; b = cai._native._build; print("the wheel:", b); sys.exit(b != "profile-guided")'
 echo "== GPU bundle: built, and dry-run here (device tests say they were skipped)"
 # (Built with no stub and no CUDA on any path: the bundle needs neither.)
 env -u CUDA_LIBRARY_PATH -u LD_LIBRARY_PATH scripts/gpu-bundle.sh gpu-bundle

@@ -43,6 +43,10 @@ fn check_descriptor(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // How this wheel was built, which the benchmarks print above their figures:
+    // `profile-guided` where scripts/pgo-wheel.sh built it (it sets `CAI_WHEEL_BUILD`), else
+    // `plain`.
+    m.add("_build", option_env!("CAI_WHEEL_BUILD").unwrap_or("plain"))?;
     examples::add(m)?;
     import::add(m)?;
     gt_data::add(m)?;
