@@ -281,7 +281,10 @@ def test_cli_json_survives_what_expressions_do(tmp_path):
         "        raise AttributeError\n"
     )
     (tmp_path / "broken_dep.py").write_text("import no_such_dependency_xyz\nthing = 1\n")
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    # (The modules' folder first, then the caller's path: the cai under test may be found only
+    # through it, as in the profile-guided wheel's training.)
+    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
     run = lambda *a: subprocess.run([sys.executable, "-m", "cai", *a], capture_output=True, text=True, timeout=60, env=env)
     out = run("check", "--json", "hostile.Exits()", "hostile.Prints()", 'numpy.zeros(3) if "this" else 0', "object()")
     report = json.loads(out.stdout)
