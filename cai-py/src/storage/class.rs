@@ -29,15 +29,15 @@ use pyo3::types::{PyDict, PyTuple};
 // `sequence`: `len()` fills the C sequence slot (PyO3 fills the mapping one otherwise), which
 // the C API's sequence functions (pyarrow's `PySequence_Size`) read.
 // `frozen`: exports borrow no cell (PyO3's borrow flag costs two atomic operations a call);
-// the one attribute Python sets, `halo`, is `halo` below.
+// the one attribute Python sets, `halo`, is kept in `halo_set` below.
 #[pyclass(module = "cai", name = "Storage", weakref, subclass, sequence, frozen)]
 pub struct PyStorage {
     /// The storage as it was made. Its buffers, layout and element never change: exports
     /// read them here. Its halo is the one it was made with: what depends on the halo reads
     /// [`Self::storage`] (or [`Self::current_halo`]).
     pub(super) inner: Storage,
-    /// The halo `halo = ...` set (GDP-3's setter), if it was set.
-    halo: std::sync::Mutex<Option<PerDim<(usize, usize)>>>,
+    /// The storage with the halo `halo = ...` set last (GDP-3's setter), if it was set.
+    halo_set: std::sync::Mutex<Option<Storage>>,
     dtype: Py<PyAny>,
     /// DLPack's exports of the host side (which never changes) share what this keeps.
     dlpack: cpy::DlpackCache,
@@ -114,7 +114,7 @@ impl PyStorage {
         let dtype = dtype.numpy.clone().unbind();
         PyStorage {
             inner,
-            halo: std::sync::Mutex::new(None),
+            halo_set: std::sync::Mutex::new(None),
             dtype,
             dlpack: cpy::DlpackCache::default(),
         }
@@ -125,39 +125,38 @@ impl PyStorage {
         let dtype = self.dtype.clone_ref(py);
         PyStorage {
             inner,
-            halo: std::sync::Mutex::new(None),
+            halo_set: std::sync::Mutex::new(None),
             dtype,
             dlpack: cpy::DlpackCache::default(),
         }
         .into_object(py)
     }
 
+    /// [`Self::halo_set`], locked (a poisoned lock still holds a storage made whole).
+    fn lock_halo_set(&self) -> std::sync::MutexGuard<'_, Option<Storage>> {
+        self.halo_set
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The halo now: the one `halo = ...` set last, else the one the storage was made with.
     pub(super) fn current_halo(&self) -> PerDim<(usize, usize)> {
-        let set = self
-            .halo
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match &*set {
-            Some(h) => h.clone(),
-            None => self.inner.halo().iter().copied().collect(),
-        }
+        let set = self.lock_halo_set();
+        set.as_ref()
+            .unwrap_or(&self.inner)
+            .halo()
+            .iter()
+            .copied()
+            .collect()
     }
 
     /// The storage with its current halo: what views, copies, `*_like` parameters and the
     /// data interface are made from.
     pub(super) fn storage(&self) -> std::borrow::Cow<'_, Storage> {
-        let set = self
-            .halo
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(halo) = &*set else {
-            return std::borrow::Cow::Borrowed(&self.inner);
-        };
-        let mut s = self.inner.clone();
-        s.set_halo(halo.clone())
-            .expect("checked against the same shape when it was set");
-        std::borrow::Cow::Owned(s)
+        match &*self.lock_halo_set() {
+            Some(s) => std::borrow::Cow::Owned(s.clone()),
+            None => std::borrow::Cow::Borrowed(&self.inner),
+        }
     }
 
     /// The Python object, of the storage type its buffers make it.
@@ -609,11 +608,10 @@ impl PyStorage {
     #[setter]
     fn set_halo(&self, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let halo = args::halo(value)?;
-        cai_gt::check_halo(&halo, self.inner.shape())?;
-        *self
-            .halo
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(halo);
+        // (Checked once, here: the storage kept is whole.)
+        let mut s = self.inner.clone();
+        s.set_halo(halo)?;
+        *self.lock_halo_set() = Some(s);
         Ok(())
     }
 
