@@ -49,10 +49,25 @@ impl Drop for Held {
         // calls Python, a DLPack deleter, a buffer's release), and this may drop while the
         // user's exception is being raised (the view a temporary): put it aside meanwhile, once
         // for everything.
-        let nothing = self.objects.is_empty()
-            && self.buffers.is_empty()
-            && self.tensors.is_empty()
-            && self.owner.is_none();
+        let owner_only =
+            self.objects.is_empty() && self.buffers.is_empty() && self.tensors.is_empty();
+        if owner_only {
+            let Some(owner) = self.owner.take() else {
+                return;
+            };
+            // The common release, an owner that another reference keeps alive, runs no foreign
+            // code: nothing is put aside.
+            let p = owner.as_ptr();
+            // SAFETY: `p` is a live object (held); its count is read holding the GIL.
+            if super::interp::holds_gil() && unsafe { pyo3::ffi::Py_REFCNT(p) } > 1 {
+                // SAFETY: the GIL is held, and `owner`'s reference, given up here, is not the
+                // last: the object is not deallocated.
+                unsafe { pyo3::ffi::Py_DECREF(owner.into_ptr()) };
+                return;
+            }
+            self.owner = Some(owner);
+        }
+        let nothing = owner_only && self.owner.is_none();
         if !nothing {
             super::errors::calling_foreign_code("the release of what an import held", || {
                 self.objects.clear();
