@@ -3,11 +3,13 @@ measured in the same process (never asserted: timings vary by machine).
 
   (a) export: `numpy.from_dlpack(x)` of cai arrays (a derived class, `Grid`; a storage) against
       `numpy.from_dlpack` of a NumPy array of the same shape (target <= 1.0x);
-  (b) import into a Rust view (`ForeignArray::<Host>::from_dlpack`, timed in Rust: the
-      producer's `__dlpack__`, the capsule, the view, its drop and the producer's deleter) against
-      `numpy.from_dlpack(numpy_array)` (target <= 0.5x); and, for reference, the same import
-      called from Python (`cai.from_dlpack(x)`), which adds the call and a Python object around
-      the view, and the import through `__array_interface__` (`cai.as_host_array(x)`).
+  (b) import into a Rust view (`ForeignArray::<Host>::from_dlpack`, timed in Rust: the tensor
+      NumPy's `__dlpack__` would export, read from the array's fields, the view and its drop)
+      against `numpy.from_dlpack(numpy_array)` (target <= 0.5x); the same import from Python
+      (`cai.from_dlpack(x)`, which adds the call and a Python object around the view: target
+      <= 1.0x); and, for reference, an import that asks `__dlpack__` (of an ndarray subclass:
+      the call, the capsule, the producer's deleter) and the import through
+      `__array_interface__` (`cai.as_host_array(x)`).
 
   (c) the C exchange table (`__dlpack_c_exchange_api__`): `cai.from_dlpack` of a producer with
       one (a cai storage; a tvm-ffi tensor where tvm-ffi is installed) against
@@ -50,6 +52,7 @@ def main():
     a = np.zeros((rows, cols))
     g = cai.examples.Grid(rows, cols)
     s = cai.zeros((rows, cols))
+    sub = a.view(type("Sub", (np.ndarray,), {}))
     from_dlpack = np.from_dlpack
 
     numpy_ref = best("from_dlpack(a)", n, from_dlpack=from_dlpack, a=a)
@@ -65,6 +68,8 @@ def main():
     else:
         rust = min(hook(a, n) for _ in range(7)) * 1e-9
         row("ForeignArray::<Host>::from_dlpack(numpy array)  [in Rust]", rust, numpy_ref, 0.5)
+        dunder = min(hook(sub, n) for _ in range(7)) * 1e-9
+        row("ForeignArray::<Host>::from_dlpack(ndarray subclass)  [in Rust; __dlpack__]", dunder, numpy_ref)
     # What any import through `__dlpack__` pays before its own work: NumPy's export, called from
     # Python (a vectorcall, no keyword dict), its capsule made and freed.
     row("numpy_array.__dlpack__(max_version=(1, 3))  [the producer alone]", best("d(max_version=v)", n, d=a.__dlpack__, v=(1, 3)), numpy_ref)

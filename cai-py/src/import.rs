@@ -602,6 +602,16 @@ fn _import_paths(desc: &Bound<'_, PyAny>, device: bool) -> (Option<String>, Opti
     }
 }
 
+/// Test support (feature `testing`): `(fields, dunder)`, what a DLPack import of an exact
+/// ndarray reads from its fields (`None` where it asks `__dlpack__`) and what it makes of
+/// `__dlpack__`, as `Debug` text of the descriptor, layout and read-only flag (an error's
+/// text where the import fails).
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _numpy_paths(obj: &Bound<'_, PyAny>) -> (Option<String>, String) {
+    cai_runtime::python::testing::both_numpy_paths(obj)
+}
+
 /// Benchmark support (feature `testing`): nanoseconds per
 /// `ForeignArray::<Host>::from_object(obj)` over `n` runs in Rust, without the Python call and
 /// the view object around each import.
@@ -718,6 +728,7 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(_import_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_with_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
+        m.add_function(wrap_pyfunction!(_numpy_paths, m)?)?;
         m.add_function(wrap_pyfunction!(_as_array_items, m)?)?;
     }
     Ok(())

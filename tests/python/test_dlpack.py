@@ -355,6 +355,117 @@ def test_round_trip_numpy_cai_numpy():
     assert not np.from_dlpack(cai.from_dlpack(ro)).flags.writeable
 
 
+# An exact ndarray's import reads the tensor its `__dlpack__` would export from the array's
+# fields (`numpy_array.rs`); what NumPy refuses or exports otherwise is left to `__dlpack__`.
+
+try:
+    import ml_dtypes
+
+    EXTENDED = [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn]
+except ImportError:  # (without ml_dtypes, the others still run)
+    EXTENDED = []
+
+# Every kind NumPy has: its DLPack types, and the ones its `__dlpack__` refuses or leaves to a
+# registry (other byte order, long double, objects, strings, records, dates, user types).
+EVERY_DTYPE = DTYPES + [
+    ">i4", ">f8", ">c16", np.longdouble, np.clongdouble, "O", "U3", "S2", "M8[s]", "m8[ms]",
+    "V4", [("a", "<i4"), ("b", "<f4")], np.dtype("<f8", metadata={"unit": "m"}),
+] + EXTENDED
+
+
+@st.composite
+def any_numpy_arrays(draw):
+    """Arrays of every dtype: steps (negative too), transposes, read-only, 0-d and empty, and
+    the layouts NumPy itself makes hard: broadcasts (stride 0), strides that are no multiple of
+    the item size (and unaligned data), one-item arrays with such strides, and arrays NumPy
+    made of a DLPack import (a capsule at the end of their bases)."""
+    dtype = np.dtype(draw(st.sampled_from(EVERY_DTYPE)))
+    shape = draw(st.lists(st.integers(0, 3), max_size=3))
+    how = draw(st.sampled_from(["steps", "broadcast", "odd strides", "imported"]))
+    if how == "odd strides" and not dtype.hasobject:  # (NumPy makes no objects of bytes)
+        # `itemsize + 1` bytes apart (or any, for one item), from an odd offset.
+        strides = [draw(st.sampled_from([dtype.itemsize + 1, 1, 0, -(dtype.itemsize + 1)])) for _ in shape]
+        extent = sum(abs(st_) * max(n - 1, 0) for st_, n in zip(strides, shape))
+        start = 1 + sum(-st_ * max(n - 1, 0) for st_, n in zip(strides, shape) if st_ < 0)
+        buf = np.zeros(start + extent + dtype.itemsize, np.uint8)
+        x = np.ndarray(tuple(shape), dtype, buffer=buf, offset=start, strides=tuple(strides))
+    else:
+        steps = [draw(st.sampled_from([1, 2, -1])) for _ in shape]
+        full = [n * abs(step) for n, step in zip(shape, steps)]
+        base = np.zeros(full, dtype)
+        if how == "imported" and dtype.str in DTYPES:
+            base = np.from_dlpack(cai.zeros(base.shape, dtype=dtype.str))
+        x = base[tuple(slice(None, None, step) for step in steps)] if shape else base
+        if how == "broadcast":
+            x = np.broadcast_to(x, (2, *x.shape))
+    if x.ndim > 1 and draw(st.booleans()):
+        x = x.T
+    if x.flags.writeable and draw(st.booleans()):
+        x.flags.writeable = False
+    return x
+
+
+@settings(max_examples=400, deadline=None)
+@given(any_numpy_arrays())
+def test_an_ndarray_read_from_its_fields_is_what_its_dlpack_gives(x):
+    """Where the import reads an array's fields, it makes of them what it makes of the tensor
+    NumPy's `__dlpack__` exports: the same type, address, shape, strides and read-only flag.
+    Where NumPy refuses the array (a BufferError), the fields are not read."""
+    fields, dunder = cai._native._numpy_paths(x)
+    if fields is not None:
+        assert fields == dunder
+        assert not dunder.startswith("error"), dunder
+
+
+def test_which_ndarrays_are_read_from_their_fields():
+    """Every DLPack type in any layout NumPy exports is read from the array (so the test above
+    compares something); the rest, and anything but an exact ndarray, is asked `__dlpack__`."""
+    read = lambda x: cai._native._numpy_paths(x)[0] is not None
+    for dtype in DTYPES:
+        x = np.zeros((3, 4), dtype)
+        for y in [x, x[::2, ::-3], x.T, x[1], np.asarray(x[0, 0]), x[:0], np.broadcast_to(x[0], (2, 4))]:
+            assert read(y), (dtype, y.shape, y.strides)
+    y = np.zeros(4)
+    y.flags.writeable = False
+    assert read(y) and read(np.zeros(9, np.uint8)[1:].view("<f8")) and read(np.arange(2.0)[np.newaxis])
+    odd = np.ndarray((2,), "<f8", buffer=np.zeros(24, np.uint8), offset=1, strides=(9,))
+    one = np.ndarray((1, 1), "<f8", buffer=np.zeros(16, np.uint8), offset=1, strides=(3, 5))
+    assert read(one) and "strides: [0, 0]" in cai._native._numpy_paths(one)[1]
+    imported = np.from_dlpack(cai.zeros((2, 3)))
+    for y in [np.zeros(3, ">f8"), np.zeros(3, np.longdouble), np.zeros(3, object), np.zeros(3, "U2"),
+              np.zeros(3, "M8[s]"), np.zeros(3, [("a", "<i4")]), odd, imported, imported[1:].T,
+              np.zeros(3).view(np.matrix), np.ma.zeros(3)]:
+        assert not read(y), y
+    for y in [[1.0], 1.0, cai.zeros(3)]:
+        assert not read(y)
+
+
+def test_ndarrays_numpy_refuses_are_refused_as_numpy_refuses_them():
+    """What NumPy's `__dlpack__` refuses is its own error, through cai's import too."""
+    odd = np.ndarray((2,), "<f8", buffer=np.zeros(24, np.uint8), offset=1, strides=(9,))
+    for x, match in [(np.zeros(3, ">f8"), "byte order"), (np.zeros(3, np.longdouble), "IEEE"),
+                     (np.zeros(3, object), "dtypes"), (odd, "multiple of itemsize")]:
+        with pytest.raises(BufferError, match=match):
+            cai.from_dlpack(x)
+        assert cai._native._numpy_paths(x)[1].startswith("error")
+
+
+def test_an_ndarray_import_holds_the_array_once():
+    """Read from its fields, the import holds the array itself (as NumPy's tensor did): one
+    reference, released with the view; a temporary array lives on in its view."""
+    x = np.arange(6.0)
+    before = sys.getrefcount(x)
+    v = cai.from_dlpack(x)
+    assert sys.getrefcount(x) == before + 1
+    del v
+    gc.collect()
+    assert sys.getrefcount(x) == before
+    v = cai.from_dlpack(np.arange(6.0) * 2)
+    gc.collect()
+    assert v.tobytes() == (np.arange(6.0) * 2).tobytes() and v.owner is not None
+    assert np.asarray(v).tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+
+
 def test_writes_through_an_import_reach_numpy_and_read_only_is_refused():
     x = np.zeros((2, 3))
     v = cai.from_dlpack(x)

@@ -24,3 +24,24 @@ pub fn both_paths<S: Space>(desc: &Bound<'_, PyAny>) -> (Option<String>, Option<
 pub fn holds_gil() -> bool {
     crate::python::interp::holds_gil()
 }
+
+/// What an import of `obj` (an exact ndarray) reads from the array's fields and what its
+/// `__dlpack__` gives, as `Debug` text of the descriptor, layout and read-only flag (`None`
+/// where the fields are left to `__dlpack__`; an error's text where the import fails), so a
+/// test can check, on the same arrays, that both say the same.
+pub fn both_numpy_paths(obj: &Bound<'_, PyAny>) -> (Option<String>, String) {
+    use crate::Host;
+    use crate::python::ForeignArray;
+    let show = |a: PyResult<ForeignArray<Host>>| match a {
+        Ok(a) => format!("{:?}", (a.descriptor(), a.layout(), a.readonly())),
+        Err(e) => format!("error: {e}"),
+    };
+    let options = crate::sync::ImportOptions::default();
+    let fast = super::dlpack::numpy_array_import(obj, &options).map(show);
+    let full = show(ForeignArray::<Host>::from_dlpack_with(
+        obj,
+        &options,
+        Some(false),
+    ));
+    (fast, full)
+}

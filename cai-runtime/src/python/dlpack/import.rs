@@ -5,7 +5,8 @@
 //! producer gets the consumer's stream, and makes it wait for its work before returning. The
 //! capsule is renamed `used_...` as the protocol says, and from then on its tensor is held by
 //! an [`ImportedTensor`], whose drop calls the producer's deleter exactly once: when the last
-//! view drops, or at once where the tensor is refused.
+//! view drops, or at once where the tensor is refused. An exact ndarray is read where it lies
+//! instead (`numpy_array.rs`).
 
 use std::ffi::c_void;
 use std::fmt;
@@ -443,38 +444,6 @@ fn call_method_through<'py>(
     }
 }
 
-/// Whether `obj`'s type is exactly NumPy's `ndarray` (a subclass may answer
-/// `__dlpack_device__` otherwise): a static (C) type named `numpy.ndarray`, told from the type
-/// itself. Nothing is looked up in `sys.modules`, where any module may stand as `numpy`, and no
-/// module code runs. The type is kept once seen: later checks are one comparison.
-fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
-    static NDARRAY: PyOnceLock<Py<pyo3::types::PyType>> = PyOnceLock::new();
-    let py = obj.py();
-    let ty = obj.get_type();
-    if let Some(t) = NDARRAY.get(py) {
-        return ty.is(t.bind(py));
-    }
-    // SAFETY: PyType_GetFlags reads the flags of a live type.
-    let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
-    // (Every class made in Python, or by most binding generators, is a heap type: those stop
-    // here, before their names are asked.)
-    if flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
-        return false;
-    }
-    let named = |attr: &Bound<'_, PyString>, want: &str| {
-        ty.getattr(attr)
-            .ok()
-            .and_then(|v| v.cast_into::<PyString>().ok())
-            .is_some_and(|v| v.to_str().is_ok_and(|v| v == want))
-    };
-    let numpy =
-        named(intern!(py, "__module__"), "numpy") && named(intern!(py, "__qualname__"), "ndarray");
-    if numpy {
-        NDARRAY.get_or_init(py, || ty.clone().unbind());
-    }
-    numpy
-}
-
 impl<S: Space> ForeignArray<S> {
     /// Imports any object with `__dlpack__` (`cai.from_dlpack`) with default options: for
     /// device memory, the legacy default stream waits for the producer's work.
@@ -489,7 +458,9 @@ impl<S: Space> ForeignArray<S> {
     /// tensor is refused). `copy` is passed on (`True`: the producer copies; `False`: it must
     /// not). A read-only tensor (versioned flag), and any legacy one (which cannot say whether
     /// it is: NumPy reads it read-only too), refuses `typed_mut`. The view keeps `obj`
-    /// alive besides the tensor.
+    /// alive besides the tensor. An exact `numpy.ndarray` is not asked: the tensor its
+    /// `__dlpack__` would export is read from the array's fields, with NumPy's rules (an array
+    /// NumPy would refuse or export otherwise is asked, and NumPy's error raised).
     ///
     /// Errors name the field and value: a tensor on a device of the other space (`BufferError`);
     /// a capsule with another name or consumed already, a device cai does not read, a type
@@ -502,6 +473,12 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
         copy: Option<bool>,
     ) -> PyResult<Self> {
+        if copy.is_none()
+            && !S::DEVICE
+            && let Some(t) = super::numpy_array::read::<S>(obj)
+        {
+            return Self::from_numpy(obj, t, options);
+        }
         // The producer's exchange table, where its type has one (the table has no `copy`).
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
@@ -632,6 +609,25 @@ impl<S: Space> ForeignArray<S> {
         Ok(f(&Self::from_dlpack_with(obj, options, None)?))
     }
 
+    /// The import of an exact ndarray, from the tensor its `__dlpack__` would export
+    /// (`numpy_array.rs`), kept alive with the array.
+    fn from_numpy(
+        obj: &Bound<'_, PyAny>,
+        (head, layout): (TensorHead<S>, Layout),
+        options: &ImportOptions,
+    ) -> PyResult<Self> {
+        let producer = Producer::Current(None);
+        ForeignArray::from_dlpack_parts(
+            head,
+            layout,
+            Held::default(),
+            Some(obj),
+            options,
+            producer,
+            None,
+        )
+    }
+
     /// The import of a consumed tensor (whose deleter runs exactly once from here: when the
     /// import, or the error, drops), kept alive with `owner`.
     pub(crate) fn from_tensor(
@@ -689,6 +685,11 @@ impl super::AnyForeignArray {
     ) -> PyResult<Self> {
         use super::AnyForeignArray as A;
         if copy.is_none()
+            && let Some(t) = super::numpy_array::read::<crate::Host>(obj)
+        {
+            return Ok(A::Host(ForeignArray::from_numpy(obj, t, options)?));
+        }
+        if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
         {
             let (tensor, device, producer) = from_table(obj, table, |_| Ok(()))?;
@@ -709,8 +710,9 @@ impl super::AnyForeignArray {
             });
         }
         // (The table was looked for: `__dlpack__` is next.)
-        let device = if is_numpy_array(obj) {
-            // (NumPy's memory is the host's: its `__dlpack_device__` answers `(1, 0)`.)
+        let device = if super::numpy_array::is_numpy_array(obj) {
+            // (NumPy's memory is the host's, or host-accessible: NumPy imports no other. Its
+            // tensor says which.)
             DlpackDevice::Cpu
         } else {
             dlpack_device_of(obj)?
@@ -731,6 +733,16 @@ impl super::AnyForeignArray {
             )?)
         })
     }
+}
+
+/// The import [`ForeignArray::from_dlpack_with`] makes of an exact ndarray from its fields,
+/// or `None` where it asks its `__dlpack__` (test support: `testing::both_numpy_paths`).
+#[cfg(feature = "testing")]
+pub(crate) fn numpy_array_import(
+    obj: &Bound<'_, PyAny>,
+    options: &ImportOptions,
+) -> Option<PyResult<ForeignArray<crate::Host>>> {
+    super::numpy_array::read::<crate::Host>(obj).map(|t| ForeignArray::from_numpy(obj, t, options))
 }
 
 /// What a DLPack producer did about streams.

@@ -1,7 +1,8 @@
 //! DLPack, beside the array interfaces: `__dlpack__` / `__dlpack_device__` for every exporter
 //! (`export.rs`: the capsule of an export, which `protocol.rs`'s methods call), and
 //! imports of any DLPack producer into the same [`ForeignArray`](super::ForeignArray) views
-//! (`import.rs`: [`ForeignArray::from_dlpack`](super::ForeignArray::from_dlpack)).
+//! (`import.rs`: [`ForeignArray::from_dlpack`](super::ForeignArray::from_dlpack); an exact
+//! NumPy array's tensor read from its fields, `numpy_array.rs`).
 //!
 //! The C structures are dlpark's bindings of `dlpack.h` (version 1.3, its `ffi` module only):
 //! its Python layer raises its own errors, refuses `copy=True`, and holds imports in its own
@@ -18,6 +19,7 @@ mod exchange;
 mod export;
 mod import;
 mod method;
+mod numpy_array;
 
 use std::ffi::CStr;
 use std::fmt;
@@ -36,6 +38,8 @@ pub use export::{DlpackRequest, live_exports};
 pub(crate) use export::{ManagedExport, Template, dlpack_managed};
 pub(crate) use export::{descriptor_dlpack_device, dlpack_capsule};
 pub use import::dlpack_device_of;
+#[cfg(feature = "testing")]
+pub(crate) use import::numpy_array_import;
 pub(crate) use import::{ImportedTensor, Producer};
 #[doc(hidden)]
 pub use method::dlpack_method;
