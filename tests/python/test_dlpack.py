@@ -450,19 +450,32 @@ def test_ndarrays_numpy_refuses_are_refused_as_numpy_refuses_them():
         assert cai._native._numpy_paths(x)[1].startswith("error")
 
 
-def test_an_ndarray_import_holds_the_array_once():
-    """Read from its fields, the import holds the array itself (as NumPy's tensor did): one
-    reference, released with the view; a temporary array lives on in its view."""
-    x = np.arange(6.0)
+OWNED_NDARRAY = type("OwnedNdarray", (np.ndarray,), {})
+
+
+@pytest.mark.parametrize("importer", [
+    cai.from_dlpack, cai.as_host_array, lambda x: cai.from_array_interface(x.__array_interface__, x),
+], ids=["from_dlpack", "as_host_array", "from_array_interface"])
+@pytest.mark.parametrize("make", [np.zeros, OWNED_NDARRAY], ids=["ndarray", "subclass"])
+def test_a_viewed_ndarray_is_not_resized_under_its_view(importer, make):
+    """Found by an attack: reading an ndarray's fields, the DLPack import held the array once,
+    where NumPy's export holds it besides its consumer. `ndarray.resize` moves the memory of an
+    array it counts no more than two references to (its caller's and one other), so
+    `v.owner.resize(...)`, the view holding the only other, left the view reading freed memory
+    (`as_host_array` had the same hole). An import holds a NumPy array (or a subclass's) twice,
+    released with the view; a temporary array lives on in its view."""
+    v = importer(make((4,)))
+    with pytest.raises(ValueError, match="resize"):
+        v.owner.resize(1 << 20)
+    x = make((6,))
+    x[:] = np.arange(6.0)
     before = sys.getrefcount(x)
-    v = cai.from_dlpack(x)
-    assert sys.getrefcount(x) == before + 1
+    v = importer(x)
     del v
     gc.collect()
     assert sys.getrefcount(x) == before
-    v = cai.from_dlpack(np.arange(6.0) * 2)
+    v = importer(np.arange(6.0) * 2)
     gc.collect()
-    assert v.tobytes() == (np.arange(6.0) * 2).tobytes() and v.owner is not None
     assert np.asarray(v).tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
 
 

@@ -41,6 +41,11 @@ pub struct Held {
     tensors: smallvec::SmallVec<[super::dlpack::ImportedTensor; 1]>,
     /// An import's owner, released last.
     owner: Option<Py<PyAny>>,
+    /// A NumPy array owner held a second time, as the export NumPy's `__dlpack__` makes holds
+    /// it besides its consumer: `ndarray.resize` moves the memory of an array it counts no
+    /// more than two references to (its caller's and one other), so a view holding the only
+    /// other one would be left reading freed memory.
+    pinned: Option<Py<PyAny>>,
 }
 
 impl Drop for Held {
@@ -58,11 +63,18 @@ impl Drop for Held {
             // The common release, an owner that another reference keeps alive, runs no foreign
             // code: nothing is put aside.
             let p = owner.as_ptr();
+            let ours = 1 + isize::from(self.pinned.is_some());
             // SAFETY: `p` is a live object (held); its count is read holding the GIL.
-            if super::interp::holds_gil() && unsafe { pyo3::ffi::Py_REFCNT(p) } > 1 {
-                // SAFETY: the GIL is held, and `owner`'s reference, given up here, is not the
-                // last: the object is not deallocated.
-                unsafe { pyo3::ffi::Py_DECREF(owner.into_ptr()) };
+            if super::interp::holds_gil() && unsafe { pyo3::ffi::Py_REFCNT(p) } > ours {
+                // SAFETY: the GIL is held, and the references given up here (the owner's, and
+                // the pinned one to the same object) are not the last: the object is not
+                // deallocated.
+                unsafe {
+                    if let Some(pinned) = self.pinned.take() {
+                        pyo3::ffi::Py_DECREF(pinned.into_ptr());
+                    }
+                    pyo3::ffi::Py_DECREF(owner.into_ptr());
+                }
                 return;
             }
             self.owner = Some(owner);
@@ -73,6 +85,7 @@ impl Drop for Held {
                 self.objects.clear();
                 self.buffers.clear();
                 self.tensors.clear();
+                drop(self.pinned.take());
                 drop(self.owner.take());
             });
         }
@@ -84,7 +97,8 @@ impl Held {
     /// and tensors, which Python cannot see), for the garbage collector's traversal of an
     /// object that holds this: a cycle through them is then collected.
     pub fn traverse(&self, visit: &pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
-        for o in self.owner.iter().chain(&self.objects) {
+        // (The pinned owner twice: each reference held is visited.)
+        for o in self.owner.iter().chain(&self.pinned).chain(&self.objects) {
             visit.call(o)?;
         }
         Ok(())
@@ -95,9 +109,12 @@ impl Held {
         self.objects.push(obj.clone().unbind());
     }
 
-    /// Holds `owner` as the import's owner (released last).
+    /// Holds `owner` as the import's owner (released last); a NumPy array twice (`pinned`).
     pub(crate) fn set_owner(&mut self, owner: Option<&Bound<'_, PyAny>>) {
         self.owner = owner.map(|o| o.clone().unbind());
+        self.pinned = owner
+            .filter(|o| super::dlpack::is_ndarray(o))
+            .map(|o| o.clone().unbind());
     }
 
     /// The import's owner.
@@ -107,9 +124,9 @@ impl Held {
 
     /// Takes everything held but the owner.
     pub(crate) fn take_all_but_owner(&mut self) -> Held {
-        let owner = self.owner.take();
+        let (owner, pinned) = (self.owner.take(), self.pinned.take());
         let taken = std::mem::take(self);
-        self.owner = owner;
+        (self.owner, self.pinned) = (owner, pinned);
         taken
     }
 

@@ -43,6 +43,7 @@ pub(crate) use import::numpy_array_import;
 pub(crate) use import::{ImportedTensor, Producer};
 #[doc(hidden)]
 pub use method::dlpack_method;
+pub(crate) use numpy_array::is_ndarray;
 
 /// The DLPack version cai implements: written into its versioned capsules and offered to
 /// producers as `max_version`.

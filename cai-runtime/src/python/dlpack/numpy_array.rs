@@ -15,6 +15,7 @@
 //! nothing is imported.
 
 use std::ffi::{c_int, c_long, c_longlong};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use dlpark::ffi::{DLDataType, DLDataTypeCode};
 use numpy::npyffi::{self, NPY_TYPES};
@@ -47,8 +48,32 @@ pub(super) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
     false
 }
 
+/// Whether `obj` is a NumPy array, of `ndarray` or a subclass (each class of its type's MRO
+/// told as [`is_numpy_array`] tells one, until NumPy's type is known: then one type check).
+pub(crate) fn is_ndarray(obj: &Bound<'_, PyAny>) -> bool {
+    let py = obj.py();
+    if let Some(t) = NDARRAY.get(py) {
+        // SAFETY: both are live; PyObject_TypeCheck reads the type's MRO and runs no code.
+        return unsafe { ffi::PyObject_TypeCheck(obj.as_ptr(), t.bind(py).as_type_ptr()) } != 0;
+    }
+    let mro = obj.get_type().mro();
+    for ty in mro.iter() {
+        if let Ok(ty) = ty.cast_into::<PyType>()
+            && is_ndarray_type(&ty)
+        {
+            NDARRAY.get_or_init(py, || ty.unbind());
+            return true;
+        }
+    }
+    false
+}
+
 /// NumPy's `ndarray` type, once an array was seen.
 static NDARRAY: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// The static type last found not to be NumPy's (static types are never freed, so its address
+/// names no other): an object of it is told at once, until NumPy's type is known.
+static NOT_NDARRAY: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
 
 fn is_ndarray_type(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
@@ -56,7 +81,11 @@ fn is_ndarray_type(ty: &Bound<'_, PyType>) -> bool {
     let flags = unsafe { ffi::PyType_GetFlags(ty.as_type_ptr()) };
     // (Every class made in Python, or by most binding generators, is a heap type: those stop
     // here, before their names are asked.)
-    if flags & ffi::Py_TPFLAGS_HEAPTYPE != 0 {
+    let p = ty.as_type_ptr();
+    if flags & ffi::Py_TPFLAGS_HEAPTYPE != 0
+        || p == &raw mut ffi::PyBaseObject_Type
+        || p == NOT_NDARRAY.load(Ordering::Relaxed)
+    {
         return false;
     }
     let named = |attr: &Bound<'_, PyString>, want: &str| {
@@ -65,7 +94,12 @@ fn is_ndarray_type(ty: &Bound<'_, PyType>) -> bool {
             .and_then(|v| v.cast_into::<PyString>().ok())
             .is_some_and(|v| v.to_str().is_ok_and(|v| v == want))
     };
-    named(intern!(py, "__module__"), "numpy") && named(intern!(py, "__qualname__"), "ndarray")
+    let numpy =
+        named(intern!(py, "__module__"), "numpy") && named(intern!(py, "__qualname__"), "ndarray");
+    if !numpy {
+        NOT_NDARRAY.store(p, Ordering::Relaxed);
+    }
+    numpy
 }
 
 /// What an import makes of the tensor NumPy's `__dlpack__` would export for `obj` (as
