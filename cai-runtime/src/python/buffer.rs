@@ -110,6 +110,7 @@ impl Held {
     }
 
     /// Holds `owner` as the import's owner (released last); a NumPy array twice (`pinned`).
+    #[inline]
     pub(crate) fn set_owner(&mut self, owner: Option<&Bound<'_, PyAny>>) {
         self.owner = owner.map(|o| o.clone().unbind());
         self.pinned = owner
