@@ -155,12 +155,13 @@ impl Held {
         self.tensors.push(tensor);
     }
 
-    /// Takes over everything `other` holds (its owner as an object kept).
+    /// Takes over everything `other` holds (its owner as an object kept, twice where pinned).
     pub(crate) fn extend(&mut self, mut other: Held) {
         self.objects.append(&mut other.objects);
         self.buffers.append(&mut other.buffers);
         self.tensors.append(&mut other.tensors);
         self.objects.extend(other.owner.take());
+        self.objects.extend(other.pinned.take());
     }
 
     /// The buffers held (host bytes shared through the buffer protocol).
