@@ -479,6 +479,37 @@ def test_a_viewed_ndarray_is_not_resized_under_its_view(importer, make):
     assert np.asarray(v).tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
 
 
+def test_telling_a_numpy_owner_runs_no_metaclass_code():
+    """Found by a review: until an import had met NumPy's array type, telling whether an owner
+    is a NumPy array (to hold it twice) read its type's `__mro__`, which a metaclass may
+    override: its exception became a panic, a `PanicException` in Python. The chain of base
+    types is read instead. (A process of its own: NumPy's type must not be known yet.)"""
+    script = """
+import numpy as np, cai
+class Meta(type):
+    @property
+    def __mro__(cls):
+        raise KeyError("asked for __mro__")
+class Odd(metaclass=Meta):
+    def __init__(self):
+        self.a = np.arange(3.0)
+        self.__array_interface__ = self.a.__array_interface__
+v = cai.as_host_array(Odd())
+assert v.tobytes() == np.arange(3.0).tobytes()
+S = type("S", (np.ndarray,), {})
+x = S((4,))
+v = cai.as_host_array(x)
+try:
+    v.owner.resize(1 << 20)
+except ValueError:
+    pass
+else:
+    raise AssertionError("a subclass met first was not held twice")
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 def test_writes_through_an_import_reach_numpy_and_read_only_is_refused():
     x = np.zeros((2, 3))
     v = cai.from_dlpack(x)

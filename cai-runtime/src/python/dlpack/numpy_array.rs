@@ -1,8 +1,9 @@
 //! NumPy's arrays read where they lie: an import of an exact `numpy.ndarray` reads the tensor
 //! its `__dlpack__` would export straight from the array's fields (data, shape, strides,
 //! dtype, flags), with NumPy's rules, and skips the Python call, the capsule, the managed
-//! tensor and its deleter (more than half of such an import). The view keeps the array alive,
-//! as NumPy's tensor did (its `manager_ctx`).
+//! tensor and its deleter (more than half of such an import). The view holds the array twice,
+//! as its owner and as NumPy's tensor would (`buffer.rs`'s `Held::pinned`: NumPy's `resize`
+//! counts references).
 //!
 //! An array whose export NumPy refuses or makes otherwise is left to its `__dlpack__`, which
 //! answers for it as NumPy does: a type other than the boolean, integer, float16/32/64 and
@@ -48,22 +49,27 @@ pub(super) fn is_numpy_array(obj: &Bound<'_, PyAny>) -> bool {
     false
 }
 
-/// Whether `obj` is a NumPy array, of `ndarray` or a subclass (each class of its type's MRO
-/// told as [`is_numpy_array`] tells one, until NumPy's type is known: then one type check).
+/// Whether `obj` is a NumPy array, of `ndarray` or a subclass: one type check once NumPy's type
+/// is known, else each type of the chain of base types (`tp_base`, which holds NumPy's type in
+/// every subclass: its instances' layout) told as [`is_numpy_array`] tells one. (Not the MRO:
+/// reading `__mro__` may run a metaclass's code.)
 pub(crate) fn is_ndarray(obj: &Bound<'_, PyAny>) -> bool {
     let py = obj.py();
     if let Some(t) = NDARRAY.get(py) {
         // SAFETY: both are live; PyObject_TypeCheck reads the type's MRO and runs no code.
         return unsafe { ffi::PyObject_TypeCheck(obj.as_ptr(), t.bind(py).as_type_ptr()) } != 0;
     }
-    let mro = obj.get_type().mro();
-    for ty in mro.iter() {
-        if let Ok(ty) = ty.cast_into::<PyType>()
-            && is_ndarray_type(&ty)
-        {
-            NDARRAY.get_or_init(py, || ty.unbind());
+    let mut t = obj.get_type().as_type_ptr();
+    while !t.is_null() {
+        // SAFETY: `t` is a live type: `obj`'s, or a base type, which its subtypes hold.
+        let ty = unsafe { Borrowed::from_ptr(py, t.cast()).cast_unchecked::<PyType>() };
+        if is_ndarray_type(&ty) {
+            NDARRAY.get_or_init(py, || ty.to_owned().unbind());
             return true;
         }
+        // SAFETY: a live type's `tp_base` slot, read as the stable ABI allows from 3.10 (for
+        // static types too): the base type, or NULL for `object`.
+        t = unsafe { ffi::PyType_GetSlot(t, ffi::Py_tp_base) }.cast();
     }
     false
 }
