@@ -474,7 +474,6 @@ impl<S: Space> ForeignArray<S> {
         copy: Option<bool>,
     ) -> PyResult<Self> {
         if copy.is_none()
-            && !S::DEVICE
             && let Some(t) = super::numpy_array::read::<S>(obj)
         {
             return Self::from_numpy(obj, t, options);

@@ -8,8 +8,8 @@
 //! An array whose export NumPy refuses or makes otherwise is left to its `__dlpack__`, which
 //! answers for it as NumPy does: a type other than the boolean, integer, float16/32/64 and
 //! complex64/128 ones, non-native byte order, strides that are no multiple of the item size,
-//! more dimensions than DLPack's 64, and memory NumPy itself imported through DLPack (its
-//! export reports that tensor's device).
+//! more dimensions than cai's layouts take (64, NumPy's limit too), and memory NumPy itself
+//! imported through DLPack (its export reports that tensor's device).
 //!
 //! The fields are read through rust-numpy's bindings of NumPy's structures, which NumPy keeps
 //! stable (the ABI every compiled extension reads); nothing of NumPy's C API is called, so
@@ -29,9 +29,6 @@ use pyo3::types::{PyString, PyType};
 use crate::descriptor::{Data, Space};
 use crate::layout::{Dims, Layout};
 use crate::python::foreign::TensorHead;
-
-/// NumPy's limit, and DLPack's: NumPy's `from_dlpack` refuses more.
-const MAX_DIMS: usize = 64;
 
 /// Whether `obj`'s type is exactly NumPy's `ndarray` (a subclass may answer `__dlpack__`
 /// otherwise): a static (C) type named `numpy.ndarray`, told from the type itself. Nothing is
@@ -139,7 +136,8 @@ pub(super) fn read<S: Space>(obj: &Bound<'_, PyAny>) -> Option<(TensorHead<S>, L
         lanes: 1,
     })
     .ok()?;
-    let ndim = usize::try_from(a.nd).ok().filter(|&n| n <= MAX_DIMS)?;
+    // (More dimensions than cai's layouts take are refused below, by the layout.)
+    let ndim = usize::try_from(a.nd).ok()?;
     // NumPy's `array_get_dl_device`: the device of a tensor NumPy imported, which its export
     // reports, is found at the end of the chain of bases (a capsule): left to `__dlpack__`.
     let mut base = a.base;
@@ -168,12 +166,12 @@ pub(super) fn read<S: Space>(obj: &Bound<'_, PyAny>) -> Option<(TensorHead<S>, L
         // NumPy's `fill_dl_tensor_information_from_array`: strides that are no multiple of
         // the item size are refused (a BufferError) unless the array is C-contiguous or holds
         // one item; the others are exported in items, divided as NumPy divides (truncated).
-        let contiguous = a.flags & npyffi::NPY_ARRAY_C_CONTIGUOUS != 0;
-        let one = shape.iter().try_fold(1isize, |n, &e| n.checked_mul(e)) == Some(1);
+        let checked = a.flags & npyffi::NPY_ARRAY_C_CONTIGUOUS == 0
+            && shape.iter().try_fold(1isize, |n, &e| n.checked_mul(e)) != Some(1);
         let mut extents = Dims::<usize>::new();
         let mut bytes = Dims::<isize>::new();
         for (&n, &s) in shape.iter().zip(strides) {
-            if !contiguous && !one && n != 1 && s % size != 0 {
+            if checked && n != 1 && s % size != 0 {
                 return None;
             }
             extents.push(usize::try_from(n).ok()?);
