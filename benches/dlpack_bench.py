@@ -15,7 +15,8 @@ measured in the same process (never asserted: timings vary by machine).
       one (a cai storage; a tvm-ffi tensor where tvm-ffi is installed) against
       `numpy.from_dlpack(numpy_array)` (P7, target <= 0.75x); the Rust-side scoped import
       (`ForeignArray::with_dlpack`: a tensor cai's `dltensor_from_py_object_no_sync` lends; and
-      tvm-ffi's, which lends none) (target <= 0.3x); and `tvm_ffi.from_dlpack` of a cai storage against
+      tvm-ffi's, which lends none; `ForeignArray::with_dlpack_array`, the lent tensor read as an
+      ndarray view, no import made) (target <= 0.3x); and `tvm_ffi.from_dlpack` of a cai storage against
       `tvm_ffi.from_dlpack` of tvm-ffi's own tensor (P8, target <= 1.0x).
 
 Run: .venv/bin/python benches/dlpack_bench.py
@@ -82,6 +83,8 @@ def main():
     if with_hook is not None:
         lent = min(with_hook(s, n)[0] for _ in range(7)) * 1e-9
         row("ForeignArray::with_dlpack(cai storage)  [in Rust; cai's table lends]", lent, numpy_ref, 0.3)
+        typed = min(cai._native._with_dlpack_array_ns(s, n) for _ in range(7)) * 1e-9
+        row("ForeignArray::with_dlpack_array::<f64, Ix2>(cai storage)  [in Rust; a scoped ndarray view]", typed, numpy_ref, 0.3)
     try:
         import tvm_ffi
     except ImportError:

@@ -669,6 +669,94 @@ fn _with_dlpack_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<(f64, bool, bool)
     ))
 }
 
+/// Benchmark support (feature `testing`): nanoseconds per
+/// `ForeignArray::<Host>::with_dlpack_array::<f64, Ix2>(obj, ..)` over `n` runs in Rust, each
+/// reading the view's first item's address (the scoped typed view of a tensor the producer's
+/// table lends, where it lends one).
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _with_dlpack_array_ns(obj: &Bound<'_, PyAny>, n: u32) -> PyResult<f64> {
+    let options = cai_runtime::sync::ImportOptions::default();
+    let start = std::time::Instant::now();
+    for _ in 0..n {
+        // SAFETY: the closure runs no Python code and keeps the GIL.
+        unsafe {
+            ForeignArray::<Host>::with_dlpack_array::<f64, ndarray::Ix2, _>(obj, &options, |v| {
+                std::hint::black_box(v.as_ptr());
+            })
+        }?;
+    }
+    Ok(start.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
+}
+
+/// Test support (feature `testing`): the items of any host DLPack producer in logical order,
+/// read through `ForeignArray::with_dlpack_array::<T, IxDyn>` for the `T` its dtype names
+/// (`typestr`, as `numpy.dtype(...).str` says it); `while_viewed(obj)` is called while the
+/// view is alive where given (to try other imports' claims: the hook's closure runs that
+/// Python code, which the function's contract allows only where it leaves `obj`'s memory
+/// alone, as the tests' callbacks do).
+#[cfg(feature = "testing")]
+#[pyfunction]
+#[pyo3(signature = (obj, typestr, while_viewed=None))]
+fn _with_dlpack_array_items<'py>(
+    obj: &Bound<'py, PyAny>,
+    typestr: &str,
+    while_viewed: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    let py = obj.py();
+    let t: cai_runtime::TypeStr = typestr
+        .parse()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{e}")))?;
+    let options = cai_runtime::sync::ImportOptions::default();
+    macro_rules! items_as {
+        ($ty:ty) => {{
+            // SAFETY: the closure runs only `while_viewed`, which the tests make leave `obj`'s
+            // memory alone.
+            let read = unsafe {
+                ForeignArray::<Host>::with_dlpack_array::<$ty, ndarray::IxDyn, _>(
+                    obj,
+                    &options,
+                    |v| -> PyResult<Vec<Bound<'py, PyAny>>> {
+                        if let Some(f) = while_viewed {
+                            f.call1((obj,))?;
+                        }
+                        v.iter().map(|x| args::ItemValue::to_py(*x, py)).collect()
+                    },
+                )
+            };
+            return read?;
+        }};
+    }
+    with_number_type!(t, items_as);
+    Err(PyTypeError::new_err(format!(
+        "no item type for typestr '{t}'"
+    )))
+}
+
+/// Test support (feature `testing`): what `with_dlpack_array::<T, IxDyn>` makes of the host
+/// tensor `obj`'s table lends, in one pass and as an import reads it (`T` the type `typestr`
+/// names): `None` where nothing is lent, else `(one pass, import)` as
+/// `cai_runtime::python::testing::lent_plan_paths` says.
+#[cfg(feature = "testing")]
+#[pyfunction]
+fn _lent_plan_paths(
+    obj: &Bound<'_, PyAny>,
+    typestr: &str,
+) -> PyResult<Option<(Option<String>, String)>> {
+    let t: cai_runtime::TypeStr = typestr
+        .parse()
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{e}")))?;
+    macro_rules! paths_as {
+        ($ty:ty) => {{
+            return cai_runtime::python::testing::lent_plan_paths::<$ty>(obj);
+        }};
+    }
+    with_number_type!(t, paths_as);
+    Err(PyTypeError::new_err(format!(
+        "no item type for typestr '{t}'"
+    )))
+}
+
 /// Test support (feature `testing`): the items of any host array (`from_object`) in logical
 /// order, read through `ForeignArray::as_array::<T, IxDyn>` for the `T` its dtype names (every
 /// integer, float and complex type; as `HostArrayView.get` reads them).
@@ -727,6 +815,9 @@ pub(crate) fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(_import_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_import_dlpack_ns, m)?)?;
         m.add_function(wrap_pyfunction!(_with_dlpack_ns, m)?)?;
+        m.add_function(wrap_pyfunction!(_with_dlpack_array_ns, m)?)?;
+        m.add_function(wrap_pyfunction!(_with_dlpack_array_items, m)?)?;
+        m.add_function(wrap_pyfunction!(_lent_plan_paths, m)?)?;
         m.add_function(wrap_pyfunction!(_import_paths, m)?)?;
         m.add_function(wrap_pyfunction!(_numpy_paths, m)?)?;
         m.add_function(wrap_pyfunction!(_as_array_items, m)?)?;

@@ -97,6 +97,9 @@ ndarray_memory! {
     ['a, T: Element,] CowRepr<'a, T>, writable: false;
 }
 
+#[cfg(all(feature = "python", feature = "testing"))]
+pub use import::lent_plan_paths;
+
 #[cfg(feature = "python")]
 mod import {
     use bytemuck::{AnyBitPattern, NoUninit};
@@ -150,18 +153,10 @@ mod import {
         {
             let plan = self.plan::<T, D>()?;
             self.claim_lasting(Access::Shared)?;
-            // SAFETY: `plan` checked that the pointer is non-null and aligned, and that every
-            // item (the strides are whole, non-negative items from the lowest corner) lies in
-            // the validated extent of memory the import keeps alive and the trust boundary
-            // vouches for (`foreign.rs`); `T` matches the typestr and accepts any bits; the
-            // claim keeps other imports from writing the bytes while the view borrows `self`.
-            let mut view = unsafe {
-                ArrayView::from_shape_ptr(plan.shape.strides(plan.strides), plan.ptr.cast_const())
-            };
-            for axis in plan.invert {
-                view.invert_axis(Axis(axis));
-            }
-            Ok(view)
+            // SAFETY: the plan is of this import, which keeps its memory alive while the view
+            // borrows `self`; `T` matches the typestr (`plan`); the claim keeps other imports
+            // from writing the bytes meanwhile.
+            Ok(unsafe { plan.view() })
         }
 
         /// [`Self::as_array`] for writing: refused also for read-only data
@@ -200,9 +195,93 @@ mod import {
             Ok(view)
         }
 
+        /// Runs `f` on an ndarray view of `obj`'s items that lasts for the call: the scoped,
+        /// typed import of DLPack's exchange table. Where `obj`'s type has a table that lends
+        /// tensors (`dltensor_from_py_object_no_sync`) and the lent tensor is in host memory
+        /// (`kDLCPU`), no import is made: the view reads the lent tensor (checked as any
+        /// import's tensor, and as [`Self::as_array`] checks a view), claiming its bytes for
+        /// the call (`ViewError::Claimed` where another import writes or views them mutably).
+        /// Else it is [`Self::with_dlpack`]'s view, read through [`Self::as_array`].
+        ///
+        /// ```
+        /// # use cai_runtime::{Host, python::ForeignArray, sync::ImportOptions};
+        /// # use cai_runtime::__private::pyo3::prelude::*;
+        /// fn total(obj: &Bound<'_, PyAny>) -> PyResult<f64> {
+        ///     // SAFETY: the closure runs no Python code and keeps the GIL.
+        ///     unsafe {
+        ///         ForeignArray::<Host>::with_dlpack_array::<f64, ndarray::Ix2, _>(
+        ///             obj,
+        ///             &ImportOptions::default(),
+        ///             |v| v.sum(),
+        ///         )
+        ///     }
+        /// }
+        /// ```
+        ///
+        /// The view cannot leave `f`, which borrows it:
+        ///
+        /// ```compile_fail
+        /// # use cai_runtime::{Host, python::ForeignArray, sync::ImportOptions};
+        /// # use cai_runtime::__private::pyo3::prelude::*;
+        /// fn escape<'a>(obj: &Bound<'_, PyAny>) -> PyResult<ndarray::ArrayViewD<'a, f64>> {
+        ///     // SAFETY: the closure runs no Python code.
+        ///     unsafe {
+        ///         ForeignArray::<Host>::with_dlpack_array(obj, &ImportOptions::default(), |v| v)
+        ///     }
+        /// }
+        /// ```
+        ///
+        /// Errors: those of [`Self::with_dlpack`] and of [`Self::as_array`].
+        ///
+        /// # Safety
+        /// As [`Self::with_dlpack`]'s: `f` must run no Python code that may change `obj`'s
+        /// memory, and must not let the GIL go while other threads could.
+        pub unsafe fn with_dlpack_array<T, D, R>(
+            obj: &pyo3::Bound<'_, pyo3::PyAny>,
+            options: &crate::sync::ImportOptions,
+            f: impl FnOnce(ArrayView<'_, T, D>) -> R,
+        ) -> pyo3::PyResult<R>
+        where
+            T: Element + AnyBitPattern,
+            D: Dimension,
+        {
+            let mut t = crate::python::dlpack::unlent();
+            if crate::python::dlpack::lent_host(obj, &mut t)? {
+                let (plan, ptr, extent) = match Plan::of_plain_tensor(&t) {
+                    Some(plain) => plain,
+                    None => {
+                        let (head, layout) = crate::python::dlpack::describe_lent(&t)?;
+                        crate::python::foreign::check_dtype::<T>(&head.typestr, None)?;
+                        let plan = Plan::of(head.data.ptr, &layout)?;
+                        (plan, head.data.ptr, layout.extent())
+                    }
+                };
+                // The claim an import would hold, for the call (released as it drops).
+                let claim = crate::python::claim::Claim::new();
+                let (lo, hi) = crate::python::foreign::claimed_range(ptr, extent);
+                claim.lasting(lo, hi, Access::Shared)?;
+                // SAFETY: the tensor `obj`'s producer lends, valid until control returns to
+                // Python, which it does not while `f` runs (this function's contract): its
+                // memory lives and no Python code writes it; `T` matches its type; the claim
+                // keeps other imports from writing the bytes until it drops, after `f`.
+                return Ok(f(unsafe { plan.view() }));
+            }
+            // SAFETY: this function's contract, which is `with_dlpack`'s.
+            let viewed = unsafe { Self::with_dlpack(obj, options, |a| a.as_array().map(f)) }?;
+            Ok(viewed?)
+        }
+
         fn plan<T: Element, D: Dimension>(&self) -> Result<Plan<T, D>, ViewError> {
             self.check_element::<T>()?;
-            let layout = self.layout();
+            Plan::of(self.ptr(), self.layout())
+        }
+    }
+
+    impl<T, D: Dimension> Plan<T, D> {
+        /// The plan of a view of the items of type `T` at `ptr` with `layout` (a validated
+        /// extent): refused for another dimensionality, a pointer not aligned for `T`, or
+        /// byte strides that are not whole items.
+        fn of(ptr: u64, layout: &crate::layout::Layout) -> Result<Self, ViewError> {
             let ndim = layout.ndim();
             if let Some(expected) = D::NDIM.filter(|&n| n != ndim) {
                 return Err(ViewError::Dimensionality {
@@ -225,7 +304,6 @@ mod import {
                 });
             }
             let size = size_of::<T>() as isize;
-            let ptr = self.ptr();
             let misaligned = || ViewError::Misaligned {
                 rust: std::any::type_name::<T>(),
                 ptr,
@@ -260,6 +338,170 @@ mod import {
                 ptr,
             })
         }
+
+        /// The plan of a lent host tensor that is a plain view of `T`s, with its address and
+        /// extent; `None` for anything else (another type or dimensionality, a missing field,
+        /// a misaligned address, a size or extent past `isize`). The caller then reads the
+        /// tensor as an import reads one ([`describe_lent`](crate::python::dlpack::describe_lent)
+        /// and [`Plan::of`]), which takes what this does not, or names what is wrong: this
+        /// takes only what that takes, alike (`_lent_plan_paths`' test compares the two), in
+        /// one pass with no layout made.
+        #[inline]
+        fn of_plain_tensor(
+            t: &dlpark::ffi::DLTensor,
+        ) -> Option<(Self, u64, Option<crate::layout::Extent>)>
+        where
+            T: Element,
+        {
+            if crate::python::dlpack::typestr_of(t.dtype).ok()? != T::DTYPE.typestr() {
+                return None;
+            }
+            let ndim = usize::try_from(t.ndim)
+                .ok()
+                .filter(|&n| n <= crate::layout::MAX_NDIM)?;
+            if D::NDIM.is_some_and(|n| n != ndim) || (ndim > 0 && t.shape.is_null()) {
+                return None;
+            }
+            let item = isize::try_from(size_of::<T>()).ok()?;
+            let mut shape = D::zeros(ndim);
+            let mut count = 1isize;
+            // SAFETY: DLPack: a non-null shape points to `ndim` int64s, alive while the tensor
+            // is lent (for the call); none is read where `ndim` is 0.
+            for (i, n) in unsafe { crate::python::dlpack::int64s(t.shape, ndim) }.enumerate() {
+                shape[i] = usize::try_from(n).ok()?;
+                if n != 0 {
+                    count = count.checked_mul(isize::try_from(n).ok()?)?;
+                }
+            }
+            count.checked_mul(item)?;
+            let empty = shape.slice().contains(&0);
+            let data = (t.data as u64).checked_add(t.byte_offset)?;
+            if t.data.is_null() && !empty {
+                return None;
+            }
+            // The item strides: the tensor's, or C order's where it gives none.
+            let mut strides = D::zeros(ndim);
+            let strided = !t.strides.is_null();
+            if strided {
+                // SAFETY: as the shape's.
+                let given = unsafe { crate::python::dlpack::int64s(t.strides, ndim) };
+                for (i, s) in given.enumerate() {
+                    let s = isize::try_from(s).ok()?;
+                    s.checked_mul(item)?;
+                    strides[i] = s as usize;
+                }
+            } else {
+                let mut c = 1usize;
+                for i in (0..ndim).rev() {
+                    strides[i] = c;
+                    c = c.wrapping_mul(shape[i]);
+                }
+            }
+            if empty {
+                // No item is read: any aligned pointer and C strides do (as `Plan::of`).
+                let ptr = std::ptr::NonNull::<T>::dangling().as_ptr();
+                let strides = shape.default_strides();
+                let plan = Plan {
+                    shape,
+                    strides,
+                    invert: Vec::new(),
+                    ptr,
+                };
+                return Some((plan, data, None));
+            }
+            if !data.is_multiple_of(align_of::<T>() as u64) {
+                return None;
+            }
+            // From the item at the lowest address along every axis, with positive strides.
+            let (mut lo, mut hi, mut invert) = (0isize, 0isize, Vec::new());
+            for axis in 0..ndim {
+                let (d, s) = (shape[axis], strides[axis] as isize);
+                if d == 1 {
+                    strides[axis] = 0; // never used: any will do (0)
+                    continue;
+                }
+                let span = (d as isize - 1).checked_mul(s)?.checked_mul(item)?;
+                if span < 0 {
+                    lo = lo.checked_add(span)?;
+                    invert.push(axis);
+                } else {
+                    hi = hi.checked_add(span)?;
+                }
+                strides[axis] = s.unsigned_abs();
+            }
+            let hi = hi.checked_add(item)?;
+            hi.checked_sub(lo)?;
+            let ptr = (data as usize as *mut u8).wrapping_offset(lo).cast::<T>();
+            let plan = Plan {
+                shape,
+                strides,
+                invert,
+                ptr,
+            };
+            Some((plan, data, Some(crate::layout::Extent { lo, hi })))
+        }
+
+        /// The view the plan describes.
+        ///
+        /// # Safety
+        /// The plan's memory is alive, holds `T`s (which accept any bits), and nothing writes
+        /// it for `'a`. (The plan itself checked that the pointer is non-null and aligned,
+        /// and made the strides whole, non-negative items from the lowest corner of the
+        /// validated extent.)
+        #[inline]
+        unsafe fn view<'a>(self) -> ArrayView<'a, T, D> {
+            // SAFETY: this function's contract.
+            let mut view = unsafe {
+                ArrayView::from_shape_ptr(self.shape.strides(self.strides), self.ptr.cast_const())
+            };
+            for axis in self.invert {
+                view.invert_axis(Axis(axis));
+            }
+            view
+        }
+    }
+
+    /// Test support (feature `testing`): what [`ForeignArray::with_dlpack_array`] makes of
+    /// the host tensor `obj`'s table lends (`None` where it lends none) in one pass and as an
+    /// import reads it, as `Debug` text of the view's shape, item strides from the lowest
+    /// corner, inverted axes, first item's address, the data's address and the extent (the
+    /// one-pass side `None` where it leaves the tensor to the other; the other an error's
+    /// text where it refuses), so a test can check that the one pass never takes what the
+    /// import would not, nor makes another view of it.
+    #[cfg(feature = "testing")]
+    pub fn lent_plan_paths<T: Element + AnyBitPattern>(
+        obj: &pyo3::Bound<'_, pyo3::PyAny>,
+    ) -> pyo3::PyResult<Option<(Option<String>, String)>> {
+        type Shown = (
+            Vec<usize>,
+            Vec<usize>,
+            Vec<usize>,
+            usize,
+            u64,
+            Option<(isize, isize)>,
+        );
+        let show = |(p, data, e): (Plan<T, ndarray::IxDyn>, u64, Option<crate::layout::Extent>)| {
+            let shown: Shown = (
+                p.shape.slice().to_vec(),
+                p.strides.slice().to_vec(),
+                p.invert,
+                p.ptr as usize,
+                data,
+                e.map(|e| (e.lo, e.hi)),
+            );
+            format!("{shown:?}")
+        };
+        let mut t = crate::python::dlpack::unlent();
+        if !crate::python::dlpack::lent_host(obj, &mut t)? {
+            return Ok(None);
+        }
+        let plain = Plan::of_plain_tensor(&t).map(show);
+        let read = crate::python::dlpack::describe_lent(&t).and_then(|(head, layout)| {
+            crate::python::foreign::check_dtype::<T>(&head.typestr, None)?;
+            let plan = Plan::of(head.data.ptr, &layout)?;
+            Ok((plan, head.data.ptr, layout.extent()))
+        });
+        Ok(Some((plain, read.map_or_else(|e| e.to_string(), show))))
     }
 
     /// Whether two indices of a non-empty layout may name overlapping bytes: false only when,

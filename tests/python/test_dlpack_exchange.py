@@ -518,6 +518,81 @@ def test_with_dlpack_lends_where_the_table_does():
         hook(V(np.arange(3.0)), 1)
 
 
+def items_through_the_scoped_view(obj, dtype, while_viewed=None):
+    return cai._native._with_dlpack_array_items(obj, np.dtype(dtype).str, while_viewed)
+
+
+@pytest.mark.parametrize("dtype", ["f8", "i2", "u1", "c8", "f2"])
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda a: a,
+        lambda a: a[::-1, ::2],  # negative and skipping strides
+        lambda a: a.T,
+        lambda a: a[:, :0],  # no items
+        lambda a: a[1, 2],  # 0-d
+        lambda a: np.broadcast_to(a[:1], (4, 5)),
+    ],
+)
+def test_with_dlpack_array_reads_a_lent_tensor_as_numpy_does(dtype, view):
+    """`ForeignArray::with_dlpack_array`: the items of a tensor a table lends (no import: the
+    managed tensor is never asked for), read through the typed ndarray view, as NumPy reads
+    the array."""
+    a = view((np.arange(20) % 7).astype(dtype).reshape(4, 5))
+    T = dx.make_producer_type(dlpack="raise")
+    got = items_through_the_scoped_view(T(a), a.dtype)
+    assert got == a.ravel().tolist()
+    assert T.exchange.calls[dx.DLTENSOR_FROM_PY] == 1 and T.exchange.calls[dx.FROM_PY] == 0
+    s = cai.as_storage(np.ascontiguousarray(a))
+    assert items_through_the_scoped_view(s, a.dtype) == a.ravel().tolist()
+
+
+def test_with_dlpack_array_imports_what_is_not_lent():
+    a = np.arange(6.0).reshape(2, 3)
+    # No table (an ndarray), a table without the lending function, a producer that refuses to
+    # lend read-only memory, a lent tensor of host-accessible CUDA memory (asked again, and
+    # imported as `with_dlpack` imports it): each read through an import.
+    U = dx.make_producer_type(dlpack="raise", null=(dx.DLTENSOR_FROM_PY,))
+    r = a.copy()
+    r.flags.writeable = False
+    for obj in (a, U(a), cai.as_storage(r)):
+        assert items_through_the_scoped_view(obj, "f8") == a.ravel().tolist()
+    assert U.exchange.calls[dx.FROM_PY] == 1
+    gc.collect()
+    assert U.exchange.deleted == 1
+
+
+def test_with_dlpack_array_refuses_what_as_array_refuses():
+    s = cai.zeros((2, 3))
+    with pytest.raises(TypeError, match="typestr '<f8'.*f32"):
+        items_through_the_scoped_view(s, "f4")
+    # A lent tensor is checked as any import's: the producer's bad field is named.
+    T = dx.make_producer_type(dlpack="raise", null_shape=True)
+    with pytest.raises(ValueError, match="dl_tensor.shape"):
+        items_through_the_scoped_view(T(np.arange(3.0)), "f8")
+    # The producer's own exception propagates.
+    V = dx.make_producer_type(dlpack="raise", modes={dx.DLTENSOR_FROM_PY: "raise"}, exc=OSError("no lend"))
+    with pytest.raises(OSError, match="no lend"):
+        items_through_the_scoped_view(V(np.arange(3.0)), "f8")
+
+
+def test_with_dlpack_array_claims_the_bytes_for_the_call():
+    """While the scoped view lives, no other import may write the bytes (rust-numpy's borrow
+    rules, `claim.rs`); once the call returns, the claim is gone."""
+    s = cai.zeros((2, 3))
+    seen = []
+
+    def write_elsewhere(obj):
+        with pytest.raises(Exception, match="viewed \\(as_array\\)") as e:
+            cai.from_dlpack(obj).set((0, 0), 5.0)
+        seen.append(e.type)
+
+    assert items_through_the_scoped_view(s, "f8", write_elsewhere) == [0.0] * 6
+    assert len(seen) == 1
+    cai.from_dlpack(s).set((0, 0), 5.0)
+    assert items_through_the_scoped_view(s, "f8")[0] == 5.0
+
+
 def test_with_dlpack_imports_what_cais_table_will_not_lend():
     hook = cai._native._with_dlpack_ns
     a = np.arange(4.0)
@@ -600,6 +675,62 @@ def test_fuzz_the_consumer(
     assert not c.live, "a tensor the table made was never deleted"
     assert c.unknown_deletes == 0, "a tensor was deleted twice"
     assert not c.errors, c.errors
+
+
+VIEW_DTYPES = ["f8", "i2", "u1", "c8", "f2", "i8", "u4"]
+LENT = dx.make_producer_type("Lender", dlpack="raise")
+LENT_C = dx.make_producer_type("LenderC", dlpack="raise", null_strides=True)
+LENT_OFFSET = dx.make_producer_type("LenderOffset", dlpack="raise", byte_offset=8)
+
+
+@st.composite
+def lent_arrays(draw):
+    """Arrays a table lends: steps, transposes, broadcasts, and strides made up (huge,
+    negative, odd), over aligned and misaligned memory."""
+    dtype = np.dtype(draw(st.sampled_from(VIEW_DTYPES)))
+    shape = draw(st.lists(st.integers(0, 4), max_size=4))
+    size = int(np.prod(shape)) if shape else 1
+    base = np.zeros(size * dtype.itemsize + 8, np.uint8)
+    shift = draw(st.sampled_from([0, 0, 1, 4]))
+    a = base[shift : shift + size * dtype.itemsize].view(dtype).reshape(shape)
+    how = draw(st.sampled_from(["as is", "steps", "transpose", "broadcast", "made up"]))
+    if how == "steps" and a.ndim:
+        a = a[tuple(slice(None, None, draw(st.sampled_from([1, -1, 2, -2]))) for _ in range(a.ndim))]
+    elif how == "transpose":
+        a = a.T
+    elif how == "broadcast" and a.ndim and a.shape[0]:
+        a = np.broadcast_to(a[:1], (3,) + a.shape[1:])
+    elif how == "made up" and a.ndim:
+        n = 2**62 // dtype.itemsize
+        big = st.sampled_from([0, 1, -1, 2**40, -(2**40), n, -n, 3])
+        strides = [draw(big) * dtype.itemsize + draw(st.sampled_from([0, 0, 1])) for _ in a.shape]
+        a = np.lib.stride_tricks.as_strided(a, strides=strides)
+    return a, draw(st.sampled_from(VIEW_DTYPES + [dtype.str] * 3)), draw(st.sampled_from([LENT, LENT_C, LENT_OFFSET]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=lent_arrays())
+def test_the_one_pass_view_of_a_lent_tensor_is_the_imports(case):
+    """`with_dlpack_array`'s one-pass view of a lent tensor takes only what an import of it
+    takes (`describe`, `as_array`'s checks), and makes the same view of it."""
+    a, typestr, T = case
+    fast, checked = cai._native._lent_plan_paths(T(a), np.dtype(typestr).str)
+    if fast is not None:
+        assert fast == checked
+
+
+def test_the_one_pass_view_takes_plain_tensors():
+    """The comparison above cannot pass by the one pass declining everything."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    for obj in (LENT(a), LENT(a[:, ::-1, ::2]), LENT(a.T), LENT(a[:0]), LENT(a[0, 0, 0]), LENT_C(a), LENT_OFFSET(a)):
+        fast, checked = cai._native._lent_plan_paths(obj, "<f8")
+        assert fast is not None and fast == checked, obj
+    assert cai._native._lent_plan_paths(cai.zeros((2, 3)), "<f8")[0] is not None
+    # Left to the import: another type, misaligned memory.
+    assert cai._native._lent_plan_paths(LENT(a), "<f4")[0] is None
+    odd = np.zeros(17, np.uint8)[1:].view("<f8")
+    assert cai._native._lent_plan_paths(LENT(odd), "<f8")[0] is None
+    assert cai._native._lent_plan_paths(a, "<f8") is None  # nothing lent
 
 
 # --- the template an unchanging host side's exports share -------------------------------------

@@ -748,13 +748,10 @@ impl<S: Space> ForeignArray<S> {
     /// The host bytes the array spans, as addresses; empty for device memory, which Rust code
     /// never references, and for an array with no items.
     fn claimed_bytes(&self) -> (u128, u128) {
-        let Some(e) = self.0.layout.extent().filter(|_| !S::DEVICE) else {
+        if S::DEVICE {
             return (0, 0);
-        };
-        let ptr = i128::from(self.ptr());
-        let lo = u128::try_from(ptr + e.lo as i128).unwrap_or(0);
-        let hi = u128::try_from(ptr + e.hi as i128).unwrap_or(0);
-        (lo, hi)
+        }
+        claimed_range(self.ptr(), self.0.layout.extent())
     }
 
     /// Claims `access` to the bytes the array spans while the returned value lives
@@ -769,6 +766,18 @@ impl<S: Space> ForeignArray<S> {
         let (lo, hi) = self.claimed_bytes();
         self.0.claim.lasting(lo, hi, access)
     }
+}
+
+/// The addresses `[lo, hi)` of the host bytes an array at `ptr` spans (its layout's
+/// `extent`), as claims name them (`claim.rs`); empty for an array with no items (`None`).
+pub(crate) fn claimed_range(ptr: u64, extent: Option<crate::layout::Extent>) -> (u128, u128) {
+    let Some(e) = extent else {
+        return (0, 0);
+    };
+    let ptr = i128::from(ptr);
+    let lo = u128::try_from(ptr + e.lo as i128).unwrap_or(0);
+    let hi = u128::try_from(ptr + e.hi as i128).unwrap_or(0);
+    (lo, hi)
 }
 
 /// Whether items of this type string and `descr` are `T`s.

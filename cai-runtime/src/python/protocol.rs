@@ -391,13 +391,14 @@ pub(crate) fn exchange_tensor(
 }
 
 /// The tensor the exchange table's `dltensor_from_py_object_no_sync` lends of the side
-/// `__dlpack__` exports, its shape and strides kept in `e`'s [`DlpackCache`] (a `BufferError`
+/// `__dlpack__` exports, written to `out`, its shape and strides kept in `e`'s [`DlpackCache`] (a `BufferError`
 /// where `e` keeps none). It is valid while `exporter` lives unchanged: until control returns
 /// to Python, as DLPack says.
 pub(crate) fn lent_tensor(
     exporter: &Bound<'_, PyAny>,
     e: &dyn Exporter,
-) -> PyResult<dlpark::ffi::DLTensor> {
+    out: &mut std::mem::MaybeUninit<dlpark::ffi::DLTensor>,
+) -> PyResult<()> {
     const WHAT: &str = "dltensor_from_py_object_no_sync";
     let Some(cache) = e.dlpack_cache() else {
         return Err(pyo3::exceptions::PyBufferError::new_err(format!(
@@ -421,7 +422,7 @@ pub(crate) fn lent_tensor(
                 )));
             };
             e.prepare(Side::Host)?;
-            template.lend(None)
+            template.lend(None, out)
         }
         Side::Device => {
             // (Resolved on every call: its stream is ordered before cai's current work stream.)
@@ -433,7 +434,7 @@ pub(crate) fn lent_tensor(
                     cache.device.get_or_init(|| made)
                 }
             };
-            template.lend(Some(&x))
+            template.lend(Some(&x), out)
         }
     }
 }

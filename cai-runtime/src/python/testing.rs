@@ -5,6 +5,9 @@ use pyo3::prelude::*;
 
 use crate::descriptor::Space;
 
+#[cfg(feature = "ndarray")]
+pub use crate::ndarray::lent_plan_paths;
+
 /// What import's fast path and its full parser make of `desc`, as `Debug` text of the
 /// descriptor and layout (`None` where the fast path declines or the parser refuses), so a
 /// test can check, on the same inputs, that the fast path never returns anything the parser

@@ -26,6 +26,7 @@
 //!   `ForeignArray::from_dlpack` uses it in place of `__dlpack__`.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use dlpark::ffi::{
@@ -175,12 +176,15 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
 ) -> c_int {
     // SAFETY: this function's contract.
     unsafe {
-        write_made::<C, _, _>(
+        write_made::<C, _>(
             "managed_tensor_from_py_object_no_sync",
             obj,
             out,
-            crate::python::protocol::exchange_tensor,
-            super::ManagedExport::into_raw,
+            |obj, e, out| {
+                let made = crate::python::protocol::exchange_tensor(obj, e)?;
+                out.write(made.into_raw());
+                Ok(())
+            },
         )
     }
 }
@@ -193,27 +197,26 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
 unsafe extern "C" fn lend<C: ExchangeClass>(obj: *mut c_void, out: *mut DLTensor) -> c_int {
     // SAFETY: this function's contract.
     unsafe {
-        write_made::<C, _, _>(
+        write_made::<C, _>(
             "dltensor_from_py_object_no_sync",
             obj,
             out,
             crate::python::protocol::lent_tensor,
-            |t| t,
         )
     }
 }
 
-/// A table function that writes to `out` what `make` makes of `obj`, an instance of `C`,
-/// handed over by `finish` only once it is made.
+/// A table function whose `make` writes to `out` what it makes of `obj`, an instance of `C`
+/// (in place: a tensor is written where the consumer reads it, not moved there through each
+/// layer), only once it is made.
 ///
 /// # Safety
 /// Called by a consumer holding the GIL, with `obj` a live object and `out` writable or null.
-unsafe fn write_made<C: ExchangeClass, M, T>(
+unsafe fn write_made<C: ExchangeClass, T>(
     what: &str,
     obj: *mut c_void,
     out: *mut T,
-    make: impl FnOnce(&Bound<'_, PyAny>, &dyn Exporter) -> PyResult<M>,
-    finish: impl FnOnce(M) -> T,
+    make: impl FnOnce(&Bound<'_, PyAny>, &dyn Exporter, &mut MaybeUninit<T>) -> PyResult<()>,
 ) -> c_int {
     guarded(what, true, |py| {
         if obj.is_null() || out.is_null() {
@@ -224,10 +227,10 @@ unsafe fn write_made<C: ExchangeClass, M, T>(
         }
         // SAFETY: a live object (the caller's contract), borrowed for this call.
         let obj = unsafe { Bound::from_borrowed_ptr(py, obj.cast()) };
-        let made = with_exporter_once::<C, _>(&obj, what, |e| make(&obj, e))?;
-        // SAFETY: `out` is writable (checked non-null; the caller's contract).
-        unsafe { out.write(finish(made)) };
-        Ok(())
+        // SAFETY: `out` is writable (checked non-null; the caller's contract); as a
+        // `MaybeUninit` it is only written, whatever it held.
+        let out = unsafe { &mut *out.cast::<MaybeUninit<T>>() };
+        with_exporter_once::<C, _>(&obj, what, |e| make(&obj, e, out))
     })
 }
 
@@ -477,7 +480,8 @@ unsafe impl Send for Found {}
 
 /// Types seen lately, with their table (or none): a type is held, so its address is never
 /// another type's while cached. (DLPack lets consumers cache the table per type; a table set on
-/// a type cai has cached is seen once the type leaves this memo.)
+/// a type cai has cached is seen once the type leaves this memo, and is no longer the last
+/// type looked up on the thread: [`Table::of`].)
 static TABLES: Memo<Py<PyAny>, Option<Found>, 16> = Memo::new();
 
 impl Table {
@@ -488,18 +492,49 @@ impl Table {
         let py = obj.py();
         let ty = obj.get_type();
         let key = ty.as_ptr();
-        if let Some(t) = TABLES.get(|k| k.as_ptr() == key, |f| f.as_ref().map(|f| f.table)) {
-            return Ok(t);
+        // The type this thread looked up last, with the memo's answer and its capsule, held as
+        // the memo holds them (its address names no other type while kept): found without the
+        // memo's lock.
+        type Last = std::cell::RefCell<Option<(Py<PyAny>, Option<(Py<PyAny>, Table)>)>>;
+        thread_local! {
+            static LAST: Last = const { std::cell::RefCell::new(None) };
         }
-        let found = match ty.getattr_opt(intern!(py, "__dlpack_c_exchange_api__"))? {
-            None => None,
-            Some(capsule) => Self::read(&capsule)?.map(|table| Found {
-                _capsule: capsule.unbind(),
-                table,
-            }),
+        let last = |l: &Last| {
+            let l = l.try_borrow().ok()?;
+            let (_, found) = l.as_ref().filter(|(t, _)| t.as_ptr() == key)?;
+            Some(found.as_ref().map(|(_, table)| *table))
         };
-        let table = found.as_ref().map(|f| f.table);
-        TABLES.insert(ty.into_any().unbind(), found);
+        if let Some(table) = LAST.try_with(last).ok().flatten() {
+            return Ok(table);
+        }
+        let cached = TABLES.get(
+            |k| k.as_ptr() == key,
+            |f| f.as_ref().map(|f| (f._capsule.clone_ref(py), f.table)),
+        );
+        let found = match cached {
+            Some(found) => found,
+            None => {
+                let found = match ty.getattr_opt(intern!(py, "__dlpack_c_exchange_api__"))? {
+                    None => None,
+                    Some(capsule) => Self::read(&capsule)?.map(|table| (capsule.unbind(), table)),
+                };
+                let stored = found.as_ref().map(|(capsule, table)| Found {
+                    _capsule: capsule.clone_ref(py),
+                    table: *table,
+                });
+                TABLES.insert(ty.clone().into_any().unbind(), stored);
+                found
+            }
+        };
+        let table = found.as_ref().map(|(_, table)| *table);
+        let entry = (ty.into_any().unbind(), found);
+        // (What it held is released once the slot is let go: its release may run Python code,
+        // a weakref's callback, which may look a table up again.)
+        let old = LAST
+            .try_with(|l| l.try_borrow_mut().ok().map(|mut l| l.replace(entry)))
+            .ok()
+            .flatten();
+        drop(old);
         Ok(table)
     }
 
@@ -585,7 +620,7 @@ impl Table {
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable out-pointer; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
-        let raised = PyErr::take(py);
+        let raised = raised(py);
         // Only a call that returned 0 hands a tensor over ("NULL on failure": a producer that
         // failed after writing `out` may have freed it already).
         let tensor = NonNull::new(out)
@@ -602,33 +637,18 @@ impl Table {
         })
     }
 
-    /// `dltensor_from_py_object_no_sync(obj)`, where the table has it: a tensor valid until
-    /// this call's caller returns (`None`: the producer does not lend tensors).
-    pub(crate) fn borrowed(self, obj: &Bound<'_, PyAny>) -> PyResult<Option<DLTensor>> {
+    /// `dltensor_from_py_object_no_sync(obj)`, where the table has it: a tensor written to
+    /// `out`, valid until this call's caller returns (`false`: the producer does not lend
+    /// tensors, and `out` is as it was).
+    pub(crate) fn borrowed(self, obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<bool> {
         let Some(f) = self.0.dltensor_from_py_object_no_sync else {
-            return Ok(None);
-        };
-        let mut out = DLTensor {
-            data: std::ptr::null_mut(),
-            device: dlpark::ffi::DLDevice {
-                device_type: DLDeviceType(0),
-                device_id: 0,
-            },
-            ndim: 0,
-            dtype: dlpark::ffi::DLDataType {
-                code: dlpark::ffi::DLDataTypeCode(0),
-                bits: 0,
-                lanes: 0,
-            },
-            shape: std::ptr::null_mut(),
-            strides: std::ptr::null_mut(),
-            byte_offset: 0,
+            return Ok(false);
         };
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable tensor; called holding the GIL, with no exception pending.
-        let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
-        check_call("dltensor_from_py_object_no_sync", rc, PyErr::take(obj.py()))?;
-        Ok(Some(out))
+        let rc = unsafe { f(obj.as_ptr().cast(), out) };
+        check_call("dltensor_from_py_object_no_sync", rc, raised(obj.py()))?;
+        Ok(true)
     }
 
     /// `current_work_stream` of `device`: the producer's stream (NULL: the legacy default
@@ -644,7 +664,7 @@ impl Table {
         // SAFETY: the producer's function with a device and a writable out-pointer, called
         // holding the GIL.
         let rc = unsafe { f(DLDeviceType(kind as u32), id, &mut out) };
-        check_call("current_work_stream", rc, PyErr::take(py))?;
+        check_call("current_work_stream", rc, raised(py))?;
         if out.is_null() {
             return Ok(crate::stream::Stream::LegacyDefault);
         }
@@ -656,6 +676,17 @@ impl Table {
             .into()
         })
     }
+}
+
+/// The exception a producer's table function left set, taken: asked first whether there is
+/// one (a read of the thread's state), since taking costs more and a call that succeeds sets
+/// none.
+fn raised(py: Python<'_>) -> Option<PyErr> {
+    // SAFETY: attached (`py`); PyErr_Occurred only reads the thread's pending exception.
+    if unsafe { ffi::PyErr_Occurred() }.is_null() {
+        return None;
+    }
+    PyErr::take(py)
 }
 
 /// The outcome of a producer's table function: its own exception where it raised one, a

@@ -891,15 +891,16 @@ impl Template {
         })
     }
 
-    /// The tensor `dltensor_from_py_object_no_sync` lends: this template's, its shape and
-    /// strides pointing into it (valid while it is, as long as the exporter). For device
+    /// The tensor `dltensor_from_py_object_no_sync` lends, written to `out`: this template's,
+    /// its shape and strides pointing into it (valid while it is, as long as the exporter). For device
     /// memory, `x` is the export now: cai's current work stream (the legacy default stream)
     /// is made to wait for its stream, as the table's owning export does. Read-only memory is
     /// refused, since a lent tensor has no flags to say so.
     pub(crate) fn lend(
         &self,
         x: Option<&Resolved<crate::descriptor::Device>>,
-    ) -> PyResult<DLTensor> {
+        out: &mut std::mem::MaybeUninit<DLTensor>,
+    ) -> PyResult<()> {
         if self.readonly {
             return Err(DlpackError::Unmet(
                 "the data is read-only, and a lent DLTensor (dltensor_from_py_object_no_sync) cannot say so: use managed_tensor_from_py_object_no_sync, whose tensor has the read-only flag".into(),
@@ -933,7 +934,7 @@ impl Template {
                 d.as_ptr().cast_mut()
             }
         };
-        Ok(DLTensor {
+        out.write(DLTensor {
             data: self.data as *mut std::ffi::c_void,
             device: DLDevice {
                 device_type: DLDeviceType(kind as u32),
@@ -944,7 +945,8 @@ impl Template {
             shape: dims(&self.shape),
             strides: dims(&self.strides),
             byte_offset: 0,
-        })
+        });
+        Ok(())
     }
 
     /// The tensor a request that shares host memory ([`DlpackRequest::shares_host`]) gets:

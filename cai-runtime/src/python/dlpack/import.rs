@@ -574,14 +574,8 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
         f: impl FnOnce(&ForeignArray<S>) -> R,
     ) -> PyResult<R> {
-        let table = super::exchange::Table::of(obj)?;
-        // A producer that cannot lend this object (a `BufferError`: cai's own for read-only
-        // memory, which a lent tensor cannot mark) may still export it: imported below.
-        let lent = match table.map(|t| t.borrowed(obj)) {
-            Some(Err(e)) if e.is_instance_of::<pyo3::exceptions::PyBufferError>(obj.py()) => None,
-            other => other.transpose()?.flatten(),
-        };
-        if let (Some(table), Some(t)) = (table, lent) {
+        let mut t = unlent();
+        if let Some(table) = lent(obj, &mut t)? {
             let (head, layout) = describe::<S>(&t, true)?;
             let place =
                 DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
@@ -650,6 +644,59 @@ impl<S: Space> ForeignArray<S> {
         held.tensor(tensor);
         ForeignArray::from_dlpack_parts(head, layout, held, owner, options, producer, device_id)
     }
+}
+
+/// A tensor for a table's `dltensor_from_py_object_no_sync` to write, all zeros.
+pub(crate) fn unlent() -> DLTensor {
+    DLTensor {
+        data: std::ptr::null_mut(),
+        device: dlpark::ffi::DLDevice {
+            device_type: dlpark::ffi::DLDeviceType(0),
+            device_id: 0,
+        },
+        ndim: 0,
+        dtype: dlpark::ffi::DLDataType {
+            code: dlpark::ffi::DLDataTypeCode(0),
+            bits: 0,
+            lanes: 0,
+        },
+        shape: std::ptr::null_mut(),
+        strides: std::ptr::null_mut(),
+        byte_offset: 0,
+    }
+}
+
+/// The table of `obj`'s type, where it lent a tensor of `obj` (`dltensor_from_py_object_no_sync`),
+/// written to `out` and valid until control returns to Python; `None` where its type has no
+/// table, the table lends none, or the producer cannot lend this object (a `BufferError`:
+/// cai's own for read-only memory, which a lent tensor cannot mark, though it may still
+/// export it).
+#[inline]
+fn lent(obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<Option<super::exchange::Table>> {
+    let Some(table) = super::exchange::Table::of(obj)? else {
+        return Ok(None);
+    };
+    match table.borrowed(obj, out) {
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyBufferError>(obj.py()) => Ok(None),
+        got => Ok(got?.then_some(table)),
+    }
+}
+
+/// Whether `obj`'s exchange table lent a tensor of it in host memory (`kDLCPU`), written to
+/// `out` ([`lent`]); `false` where none is lent or it lies elsewhere (host-accessible CUDA
+/// memory is ordered after the producer's stream first, as `with_dlpack` does).
+#[cfg(feature = "ndarray")]
+#[inline]
+pub(crate) fn lent_host(obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<bool> {
+    Ok(lent(obj, out)?.is_some() && out.device.device_type == dlpark::ffi::DLDeviceType::CPU)
+}
+
+/// What an import reads of a lent host tensor ([`lent_host`]): its head and layout, checked
+/// field by field as any import's tensor, read-only as [`ForeignArray::with_dlpack`]'s lent
+/// views are.
+#[cfg(feature = "ndarray")]
+pub(crate) fn describe_lent(t: &DLTensor) -> PyResult<(TensorHead<crate::Host>, Layout)> {
+    Ok(describe::<crate::Host>(t, true)?)
 }
 
 /// The tensor a producer's exchange table gives for `obj`, its device, and the producer's

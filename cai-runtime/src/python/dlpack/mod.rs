@@ -41,6 +41,8 @@ pub use import::dlpack_device_of;
 #[cfg(feature = "testing")]
 pub(crate) use import::numpy_array_import;
 pub(crate) use import::{ImportedTensor, Producer};
+#[cfg(feature = "ndarray")]
+pub(crate) use import::{describe_lent, lent_host, unlent};
 #[doc(hidden)]
 pub use method::dlpack_method;
 pub(crate) use numpy_array::is_ndarray;
@@ -248,7 +250,7 @@ fn dl_dtype(t: &TypeStr, descr: Option<&Descr>) -> Result<DLDataType, DlpackErro
 /// The type string of DLPack type `t`, the way cai's exports write it (native byte order; an
 /// [`Extended`](crate::Extended) type's own), or the field that has no type string.
 #[inline]
-fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
+pub(crate) fn typestr_of(t: DLDataType) -> Result<TypeStr, DlpackError> {
     let field = |field: &str, value: String, why: &str| DlpackError::Field {
         field: format!("dl_tensor.dtype.{field}"),
         value,
