@@ -154,6 +154,60 @@ pub fn checked_nbytes(shape: &[usize], itemsize: usize) -> Option<usize> {
     Some(if empty { 0 } else { bytes })
 }
 
+/// What does not fit in `isize`: the items' bytes ([`checked_nbytes`]), or the extent of an
+/// array with items ([`Layout::extent`]).
+enum Overflow {
+    Bytes,
+    Extent,
+}
+
+/// [`checked_nbytes`], then the extent where there are items, in one pass over the dimensions
+/// (what every strided layout is checked for: the second is `compute_extent`'s arithmetic).
+#[inline]
+fn fits(shape: &[usize], strides: &[isize], itemsize: usize) -> Result<(), Overflow> {
+    const MAX: usize = isize::MAX as usize;
+    if itemsize > MAX {
+        return Err(Overflow::Bytes);
+    }
+    let (mut count, mut empty) = (1usize, false);
+    let (mut lo, mut hi, mut spanned) = (0isize, 0isize, true);
+    for (&d, &s) in shape.iter().zip(strides) {
+        if d > MAX {
+            return Err(Overflow::Bytes);
+        }
+        if d == 0 {
+            empty = true;
+            continue;
+        }
+        count = count
+            .checked_mul(d)
+            .filter(|&n| n <= MAX)
+            .ok_or(Overflow::Bytes)?;
+        // (`d - 1` fits: `d` does.)
+        let span = ((d - 1) as isize).checked_mul(s);
+        let added = span
+            .and_then(|span| Some((lo.checked_add(span.min(0))?, hi.checked_add(span.max(0))?)));
+        match added {
+            Some((l, h)) => (lo, hi) = (l, h),
+            None => spanned = false,
+        }
+    }
+    count
+        .checked_mul(itemsize)
+        .filter(|&n| n <= MAX)
+        .ok_or(Overflow::Bytes)?;
+    // The bytes spanned fit `isize` below the pointer as above it (`lo` may reach
+    // `isize::MIN`, one more than `hi` can).
+    let extent = hi
+        .checked_add(itemsize as isize)
+        .and_then(|hi| hi.checked_sub(lo));
+    if empty || (spanned && extent.is_some()) {
+        Ok(())
+    } else {
+        Err(Overflow::Extent)
+    }
+}
+
 impl Layout {
     /// A contiguous layout in the given order.
     pub fn contiguous(
@@ -253,22 +307,19 @@ impl Layout {
                 strides: strides.into_vec(),
             });
         }
-        if checked_nbytes(&shape, itemsize).is_none() {
-            return Err(LayoutError::ShapeOverflow {
+        match fits(&shape, &strides, itemsize) {
+            Ok(()) => Ok(Layout {
+                shape,
+                strides,
+                itemsize,
+            }),
+            Err(Overflow::Bytes) => Err(LayoutError::ShapeOverflow {
                 shape: shape.into_vec(),
                 itemsize,
-            });
-        }
-        let layout = Layout {
-            shape,
-            strides,
-            itemsize,
-        };
-        match layout.compute_extent() {
-            Some(_) => Ok(layout),
-            None => Err(LayoutError::ExtentOverflow {
-                shape: layout.shape.into_vec(),
-                strides: layout.strides.into_vec(),
+            }),
+            Err(Overflow::Extent) => Err(LayoutError::ExtentOverflow {
+                shape: shape.into_vec(),
+                strides: strides.into_vec(),
             }),
         }
     }

@@ -137,6 +137,48 @@ proptest! {
     }
 
     #[test]
+    fn strided_layouts_are_refused_exactly_where_they_overflow(
+        shape in wild_shape(),
+        strides in prop::collection::vec(prop_oneof![any::<isize>(), -9isize..9], 0..5),
+        itemsize in prop_oneof![0usize..33, any::<usize>()],
+    ) {
+        let n = shape.len().min(strides.len());
+        let (shape, strides) = (&shape[..n], &strides[..n]);
+        // By definition: the items' bytes fit `isize`, then the bytes an array with items
+        // spans, below and above its pointer, do.
+        let extent = || {
+            let (mut lo, mut hi) = (0isize, 0isize);
+            for (&d, &s) in shape.iter().zip(strides) {
+                let span = isize::try_from(d - 1).ok()?.checked_mul(s)?;
+                lo = lo.checked_add(span.min(0))?;
+                hi = hi.checked_add(span.max(0))?;
+            }
+            hi.checked_add(isize::try_from(itemsize).ok()?)?.checked_sub(lo)
+        };
+        let max = isize::MAX as usize;
+        let bytes = shape
+            .iter()
+            .filter(|&&d| d != 0)
+            .try_fold(1usize, |n, &d| n.checked_mul(d).filter(|&n| n <= max))
+            .and_then(|n| n.checked_mul(itemsize))
+            .filter(|&n| n <= max && itemsize <= max && shape.iter().all(|&d| d <= max));
+        let expected = if bytes.is_none() {
+            "shape"
+        } else if !shape.contains(&0) && extent().is_none() {
+            "extent"
+        } else {
+            "ok"
+        };
+        let got = match Layout::strided(shape, strides, itemsize) {
+            Ok(_) => "ok",
+            Err(LayoutError::ShapeOverflow { .. }) => "shape",
+            Err(LayoutError::ExtentOverflow { .. }) => "extent",
+            Err(e) => return Err(TestCaseError::fail(format!("unexpected {e}"))),
+        };
+        prop_assert_eq!(got, expected);
+    }
+
+    #[test]
     fn views_stay_inside_their_base(
         shape in prop::collection::vec(1usize..7, 1..4),
         itemsize in 1usize..9,
