@@ -217,6 +217,9 @@ fn field(
 
 /// What a DLPack tensor describes, and its layout (strides converted to bytes; C order where
 /// the producer gave none), checked field by field. Nothing is allocated up to 4 dimensions.
+/// (Inlined where it is called: its answer, returned through memory, made a profile-guided
+/// build of `cai.from_dlpack` through a table wait on its stores, about 60 ns.)
+#[inline(always)]
 fn describe<S: Space>(
     t: &DLTensor,
     readonly: bool,
