@@ -245,30 +245,37 @@ mod import {
             T: Element + AnyBitPattern,
             D: Dimension,
         {
+            use dlpark::ffi::DLDeviceType;
             let mut t = crate::python::dlpack::unlent();
-            if crate::python::dlpack::lent_host(obj, &mut t)? {
-                let (plan, ptr, extent) = match Plan::of_plain_tensor(&t) {
-                    Some(plain) => plain,
-                    None => {
-                        let (head, layout) = crate::python::dlpack::describe_lent(&t)?;
-                        crate::python::foreign::check_dtype::<T>(&head.typestr, None)?;
-                        let plan = Plan::of(head.data.ptr, &layout)?;
-                        (plan, head.data.ptr, layout.extent())
-                    }
-                };
-                // The claim an import would hold, for the call (released as it drops).
-                let claim = crate::python::claim::Claim::new();
-                let (lo, hi) = crate::python::foreign::claimed_range(ptr, extent);
-                claim.lasting(lo, hi, Access::Shared)?;
-                // SAFETY: the tensor `obj`'s producer lends, valid until control returns to
-                // Python, which it does not while `f` runs (this function's contract): its
-                // memory lives and no Python code writes it; `T` matches its type; the claim
-                // keeps other imports from writing the bytes until it drops, after `f`.
-                return Ok(f(unsafe { plan.view() }));
+            let Some(table) = crate::python::dlpack::lent(obj, &mut t)? else {
+                let a = Self::from_dlpack_with(obj, options, None)?;
+                return Ok(f(a.as_array()?));
+            };
+            if t.device.device_type != DLDeviceType::CPU {
+                // (Host-accessible CUDA memory, ordered after the producer's stream first.)
+                // SAFETY: this function's contract, which is `with_dlpack`'s; `t` was lent now.
+                let viewed =
+                    unsafe { Self::with_lent(obj, table, &t, options, |a| a.as_array().map(f)) };
+                return Ok(viewed??);
             }
-            // SAFETY: this function's contract, which is `with_dlpack`'s.
-            let viewed = unsafe { Self::with_dlpack(obj, options, |a| a.as_array().map(f)) }?;
-            Ok(viewed?)
+            let (plan, ptr, extent) = match Plan::of_plain_tensor(&t) {
+                Some(plain) => plain,
+                None => {
+                    let (head, layout) = crate::python::dlpack::describe_lent(&t)?;
+                    crate::python::foreign::check_dtype::<T>(&head.typestr, None)?;
+                    let plan = Plan::of(head.data.ptr, &layout)?;
+                    (plan, head.data.ptr, layout.extent())
+                }
+            };
+            // The claim an import would hold, for the call (released as it drops).
+            let claim = crate::python::claim::Claim::new();
+            let (lo, hi) = crate::python::foreign::claimed_range(ptr, extent);
+            claim.lasting(lo, hi, Access::Shared)?;
+            // SAFETY: the tensor `obj`'s producer lends, valid until control returns to Python,
+            // which it does not while `f` runs (this function's contract): its memory lives
+            // and no Python code writes it; `T` matches its type; the claim keeps other
+            // imports from writing the bytes until it drops, after `f`.
+            Ok(f(unsafe { plan.view() }))
         }
 
         fn plan<T: Element, D: Dimension>(&self) -> Result<Plan<T, D>, ViewError> {
@@ -340,7 +347,7 @@ mod import {
         }
 
         /// The plan of a lent host tensor that is a plain view of `T`s, with its address and
-        /// extent; `None` for anything else (another type or dimensionality, a missing field,
+        /// extent; `None` for anything else (another device, type or dimensionality, a missing field,
         /// a misaligned address, a size or extent past `isize`). The caller then reads the
         /// tensor as an import reads one ([`describe_lent`](crate::python::dlpack::describe_lent)
         /// and [`Plan::of`]), which takes what this does not, or names what is wrong: this
@@ -353,7 +360,10 @@ mod import {
         where
             T: Element,
         {
-            if crate::python::dlpack::typestr_of(t.dtype).ok()? != T::DTYPE.typestr() {
+            let cpu = dlpark::ffi::DLDeviceType::CPU;
+            if (t.device.device_type, t.device.device_id) != (cpu, 0)
+                || crate::python::dlpack::typestr_of(t.dtype).ok()? != T::DTYPE.typestr()
+            {
                 return None;
             }
             let ndim = usize::try_from(t.ndim)
@@ -492,7 +502,8 @@ mod import {
             format!("{shown:?}")
         };
         let mut t = crate::python::dlpack::unlent();
-        if !crate::python::dlpack::lent_host(obj, &mut t)? {
+        let lent = crate::python::dlpack::lent(obj, &mut t)?.is_some();
+        if !lent || t.device.device_type != dlpark::ffi::DLDeviceType::CPU {
             return Ok(None);
         }
         let plain = Plan::of_plain_tensor(&t).map(show);

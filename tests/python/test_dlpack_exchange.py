@@ -562,6 +562,31 @@ def test_with_dlpack_array_imports_what_is_not_lent():
     assert U.exchange.deleted == 1
 
 
+@pytest.mark.parametrize("device", [(1, 5), (1, -1)])
+def test_with_dlpack_array_refuses_a_host_tensor_of_another_device_id(device):
+    """kDLCPU's only device is 0: the one pass leaves any other to the import's reading,
+    which names it, as every other import does."""
+    T = dx.make_producer_type(dlpack="raise", device=device)
+    a = np.arange(6.0).reshape(2, 3)
+    fast, checked = cai._native._lent_plan_paths(T(a), "<f8")
+    assert fast is None and "dl_tensor.device" in checked
+    with pytest.raises(ValueError, match="dl_tensor.device"):
+        items_through_the_scoped_view(T(a), "f8")
+
+
+def test_with_dlpack_array_asks_the_producer_to_lend_once():
+    """A producer that refuses to lend (a `BufferError`), or lends a tensor the view does not
+    read itself, is asked once: the import goes on from its answer."""
+    a = np.arange(6.0)
+    T = dx.make_producer_type(dlpack="raise", modes={dx.DLTENSOR_FROM_PY: "raise"})
+    assert items_through_the_scoped_view(T(a), "f8") == a.tolist()
+    assert T.exchange.calls[dx.DLTENSOR_FROM_PY] == 1 and T.exchange.calls[dx.FROM_PY] == 1
+    U = dx.make_producer_type(dlpack="raise", modes={dx.DLTENSOR_FROM_PY: "null_out"})
+    with pytest.raises(ValueError, match="dl_tensor.device"):
+        items_through_the_scoped_view(U(a), "f8")
+    assert U.exchange.calls[dx.DLTENSOR_FROM_PY] == 1
+
+
 def test_with_dlpack_array_refuses_what_as_array_refuses():
     s = cai.zeros((2, 3))
     with pytest.raises(TypeError, match="typestr '<f8'.*f32"):
@@ -681,6 +706,7 @@ VIEW_DTYPES = ["f8", "i2", "u1", "c8", "f2", "i8", "u4"]
 LENT = dx.make_producer_type("Lender", dlpack="raise")
 LENT_C = dx.make_producer_type("LenderC", dlpack="raise", null_strides=True)
 LENT_OFFSET = dx.make_producer_type("LenderOffset", dlpack="raise", byte_offset=8)
+LENT_DEVICE = dx.make_producer_type("LenderDevice", dlpack="raise", device=(1, 3))
 
 
 @st.composite
@@ -705,7 +731,8 @@ def lent_arrays(draw):
         big = st.sampled_from([0, 1, -1, 2**40, -(2**40), n, -n, 3])
         strides = [draw(big) * dtype.itemsize + draw(st.sampled_from([0, 0, 1])) for _ in a.shape]
         a = np.lib.stride_tricks.as_strided(a, strides=strides)
-    return a, draw(st.sampled_from(VIEW_DTYPES + [dtype.str] * 3)), draw(st.sampled_from([LENT, LENT_C, LENT_OFFSET]))
+    lenders = [LENT, LENT, LENT_C, LENT_OFFSET, LENT_DEVICE]
+    return a, draw(st.sampled_from(VIEW_DTYPES + [dtype.str] * 3)), draw(st.sampled_from(lenders))
 
 
 @settings(max_examples=400, deadline=None)

@@ -176,14 +176,13 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
 ) -> c_int {
     // SAFETY: this function's contract.
     unsafe {
-        write_made::<C, _>(
+        write_made::<C, _, _>(
             "managed_tensor_from_py_object_no_sync",
             obj,
             out,
-            |obj, e, out| {
-                let made = crate::python::protocol::exchange_tensor(obj, e)?;
+            |obj, e, _| crate::python::protocol::exchange_tensor(obj, e),
+            |made, out| {
                 out.write(made.into_raw());
-                Ok(())
             },
         )
     }
@@ -197,26 +196,29 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
 unsafe extern "C" fn lend<C: ExchangeClass>(obj: *mut c_void, out: *mut DLTensor) -> c_int {
     // SAFETY: this function's contract.
     unsafe {
-        write_made::<C, _>(
+        write_made::<C, _, _>(
             "dltensor_from_py_object_no_sync",
             obj,
             out,
             crate::python::protocol::lent_tensor,
+            |(), _| {},
         )
     }
 }
 
-/// A table function whose `make` writes to `out` what it makes of `obj`, an instance of `C`
-/// (in place: a tensor is written where the consumer reads it, not moved there through each
-/// layer), only once it is made.
+/// A table function: what `make` makes of `obj`, an instance of `C`, handed over to `out` by
+/// `finish` once the exporter is done with (what owns anything is dropped, not handed over,
+/// where the exporter fails after `make`). `make` may write plain values to `out` itself: a
+/// lent tensor is written where the consumer reads it, not moved there through each layer.
 ///
 /// # Safety
 /// Called by a consumer holding the GIL, with `obj` a live object and `out` writable or null.
-unsafe fn write_made<C: ExchangeClass, T>(
+unsafe fn write_made<C: ExchangeClass, M, T>(
     what: &str,
     obj: *mut c_void,
     out: *mut T,
-    make: impl FnOnce(&Bound<'_, PyAny>, &dyn Exporter, &mut MaybeUninit<T>) -> PyResult<()>,
+    make: impl FnOnce(&Bound<'_, PyAny>, &dyn Exporter, &mut MaybeUninit<T>) -> PyResult<M>,
+    finish: impl FnOnce(M, &mut MaybeUninit<T>),
 ) -> c_int {
     guarded(what, true, |py| {
         if obj.is_null() || out.is_null() {
@@ -230,7 +232,9 @@ unsafe fn write_made<C: ExchangeClass, T>(
         // SAFETY: `out` is writable (checked non-null; the caller's contract); as a
         // `MaybeUninit` it is only written, whatever it held.
         let out = unsafe { &mut *out.cast::<MaybeUninit<T>>() };
-        with_exporter_once::<C, _>(&obj, what, |e| make(&obj, e, out))
+        let made = with_exporter_once::<C, _>(&obj, what, |e| make(&obj, e, &mut *out))?;
+        finish(made, out);
+        Ok(())
     })
 }
 

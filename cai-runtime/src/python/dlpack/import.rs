@@ -578,31 +578,46 @@ impl<S: Space> ForeignArray<S> {
         f: impl FnOnce(&ForeignArray<S>) -> R,
     ) -> PyResult<R> {
         let mut t = unlent();
-        if let Some(table) = lent(obj, &mut t)? {
-            let (head, layout) = describe::<S>(&t, true)?;
-            let place =
-                DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
-            let device_id = match place {
-                Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
-                _ => None,
-            };
-            let stream = match place {
-                Some(d) if d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
-                _ => None,
-            };
-            // (No owner: `obj`, borrowed for the call, is what keeps the lent memory alive.)
-            let a = ForeignArray::from_dlpack_parts(
-                head,
-                layout,
-                Held::default(),
-                None,
-                options,
-                Producer::Current(stream),
-                device_id,
-            )?;
-            return Ok(f(&a));
+        match lent(obj, &mut t)? {
+            // SAFETY: this function's contract.
+            Some(table) => unsafe { Self::with_lent(obj, table, &t, options, f) },
+            None => Ok(f(&Self::from_dlpack_with(obj, options, None)?)),
         }
-        Ok(f(&Self::from_dlpack_with(obj, options, None)?))
+    }
+
+    /// [`Self::with_dlpack`]'s view of `t`, the tensor `obj`'s `table` lent.
+    ///
+    /// # Safety
+    /// As [`Self::with_dlpack`]'s, `t` lent by `table` for `obj` in this call.
+    pub(crate) unsafe fn with_lent<R>(
+        obj: &Bound<'_, PyAny>,
+        table: super::exchange::Table,
+        t: &DLTensor,
+        options: &ImportOptions,
+        f: impl FnOnce(&ForeignArray<S>) -> R,
+    ) -> PyResult<R> {
+        let (head, layout) = describe::<S>(t, true)?;
+        let place =
+            DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
+        let device_id = match place {
+            Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
+            _ => None,
+        };
+        let stream = match place {
+            Some(d) if d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
+            _ => None,
+        };
+        // (No owner: `obj`, borrowed for the call, is what keeps the lent memory alive.)
+        let a = ForeignArray::from_dlpack_parts(
+            head,
+            layout,
+            Held::default(),
+            None,
+            options,
+            Producer::Current(stream),
+            device_id,
+        )?;
+        Ok(f(&a))
     }
 
     /// The import of an exact ndarray, from the tensor its `__dlpack__` would export
@@ -675,7 +690,10 @@ pub(crate) fn unlent() -> DLTensor {
 /// cai's own for read-only memory, which a lent tensor cannot mark, though it may still
 /// export it).
 #[inline]
-fn lent(obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<Option<super::exchange::Table>> {
+pub(crate) fn lent(
+    obj: &Bound<'_, PyAny>,
+    out: &mut DLTensor,
+) -> PyResult<Option<super::exchange::Table>> {
     let Some(table) = super::exchange::Table::of(obj)? else {
         return Ok(None);
     };
@@ -685,16 +703,7 @@ fn lent(obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<Option<super::ex
     }
 }
 
-/// Whether `obj`'s exchange table lent a tensor of it in host memory (`kDLCPU`), written to
-/// `out` ([`lent`]); `false` where none is lent or it lies elsewhere (host-accessible CUDA
-/// memory is ordered after the producer's stream first, as `with_dlpack` does).
-#[cfg(feature = "ndarray")]
-#[inline]
-pub(crate) fn lent_host(obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<bool> {
-    Ok(lent(obj, out)?.is_some() && out.device.device_type == dlpark::ffi::DLDeviceType::CPU)
-}
-
-/// What an import reads of a lent host tensor ([`lent_host`]): its head and layout, checked
+/// What an import reads of a lent host tensor ([`lent`]): its head and layout, checked
 /// field by field as any import's tensor, read-only as [`ForeignArray::with_dlpack`]'s lent
 /// views are.
 #[cfg(feature = "ndarray")]

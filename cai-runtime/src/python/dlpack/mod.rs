@@ -42,7 +42,7 @@ pub use import::dlpack_device_of;
 pub(crate) use import::numpy_array_import;
 pub(crate) use import::{ImportedTensor, Producer};
 #[cfg(feature = "ndarray")]
-pub(crate) use import::{describe_lent, lent_host, unlent};
+pub(crate) use import::{describe_lent, lent, unlent};
 #[doc(hidden)]
 pub use method::dlpack_method;
 pub(crate) use numpy_array::is_ndarray;
