@@ -300,15 +300,7 @@ mod import {
             let mut strides = D::zeros(ndim);
             shape.slice_mut().copy_from_slice(layout.shape());
             if layout.is_empty() {
-                // No item is read: any aligned pointer and C strides do.
-                let ptr = std::ptr::NonNull::<T>::dangling().as_ptr();
-                let strides = shape.default_strides();
-                return Ok(Plan {
-                    shape,
-                    strides,
-                    invert: Vec::new(),
-                    ptr,
-                });
+                return Ok(Self::empty(shape));
             }
             let size = size_of::<T>() as isize;
             let misaligned = || ViewError::Misaligned {
@@ -320,30 +312,69 @@ mod import {
             if !(ptr as usize).is_multiple_of(align_of::<T>()) {
                 return Err(misaligned());
             }
-            // From the item at the lowest address along every axis, with positive strides.
-            let mut low = 0isize;
-            let mut invert = Vec::new();
             for (axis, (&d, &s)) in layout.shape().iter().zip(layout.strides()).enumerate() {
-                if d == 1 {
-                    continue; // its stride is never used: any will do (0)
-                }
-                if s % size != 0 {
-                    return Err(misaligned());
-                }
-                strides[axis] = (s / size).unsigned_abs();
-                if s < 0 {
-                    // Inside the validated extent: no overflow.
-                    low += (d as isize - 1) * s;
-                    invert.push(axis);
+                // (A stride of a dimension of 1 is never used: any will do.)
+                if d != 1 {
+                    if s % size != 0 {
+                        return Err(misaligned());
+                    }
+                    strides[axis] = (s / size) as usize;
                 }
             }
-            let ptr = (ptr as usize as *mut u8).wrapping_offset(low).cast::<T>();
-            Ok(Plan {
+            // (It cannot fail: the layout's extent was checked where it was made.)
+            let (plan, _) = Self::from_corner(ptr, shape, strides, size).ok_or_else(misaligned)?;
+            Ok(plan)
+        }
+
+        /// The plan of an array with no items: none is read, so any aligned pointer and C
+        /// strides do.
+        #[inline]
+        fn empty(shape: D) -> Self {
+            Plan {
+                strides: shape.default_strides(),
+                shape,
+                invert: Vec::new(),
+                ptr: std::ptr::NonNull::<T>::dangling().as_ptr(),
+            }
+        }
+
+        /// The plan of the items at `ptr` with `shape` and item `strides` (signed, as `usize`
+        /// bits) of `item` bytes, from the item at the lowest address along every axis, with
+        /// positive strides; and the bytes it spans from `ptr`. `None` where those do not fit
+        /// `isize`. (Inlined: its answer, returned through memory out of line, made the
+        /// one-pass view wait on its stores.)
+        #[inline(always)]
+        fn from_corner(
+            ptr: u64,
+            shape: D,
+            mut strides: D,
+            item: isize,
+        ) -> Option<(Self, crate::layout::Extent)> {
+            let (mut lo, mut hi, mut invert) = (0isize, 0isize, Vec::new());
+            for axis in 0..shape.ndim() {
+                let (d, s) = (shape[axis], strides[axis] as isize);
+                if d == 1 {
+                    strides[axis] = 0; // never used: any will do (0)
+                    continue;
+                }
+                let span = (d as isize - 1).checked_mul(s)?.checked_mul(item)?;
+                if span < 0 {
+                    lo = lo.checked_add(span)?;
+                    invert.push(axis);
+                } else {
+                    hi = hi.checked_add(span)?;
+                }
+                strides[axis] = s.unsigned_abs();
+            }
+            let hi = hi.checked_add(item)?;
+            hi.checked_sub(lo)?;
+            let plan = Plan {
                 shape,
                 strides,
                 invert,
-                ptr,
-            })
+                ptr: (ptr as usize as *mut u8).wrapping_offset(lo).cast::<T>(),
+            };
+            Some((plan, crate::layout::Extent { lo, hi }))
         }
 
         /// The plan of a lent host tensor that is a plain view of `T`s, with its address and
@@ -374,25 +405,24 @@ mod import {
             }
             let item = isize::try_from(size_of::<T>()).ok()?;
             let mut shape = D::zeros(ndim);
-            let mut count = 1isize;
+            let (mut count, mut empty) = (1isize, false);
             // SAFETY: DLPack: a non-null shape points to `ndim` int64s, alive while the tensor
             // is lent (for the call); none is read where `ndim` is 0.
             for (i, n) in unsafe { crate::python::dlpack::int64s(t.shape, ndim) }.enumerate() {
                 shape[i] = usize::try_from(n).ok()?;
-                if n != 0 {
-                    count = count.checked_mul(isize::try_from(n).ok()?)?;
+                match n {
+                    0 => empty = true,
+                    n => count = count.checked_mul(isize::try_from(n).ok()?)?,
                 }
             }
             count.checked_mul(item)?;
-            let empty = shape.slice().contains(&0);
             let data = (t.data as u64).checked_add(t.byte_offset)?;
             if t.data.is_null() && !empty {
                 return None;
             }
             // The item strides: the tensor's, or C order's where it gives none.
             let mut strides = D::zeros(ndim);
-            let strided = !t.strides.is_null();
-            if strided {
+            if !t.strides.is_null() {
                 // SAFETY: as the shape's.
                 let given = unsafe { crate::python::dlpack::int64s(t.strides, ndim) };
                 for (i, s) in given.enumerate() {
@@ -408,47 +438,13 @@ mod import {
                 }
             }
             if empty {
-                // No item is read: any aligned pointer and C strides do (as `Plan::of`).
-                let ptr = std::ptr::NonNull::<T>::dangling().as_ptr();
-                let strides = shape.default_strides();
-                let plan = Plan {
-                    shape,
-                    strides,
-                    invert: Vec::new(),
-                    ptr,
-                };
-                return Some((plan, data, None));
+                return Some((Self::empty(shape), data, None));
             }
             if !data.is_multiple_of(align_of::<T>() as u64) {
                 return None;
             }
-            // From the item at the lowest address along every axis, with positive strides.
-            let (mut lo, mut hi, mut invert) = (0isize, 0isize, Vec::new());
-            for axis in 0..ndim {
-                let (d, s) = (shape[axis], strides[axis] as isize);
-                if d == 1 {
-                    strides[axis] = 0; // never used: any will do (0)
-                    continue;
-                }
-                let span = (d as isize - 1).checked_mul(s)?.checked_mul(item)?;
-                if span < 0 {
-                    lo = lo.checked_add(span)?;
-                    invert.push(axis);
-                } else {
-                    hi = hi.checked_add(span)?;
-                }
-                strides[axis] = s.unsigned_abs();
-            }
-            let hi = hi.checked_add(item)?;
-            hi.checked_sub(lo)?;
-            let ptr = (data as usize as *mut u8).wrapping_offset(lo).cast::<T>();
-            let plan = Plan {
-                shape,
-                strides,
-                invert,
-                ptr,
-            };
-            Some((plan, data, Some(crate::layout::Extent { lo, hi })))
+            let (plan, extent) = Self::from_corner(data, shape, strides, item)?;
+            Some((plan, data, Some(extent)))
         }
 
         /// The view the plan describes.
