@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the cai wheel with profile-guided optimization, as its wheels are meant to be built:
 # an instrumented build (with the test suite's hooks) runs the host test suite (tests/python)
-# as its training, and the wheel is built again from the profile that run recorded. The
+# and the everyday exchanges, repeated (scripts/pgo-train.py), as its training, and the wheel is built again from the profile that run recorded. The
 # profile puts the paths the tests take often where the processor fetches them fast: the DLPack
 # exchanges run 10-30% faster than from a plain `maturin build --release` (docs/performance.md).
 #
@@ -58,13 +58,16 @@ CAI_WHEEL_BUILD=instrumented CARGO_ENCODED_RUSTFLAGS=$(encoded_flags "-Cprofile-
     --target "$host" -o "$work/gen-wheel"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps \
     --target "$work/gen-site" "$work"/gen-wheel/cai_arrays-*.whl
-echo "== PGO 2/3: training, the host test suite on the instrumented wheel"
+echo "== PGO 2/3: training, the host test suite and scripts/pgo-train.py on the instrumented wheel"
 cargo build --quiet -p cai-oracle
 oracle="$(cargo metadata --format-version 1 --no-deps \
     | .venv/bin/python -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')/debug/cai-oracle"
 # (Seeded: the same cases every time, so one source gives one profile, threads' timing aside.)
 PYTHONPATH="$work/gen-site" CAI_ORACLE="$oracle" PYTHONHASHSEED=0 \
     .venv/bin/python -m pytest tests/python -q -p no:cacheprovider --hypothesis-seed=0
+# Then the exchanges a program repeats, repeated: the test suite runs them no more often than
+# the error paths around them (scripts/pgo-train.py says why).
+PYTHONPATH="$work/gen-site" .venv/bin/python scripts/pgo-train.py
 "$profdata" merge -o "$work/cai.profdata" "$work/data"
 echo "== PGO 3/3: the wheel built from the profile"
 # (Named by its content: cargo rebuilds when its flags change, and a file's content is none of
