@@ -7,7 +7,7 @@
 //! it); a capsule dropped unconsumed (still named `dltensor...`) calls the deleter itself.
 
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use dlpark::DlpackFlags;
 use dlpark::ffi::{
@@ -253,12 +253,20 @@ fn consumer_stream(s: &Bound<'_, PyAny>) -> PyResult<ConsumerStream> {
     })
 }
 
-/// Exported tensors not yet deleted, for leak tests: every capsule cai made adds one until its
-/// deleter runs (by the consumer, or by the capsule when it is dropped unconsumed).
+/// Exported tensors not yet deleted, for leak tests: every tensor cai exports (a capsule, or
+/// through the exchange table) adds one until its deleter runs (by the consumer, or by the
+/// capsule when it is dropped unconsumed).
+///
+/// The count begins at the first call: the tensors exported before it are not counted, so
+/// call it once before what a test measures (as `before = live_exports()` does). Until a
+/// program asks, its exports pay no shared counter (two locked instructions on every export).
 pub fn live_exports() -> usize {
+    COUNTING.store(true, Ordering::SeqCst);
     LIVE.load(Ordering::SeqCst)
 }
 
+/// Whether [`live_exports`] was called: exports are counted from then on.
+static COUNTING: AtomicBool = AtomicBool::new(false);
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// What keeps an exported tensor's memory alive.
@@ -325,11 +333,15 @@ struct Exported<M> {
     shape: Dims,
     strides: Dims,
     _keep: Keep,
+    /// Whether this export counts in [`LIVE`] (it was made once counting began).
+    counted: bool,
 }
 
 impl<M> Drop for Exported<M> {
     fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::SeqCst);
+        if self.counted {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -417,7 +429,11 @@ impl ManagedExport {
         keep: Keep,
         versioned: bool,
     ) -> Self {
-        LIVE.fetch_add(1, Ordering::SeqCst);
+        // (A plain load: the counter itself is touched only once a test asked for it.)
+        let counted = COUNTING.load(Ordering::Relaxed);
+        if counted {
+            LIVE.fetch_add(1, Ordering::SeqCst);
+        }
         // Each field written where it stays (a block is ~300 bytes, moved otherwise), and the
         // dimensions' pointers taken there.
         let mut block = Box::<Exported<M>>::new_uninit();
@@ -429,6 +445,7 @@ impl ManagedExport {
             std::ptr::addr_of_mut!((*p).shape).write(Dims::from_slice(shape));
             std::ptr::addr_of_mut!((*p).strides).write(Dims::from_slice(strides));
             std::ptr::addr_of_mut!((*p)._keep).write(keep);
+            std::ptr::addr_of_mut!((*p).counted).write(counted);
             block.assume_init()
         };
         let block = Box::into_raw(block);
