@@ -86,6 +86,26 @@ def test_cai_reads_its_own_device_table():
     assert (np.frombuffer(v.copy_to_host(), dtype=np.uint8)[-64:] == 9).all()
 
 
+def test_cai_reads_its_own_device_storages_through_the_lent_tensor():
+    """cai's storages lend a tensor valid while they live: cai.from_dlpack reads it in place and
+    holds the storage (told by a weak reference: the CUDA wheel has no counting hook)."""
+    import weakref
+
+    for kw in ({}, {"managed": "cuda"}):
+        s = cai.ones((4, 5), device="gpu", dtype=np.float32, **kw)
+        ref = weakref.ref(s)
+        lent = dx.call_dltensor_from_py(type(s), s)
+        v = cai.from_dlpack(s)
+        assert isinstance(v, cai.CudaArrayView) and v.ptr == lent.data and v.shape == (4, 5)
+        del s
+        gc.collect()
+        assert ref() is not None  # the view holds its producer
+        assert (np.frombuffer(v.copy_to_host(), dtype=np.float32) == 1).all()
+        del v
+        gc.collect()
+        assert ref() is None
+
+
 @pytest.mark.skipif(not EMULATED, reason="a bogus stream handle is undefined behaviour on a real driver; the emulator reports it")
 def test_a_bogus_current_work_stream_is_named():
     # A tensor said to be on device 0 (its pointer unchecked), with a stream that is none.

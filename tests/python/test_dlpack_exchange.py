@@ -4,6 +4,7 @@ producers of dlpack_exchange.py)."""
 
 import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -631,17 +632,58 @@ def test_with_dlpack_imports_what_cais_table_will_not_lend():
         assert readonly and owned
 
 
-def test_cai_consumes_its_own_table():
+@pytest.mark.parametrize("through_a_view", [False, True], ids=["storage", "view"])
+def test_cai_consumes_its_own_table_through_the_lent_tensor(through_a_view):
+    # cai's own lending classes lend a tensor valid while the object lives: the import reads it
+    # and holds the object, with no managed tensor exported (nothing to delete).
     before = live_exports()
-    s = cai.zeros((2, 3), dtype=np.int16)
+    storage = cai.zeros((2, 3), dtype=np.int16)
+    ref = weakref.ref(storage)
+    s = cai.from_dlpack(storage) if through_a_view else storage
     np.from_dlpack(s)[:] = 4
     v = cai.from_dlpack(s)
     assert isinstance(v, cai.HostArrayView)
-    np.testing.assert_array_equal(np.asarray(v), 4)
+    assert live_exports() == before
+    address = np.from_dlpack(s).ctypes.data
+    del s, storage
+    gc.collect()
+    assert ref() is not None  # the view holds its producer
+    a = np.asarray(v)
+    assert a.ctypes.data == address and a.flags.writeable
+    np.testing.assert_array_equal(a, 4)
+    a[0, 0] = 7
+    assert np.asarray(ref())[0, 0] == 7
+    del v, a
+    gc.collect()
+    assert ref() is None
+    assert live_exports() == before
+
+
+def test_cai_imports_its_own_read_only_storage_through_the_managed_tensor():
+    # A lent tensor cannot say "read-only": such a storage's table lends nothing, and its
+    # managed tensor (flagged read-only) is imported instead.
+    a = np.arange(6.0).reshape(2, 3)
+    a.flags.writeable = False
+    s = cai.as_storage(a)
+    before = live_exports()
+    v = cai.from_dlpack(s)
     assert live_exports() == before + 1
+    assert not np.asarray(v).flags.writeable
+    np.testing.assert_array_equal(np.asarray(v), a)
     del v
     gc.collect()
     assert live_exports() == before
+
+
+@pytest.mark.parametrize("make", [lambda a: cai.as_storage(a), lambda a: cai.from_dlpack(cai.as_storage(a))], ids=["storage", "view"])
+def test_a_rust_import_of_cais_own_table_writes_in_place(make):
+    # ForeignArray::from_dlpack (the Rust-side import `scale` makes) reads the lent tensor as
+    # cai.from_dlpack does: writable, in place.
+    a = np.arange(6.0).reshape(2, 3)
+    s = make(a)
+    cai.examples.scale(s, 2.0)
+    np.testing.assert_array_equal(np.asarray(s), np.arange(6.0).reshape(2, 3) * 2)
+    np.testing.assert_array_equal(a, np.arange(6.0).reshape(2, 3) * 2)
 
 
 # --- fuzzing: any combination of misbehaviours ----------------------------------------------

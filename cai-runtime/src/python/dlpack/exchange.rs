@@ -87,6 +87,12 @@ pub fn exchange_api<C: ExchangeClass>(py: Python<'_>) -> PyResult<Bound<'_, PyAn
         current_work_stream: Some(current_work_stream),
     }));
     let p = std::ptr::from_ref(table).cast_mut().cast::<c_void>();
+    if C::lends() {
+        OWN_LENDING_TABLES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(p as usize);
+    }
     // SAFETY: a non-null pointer to a table that is never freed, and a static name; no
     // destructor (the table outlives the capsule).
     let capsule = unsafe { ffi::PyCapsule_New(p, EXCHANGE_API.as_ptr(), None) };
@@ -470,7 +476,17 @@ impl DlpackView {
 /// A producer's table, found on its type ([`Table::of`]); the capsule holding it is kept by
 /// the cache, so the table outlives every use even where a producer frees it with its capsule.
 #[derive(Clone, Copy)]
-pub(crate) struct Table(&'static DLPackExchangeAPI);
+pub(crate) struct Table {
+    api: &'static DLPackExchangeAPI,
+    /// One of this extension's own tables that lend ([`OWN_LENDING_TABLES`]).
+    lends_for_life: bool,
+}
+
+/// The addresses of the tables [`exchange_api`] made for classes that lend: theirs lend a
+/// tensor valid for as long as the object lives, since their sides never change (a lent tensor
+/// is valid only until control returns to Python, for any other producer). Read when a type's
+/// table is first found, never on an exchange.
+static OWN_LENDING_TABLES: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
 
 /// A table found on a type, with the capsule holding it.
 struct Found {
@@ -605,7 +621,14 @@ impl Table {
                         .into());
                     }
                 }
-                return Ok(Some(Table(t)));
+                let lends_for_life = OWN_LENDING_TABLES
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(&(header as usize));
+                return Ok(Some(Table {
+                    api: t,
+                    lends_for_life,
+                }));
             }
             header = h.prev_api;
         }
@@ -617,7 +640,7 @@ impl Table {
     pub(crate) fn managed(self, obj: &Bound<'_, PyAny>) -> PyResult<ImportedTensor> {
         let py = obj.py();
         let f = self
-            .0
+            .api
             .managed_tensor_from_py_object_no_sync
             .expect("checked by `read`");
         let mut out: *mut DLManagedTensorVersioned = std::ptr::null_mut();
@@ -641,11 +664,18 @@ impl Table {
         })
     }
 
+    /// Whether this is a table of this extension's own that lends: its lent tensor is valid
+    /// for as long as the object lives (not only until control returns to Python), as the
+    /// managed tensor it would export is, which holds nothing but the object.
+    pub(crate) fn lends_for_life(self) -> bool {
+        self.lends_for_life
+    }
+
     /// `dltensor_from_py_object_no_sync(obj)`, where the table has it: a tensor written to
     /// `out`, valid until this call's caller returns (`false`: the producer does not lend
     /// tensors, and `out` is as it was).
     pub(crate) fn borrowed(self, obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<bool> {
-        let Some(f) = self.0.dltensor_from_py_object_no_sync else {
+        let Some(f) = self.api.dltensor_from_py_object_no_sync else {
             return Ok(false);
         };
         // SAFETY: the producer's function, given an instance of the type its table was found
@@ -662,7 +692,7 @@ impl Table {
         py: Python<'_>,
         device: DlpackDevice,
     ) -> PyResult<crate::stream::Stream> {
-        let f = self.0.current_work_stream.expect("checked by `read`");
+        let f = self.api.current_work_stream.expect("checked by `read`");
         let (kind, id) = device.to_pair();
         let mut out: *mut c_void = std::ptr::null_mut();
         // SAFETY: the producer's function with a device and a writable out-pointer, called

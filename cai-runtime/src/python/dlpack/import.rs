@@ -485,6 +485,10 @@ impl<S: Space> ForeignArray<S> {
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
         {
+            let mut t = unlent();
+            if let Some((_, producer)) = own_lent(obj, table, &mut t, check_space::<S>)? {
+                return Self::from_own_lent(&t, obj, options, producer);
+            }
             let (tensor, _, producer) = from_table(obj, table, check_space::<S>)?;
             return Self::from_tensor(tensor, Some(obj), options, producer);
         }
@@ -651,17 +655,83 @@ impl<S: Space> ForeignArray<S> {
         // A legacy capsule cannot say "read-only" (JAX exports only those, and its arrays are
         // immutable): imported read-only, as NumPy imports it.
         let readonly = !tensor.versioned || flags.contains(DlpackFlags::READ_ONLY);
-        let (head, layout) = describe::<S>(tensor.tensor(), readonly)?;
-        let device = &tensor.tensor().device;
-        let place = DlpackDevice::from_pair(device.device_type.0 as i64, device.device_id as i64);
-        let device_id = match place {
-            Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
-            _ => None,
-        };
+        let (head, layout, device_id) = describe_placed::<S>(tensor.tensor(), readonly)?;
         let mut held = Held::default();
         held.tensor(tensor);
         ForeignArray::from_dlpack_parts(head, layout, held, owner, options, producer, device_id)
     }
+
+    /// The import of a tensor one of cai's own classes lent ([`own_lent`]): it holds `obj`
+    /// alone, as the tensor the class would export holds it. Writable: a lent tensor is never
+    /// of read-only memory, which cai's classes refuse to lend.
+    fn from_own_lent(
+        t: &DLTensor,
+        obj: &Bound<'_, PyAny>,
+        options: &ImportOptions,
+        producer: Producer,
+    ) -> PyResult<Self> {
+        let (head, layout, device_id) = describe_placed::<S>(t, false)?;
+        let held = Held::default();
+        ForeignArray::from_dlpack_parts(head, layout, held, Some(obj), options, producer, device_id)
+    }
+}
+
+/// [`describe`], with the CUDA device the tensor names (`None` for the host's memory).
+#[inline(always)]
+fn describe_placed<S: Space>(
+    t: &DLTensor,
+    readonly: bool,
+) -> Result<(TensorHead<S>, Layout, Option<u32>), DlpackError> {
+    let (head, layout) = describe::<S>(t, readonly)?;
+    let place = DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
+    let device_id = match place {
+        Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
+        _ => None,
+    };
+    Ok((head, layout, device_id))
+}
+
+/// The tensor one of cai's own classes lends of `obj` ([`Table::lends_for_life`]), written
+/// to `out`, with its device (which `check` accepted) and the producer's current work stream;
+/// `None` where `table` is not such a table, or `obj` lends nothing (read-only memory, which a
+/// lent tensor cannot mark: its managed tensor says it). Such a tensor is valid for as long as
+/// `obj` lives: the import reads it and holds `obj`, where the managed tensor's export would
+/// make a tensor that holds `obj` and nothing else, and a deleter to free it.
+///
+/// [`Table::lends_for_life`]: super::exchange::Table::lends_for_life
+fn own_lent(
+    obj: &Bound<'_, PyAny>,
+    table: super::exchange::Table,
+    out: &mut DLTensor,
+    check: impl FnOnce(DlpackDevice) -> Result<(), DlpackError>,
+) -> PyResult<Option<(DlpackDevice, Producer)>> {
+    if !table.lends_for_life() {
+        return Ok(None);
+    }
+    match table.borrowed(obj, out) {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyBufferError>(obj.py()) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    }
+    let d = &out.device;
+    let device =
+        DlpackDevice::from_pair(d.device_type.0 as i64, d.device_id as i64).ok_or_else(|| {
+            DlpackError::Capsule(format!(
+                "cai's own dltensor_from_py_object_no_sync lent a tensor of device ({}, {})",
+                d.device_type.0, d.device_id
+            ))
+        })?;
+    check(device)?;
+    // (As `from_table` asks: the table orders nothing, the import orders the stream.)
+    let stream = if device.is_cuda() {
+        Some(table.current_work_stream(obj.py(), device)?)
+    } else {
+        None
+    };
+    Ok(Some((device, Producer::Current(stream))))
 }
 
 /// A tensor for a table's `dltensor_from_py_object_no_sync` to write, all zeros.
@@ -750,6 +820,14 @@ impl super::AnyForeignArray {
         if copy.is_none()
             && let Some(table) = super::exchange::Table::of(obj)?
         {
+            let mut t = unlent();
+            if let Some((device, producer)) = own_lent(obj, table, &mut t, |_| Ok(()))? {
+                return Ok(if device.is_cuda() {
+                    A::Device(ForeignArray::from_own_lent(&t, obj, options, producer)?)
+                } else {
+                    A::Host(ForeignArray::from_own_lent(&t, obj, options, producer)?)
+                });
+            }
             let (tensor, device, producer) = from_table(obj, table, |_| Ok(()))?;
             return Ok(if device.is_cuda() {
                 A::Device(ForeignArray::from_tensor(
