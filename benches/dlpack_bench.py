@@ -12,8 +12,9 @@ measured in the same process (never asserted: timings vary by machine).
       `__array_interface__` (`cai.as_host_array(x)`).
 
   (c) the C exchange table (`__dlpack_c_exchange_api__`): `cai.from_dlpack` of a producer with
-      one (a cai storage; a tvm-ffi tensor where tvm-ffi is installed) against
-      `numpy.from_dlpack(numpy_array)` (P7, target <= 0.75x); the Rust-side scoped import
+      one (a cai storage, read through the tensor it lends; a tvm-ffi tensor where tvm-ffi is
+      installed) against `numpy.from_dlpack(numpy_array)` (P7, target <= 0.75x), and of a
+      read-only cai storage, which lends none (its managed tensor, for reference); the Rust-side scoped import
       (`ForeignArray::with_dlpack`: a tensor cai's `dltensor_from_py_object_no_sync` lends; and
       tvm-ffi's, which lends none; `ForeignArray::with_dlpack_array`, the lent tensor read as an
       ndarray view, no import made) (target <= 0.3x); and `tvm_ffi.from_dlpack` of a cai storage against
@@ -79,6 +80,10 @@ def main():
 
     print(f"(c) the exchange table: against numpy.from_dlpack(numpy array) = {ns(numpy_ref)}")
     row("cai.from_dlpack(cai storage)  [cai's table]", best("f(s)", n, f=cai.from_dlpack, s=s), numpy_ref, 0.75)
+    frozen = np.zeros((rows, cols))
+    frozen.flags.writeable = False
+    ro = cai.as_storage(frozen)  # lends nothing (read-only): its managed tensor is imported
+    row("cai.from_dlpack(read-only cai storage)  [cai's table, managed tensor]", best("f(s)", n, f=cai.from_dlpack, s=ro), numpy_ref)
     with_hook = getattr(cai._native, "_with_dlpack_ns", None)
     if with_hook is not None:
         lent = min(with_hook(s, n)[0] for _ in range(7)) * 1e-9

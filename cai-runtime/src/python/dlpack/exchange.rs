@@ -91,7 +91,7 @@ pub fn exchange_api<C: ExchangeClass>(py: Python<'_>) -> PyResult<Bound<'_, PyAn
         OWN_LENDING_TABLES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(p as usize);
+            .push((p as usize, own_lend::<C>));
     }
     // SAFETY: a non-null pointer to a table that is never freed, and a static name; no
     // destructor (the table outlives the capsule).
@@ -192,6 +192,21 @@ unsafe extern "C" fn from_py_object<C: ExchangeClass>(
             },
         )
     }
+}
+
+/// What one of this extension's own tables lends, called from Rust by cai's imports
+/// ([`Table::own_lend`]): `false`, nothing written and no exception made, for read-only
+/// memory, which the table's C function refuses with a `BufferError`.
+pub(crate) type OwnLend = for<'py> fn(&Bound<'py, PyAny>, &mut DLTensor) -> PyResult<bool>;
+
+/// [`OwnLend`] of class `C`.
+fn own_lend<C: ExchangeClass>(obj: &Bound<'_, PyAny>, out: &mut DLTensor) -> PyResult<bool> {
+    // SAFETY: `MaybeUninit<DLTensor>` has `DLTensor`'s layout, and only whole tensors are
+    // written through it: `out` stays initialized.
+    let out = unsafe { &mut *std::ptr::from_mut(out).cast::<MaybeUninit<DLTensor>>() };
+    with_exporter_once::<C, _>(obj, "dltensor_from_py_object_no_sync", |e| {
+        crate::python::protocol::lend_tensor(obj, e, out, true)
+    })
 }
 
 /// `dltensor_from_py_object_no_sync`: a tensor lent while `obj` lives unchanged (until control
@@ -478,15 +493,17 @@ impl DlpackView {
 #[derive(Clone, Copy)]
 pub(crate) struct Table {
     api: &'static DLPackExchangeAPI,
-    /// One of this extension's own tables that lend ([`OWN_LENDING_TABLES`]).
-    lends_for_life: bool,
+    /// Where this is one of this extension's own tables that lend ([`OWN_LENDING_TABLES`]):
+    /// its lending, called from Rust.
+    own: Option<OwnLend>,
 }
 
-/// The addresses of the tables [`exchange_api`] made for classes that lend: theirs lend a
-/// tensor valid for as long as the object lives, since their sides never change (a lent tensor
-/// is valid only until control returns to Python, for any other producer). Read when a type's
-/// table is first found, never on an exchange.
-static OWN_LENDING_TABLES: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+/// The addresses of the tables [`exchange_api`] made for classes that lend, with their
+/// lending: theirs lend a tensor valid for as long as the object lives, since their sides never
+/// change (a lent tensor is valid only until control returns to Python, for any other
+/// producer). Read when a type's table is first found, never on an exchange.
+static OWN_LENDING_TABLES: std::sync::Mutex<Vec<(usize, OwnLend)>> =
+    std::sync::Mutex::new(Vec::new());
 
 /// A table found on a type, with the capsule holding it.
 struct Found {
@@ -621,14 +638,13 @@ impl Table {
                         .into());
                     }
                 }
-                let lends_for_life = OWN_LENDING_TABLES
+                let own = OWN_LENDING_TABLES
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .contains(&(header as usize));
-                return Ok(Some(Table {
-                    api: t,
-                    lends_for_life,
-                }));
+                    .iter()
+                    .find(|(table, _)| *table == header as usize)
+                    .map(|(_, lend)| *lend);
+                return Ok(Some(Table { api: t, own }));
             }
             header = h.prev_api;
         }
@@ -664,11 +680,12 @@ impl Table {
         })
     }
 
-    /// Whether this is a table of this extension's own that lends: its lent tensor is valid
-    /// for as long as the object lives (not only until control returns to Python), as the
-    /// managed tensor it would export is, which holds nothing but the object.
-    pub(crate) fn lends_for_life(self) -> bool {
-        self.lends_for_life
+    /// The lending of one of this extension's own tables that lend (`None` for any other
+    /// table): its lent tensor is valid for as long as the object lives (not only until
+    /// control returns to Python), as the managed tensor it would export is, which holds
+    /// nothing but the object.
+    pub(crate) fn own_lend(self) -> Option<OwnLend> {
+        self.own
     }
 
     /// `dltensor_from_py_object_no_sync(obj)`, where the table has it: a tensor written to

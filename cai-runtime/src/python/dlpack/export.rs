@@ -908,6 +908,12 @@ impl Template {
         })
     }
 
+    /// Whether the memory is read-only (which a lent tensor cannot say: [`Self::lend`] refuses
+    /// it).
+    pub(crate) fn readonly(&self) -> bool {
+        self.readonly
+    }
+
     /// The tensor `dltensor_from_py_object_no_sync` lends, written to `out`: this template's,
     /// its shape and strides pointing into it (valid while it is, as long as the exporter). For device
     /// memory, `x` is the export now: cai's current work stream (the legacy default stream)

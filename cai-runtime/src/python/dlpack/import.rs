@@ -691,24 +691,24 @@ fn describe_placed<S: Space>(
     Ok((head, layout, device_id))
 }
 
-/// The tensor one of cai's own classes lends of `obj` ([`Table::lends_for_life`]), written
-/// to `out`, with its device (which `check` accepted) and the producer's current work stream;
+/// The tensor one of cai's own classes lends of `obj` ([`Table::own_lend`]), written to
+/// `out`, with its device (which `check` accepted) and the producer's current work stream;
 /// `None` where `table` is not such a table, or `obj` lends nothing (read-only memory, which a
 /// lent tensor cannot mark: its managed tensor says it). Such a tensor is valid for as long as
 /// `obj` lives: the import reads it and holds `obj`, where the managed tensor's export would
 /// make a tensor that holds `obj` and nothing else, and a deleter to free it.
 ///
-/// [`Table::lends_for_life`]: super::exchange::Table::lends_for_life
+/// [`Table::own_lend`]: super::exchange::Table::own_lend
 fn own_lent(
     obj: &Bound<'_, PyAny>,
     table: super::exchange::Table,
     out: &mut DLTensor,
     check: impl FnOnce(DlpackDevice) -> Result<(), DlpackError>,
 ) -> PyResult<Option<(DlpackDevice, Producer)>> {
-    if !table.lends_for_life() {
+    let Some(lend) = table.own_lend() else {
         return Ok(None);
-    }
-    match table.borrowed(obj, out) {
+    };
+    match lend(obj, out) {
         Ok(true) => {}
         Ok(false) => return Ok(None),
         Err(e) if e.is_instance_of::<pyo3::exceptions::PyBufferError>(obj.py()) => {
