@@ -910,3 +910,14 @@ def test_max_version_is_read_on_every_call():
         assert sys.getrefcount(u) == held
     with pytest.raises(ValueError, match="max_version"):
         s.__dlpack__(max_version=(-1, 0))
+
+
+@pytest.mark.parametrize("make", ["cai.from_dlpack(v)", "cai.as_host_array(v)", "cai.as_storage(v)"])
+def test_a_long_chain_of_views_is_released_without_a_crash(make):
+    # Each view holds the one it was made of, so releasing the last releases the chain, one
+    # link inside the other: without a trashcan (CPython's, which PyO3's deallocation lacks) the
+    # C stack overflowed past some 20,000 links, a segfault. NumPy's own chain of 100,000
+    # `a = np.from_dlpack(a)` is released fine. In a process of its own.
+    code = f"import gc, cai\nv = cai.zeros((4,))\nfor _ in range(100_000):\n    v = {make}\ndel v\ngc.collect()\nprint('released')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, "released"), done.stderr[-500:]

@@ -81,14 +81,97 @@ impl Drop for Held {
         }
         let nothing = owner_only && self.owner.is_none();
         if !nothing {
-            super::errors::calling_foreign_code("the release of what an import held", || {
-                self.objects.clear();
-                self.buffers.clear();
-                self.tensors.clear();
-                drop(self.pinned.take());
-                drop(self.owner.take());
-            });
+            let taken = std::mem::take(self);
+            // Inside another `Held`'s release (a chain of views, each holding the one it was
+            // made of): queued for the outermost release, which runs the queue in a loop, so
+            // that the C stack does not grow with the chain (CPython's "trashcan", which
+            // PyO3's deallocation lacks).
+            let taken = match defer_release(taken) {
+                Deferred::Queued => return,
+                // (This thread's queue cannot be read: released at once, as it always was.)
+                Deferred::Unqueued(mut held) => return held.release_now(),
+                Deferred::Outermost(held) => held,
+            };
+            let _outermost = Releasing;
+            let mut next = Some(taken);
+            while let Some(mut held) = next {
+                held.release_now();
+                next = RELEASING
+                    .try_with(|q| q.try_borrow_mut().ok()?.as_mut()?.pop())
+                    .ok()
+                    .flatten();
+            }
         }
+    }
+}
+
+thread_local! {
+    /// The releases deferred by `Held`s dropped while this thread releases another
+    /// (`Some` while it does).
+    static RELEASING: std::cell::RefCell<Option<Vec<Held>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// What [`defer_release`] did with a `Held`.
+enum Deferred {
+    /// Queued: this thread is releasing another `Held`, whose loop releases it.
+    Queued,
+    /// Given back to release now, this thread marked as releasing until [`Releasing`] drops.
+    Outermost(Held),
+    /// Given back, the queue unreadable (the thread ending).
+    Unqueued(Held),
+}
+
+/// Queues `held` where this thread is releasing another `Held`; else marks the thread as
+/// releasing and gives it back, to be released first.
+fn defer_release(held: Held) -> Deferred {
+    let mut held = Some(held);
+    let outermost = RELEASING
+        .try_with(|q| {
+            let mut q = q.try_borrow_mut().ok()?;
+            Some(match q.as_mut() {
+                Some(queue) => {
+                    queue.extend(held.take());
+                    false
+                }
+                None => {
+                    *q = Some(Vec::new());
+                    true
+                }
+            })
+        })
+        .ok()
+        .flatten();
+    match (held, outermost) {
+        (None, _) => Deferred::Queued,
+        (Some(h), Some(true)) => Deferred::Outermost(h),
+        (Some(h), _) => Deferred::Unqueued(h),
+    }
+}
+
+/// Marks the end of this thread's outermost release (also where it unwinds).
+struct Releasing;
+
+impl Drop for Releasing {
+    fn drop(&mut self) {
+        // (What is left queued, where a release unwound, is released as it drops here.)
+        let left = RELEASING
+            .try_with(|q| q.try_borrow_mut().ok().and_then(|mut q| q.take()))
+            .ok()
+            .flatten();
+        drop(left);
+    }
+}
+
+impl Held {
+    /// Releases everything held now, the user's pending exception put aside meanwhile.
+    fn release_now(&mut self) {
+        super::errors::calling_foreign_code("the release of what an import held", || {
+            self.objects.clear();
+            self.buffers.clear();
+            self.tensors.clear();
+            drop(self.pinned.take());
+            drop(self.owner.take());
+        });
     }
 }
 
