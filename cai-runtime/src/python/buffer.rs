@@ -80,85 +80,65 @@ impl Drop for Held {
             self.owner = Some(owner);
         }
         let nothing = owner_only && self.owner.is_none();
-        if !nothing {
-            let taken = std::mem::take(self);
-            // Inside another `Held`'s release (a chain of views, each holding the one it was
-            // made of): queued for the outermost release, which runs the queue in a loop, so
-            // that the C stack does not grow with the chain (CPython's "trashcan", which
-            // PyO3's deallocation lacks).
-            let taken = match defer_release(taken) {
-                Deferred::Queued => return,
-                // (This thread's queue cannot be read: released at once, as it always was.)
-                Deferred::Unqueued(mut held) => return held.release_now(),
-                Deferred::Outermost(held) => held,
-            };
-            let _outermost = Releasing;
-            let mut next = Some(taken);
-            while let Some(mut held) = next {
-                held.release_now();
-                next = RELEASING
-                    .try_with(|q| q.try_borrow_mut().ok()?.as_mut()?.pop())
-                    .ok()
-                    .flatten();
+        if nothing {
+            return;
+        }
+        let released = RELEASES.try_with(|r| {
+            let depth = r.depth.get();
+            if depth >= MAX_NESTED
+                && let Ok(mut deferred) = r.deferred.try_borrow_mut()
+            {
+                deferred.push(std::mem::take(self));
+                return;
             }
+            let _restored = RestoreDepth(&r.depth, depth);
+            r.depth.set(depth + 1);
+            self.release_now();
+            if depth == 0 {
+                // The outermost release runs the deferred ones, each nesting afresh.
+                while let Some(mut held) =
+                    r.deferred.try_borrow_mut().ok().and_then(|mut d| d.pop())
+                {
+                    held.release_now();
+                }
+            }
+        });
+        if released.is_err() {
+            // (The thread is ending: its count is gone. Released at once, as it always was.)
+            self.release_now();
         }
     }
 }
 
+/// How deeply releases may nest on a thread before [`Held::drop`] defers them to the outermost.
+/// Releasing a view can release another (a chain of views, each holding the one it was made
+/// of, is released one inside the other): without a bound, the C stack grows with the chain
+/// and overflows past ~20,000 links. This is CPython's "trashcan", which PyO3's deallocation
+/// lacks.
+const MAX_NESTED: u32 = 50;
+
+/// This thread's releases of what imports held: how deeply they nest now, and those deferred
+/// past [`MAX_NESTED`] for the outermost release to run.
+struct Releases {
+    depth: std::cell::Cell<u32>,
+    deferred: std::cell::RefCell<Vec<Held>>,
+}
+
 thread_local! {
-    /// The releases deferred by `Held`s dropped while this thread releases another
-    /// (`Some` while it does).
-    static RELEASING: std::cell::RefCell<Option<Vec<Held>>> = const { std::cell::RefCell::new(None) };
+    static RELEASES: Releases = const {
+        Releases {
+            depth: std::cell::Cell::new(0),
+            deferred: std::cell::RefCell::new(Vec::new()),
+        }
+    };
 }
 
-/// What [`defer_release`] did with a `Held`.
-enum Deferred {
-    /// Queued: this thread is releasing another `Held`, whose loop releases it.
-    Queued,
-    /// Given back to release now, this thread marked as releasing until [`Releasing`] drops.
-    Outermost(Held),
-    /// Given back, the queue unreadable (the thread ending).
-    Unqueued(Held),
-}
+/// Sets a thread's release depth back as a release ends, also where it unwinds.
+struct RestoreDepth<'a>(&'a std::cell::Cell<u32>, u32);
 
-/// Queues `held` where this thread is releasing another `Held`; else marks the thread as
-/// releasing and gives it back, to be released first.
-fn defer_release(held: Held) -> Deferred {
-    let mut held = Some(held);
-    let outermost = RELEASING
-        .try_with(|q| {
-            let mut q = q.try_borrow_mut().ok()?;
-            Some(match q.as_mut() {
-                Some(queue) => {
-                    queue.extend(held.take());
-                    false
-                }
-                None => {
-                    *q = Some(Vec::new());
-                    true
-                }
-            })
-        })
-        .ok()
-        .flatten();
-    match (held, outermost) {
-        (None, _) => Deferred::Queued,
-        (Some(h), Some(true)) => Deferred::Outermost(h),
-        (Some(h), _) => Deferred::Unqueued(h),
-    }
-}
-
-/// Marks the end of this thread's outermost release (also where it unwinds).
-struct Releasing;
-
-impl Drop for Releasing {
+impl Drop for RestoreDepth<'_> {
     fn drop(&mut self) {
-        // (What is left queued, where a release unwound, is released as it drops here.)
-        let left = RELEASING
-            .try_with(|q| q.try_borrow_mut().ok().and_then(|mut q| q.take()))
-            .ok()
-            .flatten();
-        drop(left);
+        self.0.set(self.1);
     }
 }
 
