@@ -96,14 +96,7 @@ impl ImportedTensor {
     /// The tensor's device, among those cai reads (after checking the version).
     pub(crate) fn device(&self) -> Result<DlpackDevice, DlpackError> {
         self.flags()?;
-        let d = &self.tensor().device;
-        DlpackDevice::from_pair(d.device_type.0 as i64, d.device_id as i64).ok_or_else(|| {
-            field(
-                "dl_tensor.device",
-                format!("({}, {})", d.device_type.0, d.device_id),
-                "cai reads kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) tensors",
-            )
-        })
+        device_of(self.tensor())
     }
 
     /// Takes the tensor out of a capsule returned by `__dlpack__`, renaming it `used_...`.
@@ -203,6 +196,19 @@ impl ImportedTensor {
     }
 }
 
+/// The device a tensor names, among those cai reads (else the field's error).
+#[inline]
+fn device_of(t: &DLTensor) -> Result<DlpackDevice, DlpackError> {
+    let d = &t.device;
+    DlpackDevice::from_pair(d.device_type.0 as i64, d.device_id as i64).ok_or_else(|| {
+        field(
+            "dl_tensor.device",
+            format!("({}, {})", d.device_type.0, d.device_id),
+            "cai reads kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) tensors",
+        )
+    })
+}
+
 fn field(
     field: impl Into<String>,
     value: impl fmt::Display,
@@ -224,15 +230,7 @@ fn describe<S: Space>(
     t: &DLTensor,
     readonly: bool,
 ) -> Result<(TensorHead<S>, Layout), DlpackError> {
-    let device = DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64)
-        .ok_or_else(|| {
-            field(
-                "dl_tensor.device",
-                format!("({}, {})", t.device.device_type.0, t.device.device_id),
-                "cai reads kDLCPU (1), kDLCUDA (2), kDLCUDAHost (3) and kDLCUDAManaged (13) tensors",
-            )
-        })?;
-    check_space::<S>(device)?;
+    check_space::<S>(device_of(t)?)?;
     if !(0..=MAX_NDIM as i32).contains(&t.ndim) {
         return Err(field(
             "dl_tensor.ndim",
@@ -683,9 +681,8 @@ fn describe_placed<S: Space>(
     readonly: bool,
 ) -> Result<(TensorHead<S>, Layout, Option<u32>), DlpackError> {
     let (head, layout) = describe::<S>(t, readonly)?;
-    let place = DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
-    let device_id = match place {
-        Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
+    let device_id = match device_of(t)? {
+        DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => Some(n),
         _ => None,
     };
     Ok((head, layout, device_id))
@@ -716,22 +713,8 @@ fn own_lent(
         }
         Err(e) => return Err(e),
     }
-    let d = &out.device;
-    let device =
-        DlpackDevice::from_pair(d.device_type.0 as i64, d.device_id as i64).ok_or_else(|| {
-            DlpackError::Capsule(format!(
-                "cai's own dltensor_from_py_object_no_sync lent a tensor of device ({}, {})",
-                d.device_type.0, d.device_id
-            ))
-        })?;
-    check(device)?;
-    // (As `from_table` asks: the table orders nothing, the import orders the stream.)
-    let stream = if device.is_cuda() {
-        Some(table.current_work_stream(obj.py(), device)?)
-    } else {
-        None
-    };
-    Ok(Some((device, Producer::Current(stream))))
+    let device = device_of(out)?;
+    Ok(Some((device, table_producer(obj, table, device, check)?)))
 }
 
 /// A tensor for a table's `dltensor_from_py_object_no_sync` to write, all zeros.
@@ -791,14 +774,26 @@ fn from_table(
 ) -> PyResult<(ImportedTensor, DlpackDevice, Producer)> {
     let tensor = table.managed(obj)?;
     let device = tensor.device()?;
+    Ok((tensor, device, table_producer(obj, table, device, check)?))
+}
+
+/// What a table's producer did about streams, once `check` accepted the tensor's `device`:
+/// nothing (the table orders nothing), its current work stream given for CUDA memory, which
+/// the import orders before the consumer's stream. (Asked even where streams are not
+/// ordered: the import's plan says why it orders none.)
+fn table_producer(
+    obj: &Bound<'_, PyAny>,
+    table: super::exchange::Table,
+    device: DlpackDevice,
+    check: impl FnOnce(DlpackDevice) -> Result<(), DlpackError>,
+) -> PyResult<Producer> {
     check(device)?;
-    // (Asked even where streams are not ordered: the import's plan says why it orders none.)
     let stream = if device.is_cuda() {
         Some(table.current_work_stream(obj.py(), device)?)
     } else {
         None
     };
-    Ok((tensor, device, Producer::Current(stream)))
+    Ok(Producer::Current(stream))
 }
 
 impl super::AnyForeignArray {
