@@ -225,13 +225,23 @@ impl DlpackCache {
     ) -> PyResult<Option<&super::dlpack::Template>> {
         let template = match self.host.get() {
             Some(t) => t,
-            None => {
-                let x = side_of(e, Side::Host, false, what, |e| e.host())?.resolve(what)?;
-                self.host
-                    .get_or_init(|| super::dlpack::Template::of(&x).map(Box::new))
-            }
+            None => self.made_host_template(e, what)?,
         };
         Ok(template.as_deref())
+    }
+
+    /// [`Self::host_template`]'s first call. Out of line, as [`built_host_export`] is.
+    #[cold]
+    #[inline(never)]
+    fn made_host_template(
+        &self,
+        e: &dyn Exporter,
+        what: &str,
+    ) -> PyResult<&Option<Box<super::dlpack::Template>>> {
+        let x = side_of(e, Side::Host, false, what, |e| e.host())?.resolve(what)?;
+        Ok(self
+            .host
+            .get_or_init(|| super::dlpack::Template::of(&x).map(Box::new)))
     }
 }
 
@@ -269,10 +279,24 @@ fn host_export(
     request: &super::DlpackRequest,
     what: &str,
 ) -> PyResult<super::dlpack::ManagedExport> {
-    use super::export::MemoKey;
     if let Some(m) = cached_host_export(exporter, e, request, what)? {
         return Ok(m);
     }
+    built_host_export(exporter, e, request, what)
+}
+
+/// [`host_export`] where `e` keeps no [`DlpackCache`] or the request does not share the
+/// memory as it is. Out of line: inlined, its builders and descriptors gave every caller a
+/// stack frame of 2.5 KB, the cached exports' included (`exchange_tensor`'s is 392 bytes
+/// without them).
+#[inline(never)]
+fn built_host_export(
+    exporter: &Bound<'_, PyAny>,
+    e: &dyn Exporter,
+    request: &super::DlpackRequest,
+    what: &str,
+) -> PyResult<super::dlpack::ManagedExport> {
+    use super::export::MemoKey;
     // (The side is read where it lies, not moved out as `side_of` moves it: a builder is
     // ~250 bytes, and a hit needs only to look at it.)
     let got = e.host();
@@ -382,12 +406,21 @@ pub(crate) fn exchange_tensor(
 ) -> PyResult<super::dlpack::ManagedExport> {
     const WHAT: &str = "__dlpack_c_exchange_api__";
     match e.dlpack_side(None) {
-        Side::Device => {
-            let x = side_of(e, Side::Device, true, WHAT, |e| e.device())?.resolve(WHAT)?;
-            super::dlpack::dlpack_managed(exporter, &x, &super::DlpackRequest::exchange(true))
-        }
+        Side::Device => device_exchange_tensor(exporter, e, WHAT),
         Side::Host => host_export(exporter, e, &super::DlpackRequest::exchange(false), WHAT),
     }
+}
+
+/// [`exchange_tensor`] of the device side. Out of line, as [`built_host_export`] is: the
+/// host side's exports are the everyday ones.
+#[inline(never)]
+fn device_exchange_tensor(
+    exporter: &Bound<'_, PyAny>,
+    e: &dyn Exporter,
+    what: &str,
+) -> PyResult<super::dlpack::ManagedExport> {
+    let x = side_of(e, Side::Device, true, what, |e| e.device())?.resolve(what)?;
+    super::dlpack::dlpack_managed(exporter, &x, &super::DlpackRequest::exchange(true))
 }
 
 /// The tensor the exchange table's `dltensor_from_py_object_no_sync` lends of the side
