@@ -224,19 +224,21 @@ fn field(
 /// What a DLPack tensor describes, and its layout (strides converted to bytes; C order where
 /// the producer gave none), checked field by field. Nothing is allocated up to 4 dimensions.
 /// (Inlined where it is called: its answer, returned through memory, made a profile-guided
-/// build of `cai.from_dlpack` through a table wait on its stores, about 60 ns.)
+/// build of `cai.from_dlpack` through a table wait on its stores, about 60 ns. Its errors
+/// are boxed for the same reason: [`unboxed`].)
 #[inline(always)]
 fn describe<S: Space>(
     t: &DLTensor,
     readonly: bool,
-) -> Result<(TensorHead<S>, Layout), DlpackError> {
+) -> Result<(TensorHead<S>, Layout), Box<DlpackError>> {
     check_space::<S>(device_of(t)?)?;
     if !(0..=MAX_NDIM as i32).contains(&t.ndim) {
         return Err(field(
             "dl_tensor.ndim",
             t.ndim,
             format!("expected 0 to {MAX_NDIM} dimensions"),
-        ));
+        )
+        .into());
     }
     let ndim = t.ndim as usize;
     let typestr = typestr_of(t.dtype)?;
@@ -285,7 +287,8 @@ fn describe<S: Space>(
             "dl_tensor.data",
             "NULL",
             format!("a tensor of shape {shape:?} has items, so it needs an address"),
-        ));
+        )
+        .into());
     }
     let ptr = (t.data as u64).checked_add(t.byte_offset).ok_or_else(|| {
         field(
@@ -294,31 +297,17 @@ fn describe<S: Space>(
             format!("added to data = {:#x} overflows", t.data as u64),
         )
     })?;
-    // An error names the shape and strides (in bytes, as read), whichever makes the span
-    // overflow; they are read again for it.
-    let refused = |e: crate::layout::LayoutError| {
-        // SAFETY: as `read` above, which accepted both pointers.
-        let shape: Vec<i64> = unsafe { super::int64s(t.shape, ndim) }.collect();
-        let strides = if strided {
-            // SAFETY: as above.
-            let s = unsafe { super::int64s(t.strides, ndim) };
-            let bytes: Vec<i128> = s.map(|s| i128::from(s) * itemsize as i128).collect();
-            format!("{bytes:?} (bytes)")
-        } else {
-            "NULL (C order)".to_owned()
-        };
-        field(
-            "dl_tensor.shape and strides",
-            format!("{shape:?} and {strides}"),
-            e.to_string(),
-        )
-    };
-    let layout = if strided {
+    let layout = match if strided {
         Layout::from_dims(shape, strides, itemsize)
     } else {
         Layout::c_contiguous(&shape, itemsize)
-    }
-    .map_err(refused)?;
+    } {
+        Ok(layout) => layout,
+        // (The error by reference, out of line, as `unboxed` says.)
+        // SAFETY: `read` accepted the shape, and the strides where `strided`, of `ndim`
+        // (checked above) values.
+        Err(e) => return Err(unsafe { layout_refused(t, strided, itemsize, &e) }.into()),
+    };
     let head = TensorHead {
         typestr,
         data: Data { ptr, readonly },
@@ -598,7 +587,7 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
         f: impl FnOnce(&ForeignArray<S>) -> R,
     ) -> PyResult<R> {
-        let (head, layout) = describe::<S>(t, true)?;
+        let (head, layout) = describe::<S>(t, true).map_err(unboxed)?;
         let place =
             DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
         let device_id = match place {
@@ -653,7 +642,10 @@ impl<S: Space> ForeignArray<S> {
         // A legacy capsule cannot say "read-only" (JAX exports only those, and its arrays are
         // immutable): imported read-only, as NumPy imports it.
         let readonly = !tensor.versioned || flags.contains(DlpackFlags::READ_ONLY);
-        let (head, layout, device_id) = describe_placed::<S>(tensor.tensor(), readonly)?;
+        let (head, layout, device_id) = match describe_placed::<S>(tensor.tensor(), readonly) {
+            Ok(described) => described,
+            Err(e) => return Err(unboxed(e)),
+        };
         let mut held = Held::default();
         held.tensor(tensor);
         ForeignArray::from_dlpack_parts(head, layout, held, owner, options, producer, device_id)
@@ -668,10 +660,54 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
         producer: Producer,
     ) -> PyResult<Self> {
-        let (head, layout, device_id) = describe_placed::<S>(t, false)?;
+        let (head, layout, device_id) = match describe_placed::<S>(t, false) {
+            Ok(described) => described,
+            Err(e) => return Err(unboxed(e)),
+        };
         let held = Held::default();
         ForeignArray::from_dlpack_parts(head, layout, held, Some(obj), options, producer, device_id)
     }
+}
+
+/// [`describe`]'s error as Python's. (`describe` boxes its errors: a `DlpackError` beside its
+/// answer in one result shares that result's bytes in pieces of odd sizes, which each import
+/// then copied a few bytes at a time, every load waiting on the narrower stores before it.)
+#[cold]
+#[allow(clippy::boxed_local)] // (The box is `describe`'s error, as it comes.)
+fn unboxed(e: Box<DlpackError>) -> PyErr {
+    PyErr::from(*e)
+}
+
+/// The error of a tensor whose shape and strides make no layout: it names them (the strides
+/// in bytes, as read), read again from `t`.
+///
+/// # Safety
+/// `t`'s shape, and its strides where `strided`, point to `t.ndim` (0 to `MAX_NDIM`) values,
+/// as [`describe`] checked before it calls this.
+#[cold]
+#[inline(never)]
+unsafe fn layout_refused(
+    t: &DLTensor,
+    strided: bool,
+    itemsize: usize,
+    e: &crate::layout::LayoutError,
+) -> DlpackError {
+    let ndim = t.ndim as usize;
+    // SAFETY: this function's contract.
+    let shape: Vec<i64> = unsafe { super::int64s(t.shape, ndim) }.collect();
+    let strides = if strided {
+        // SAFETY: as above.
+        let s = unsafe { super::int64s(t.strides, ndim) };
+        let bytes: Vec<i128> = s.map(|s| i128::from(s) * itemsize as i128).collect();
+        format!("{bytes:?} (bytes)")
+    } else {
+        "NULL (C order)".to_owned()
+    };
+    field(
+        "dl_tensor.shape and strides",
+        format!("{shape:?} and {strides}"),
+        e.to_string(),
+    )
 }
 
 /// [`describe`], with the CUDA device the tensor names (`None` for the host's memory).
@@ -679,7 +715,7 @@ impl<S: Space> ForeignArray<S> {
 fn describe_placed<S: Space>(
     t: &DLTensor,
     readonly: bool,
-) -> Result<(TensorHead<S>, Layout, Option<u32>), DlpackError> {
+) -> Result<(TensorHead<S>, Layout, Option<u32>), Box<DlpackError>> {
     let (head, layout) = describe::<S>(t, readonly)?;
     let device_id = match device_of(t)? {
         DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n) => Some(n),
@@ -761,7 +797,7 @@ pub(crate) fn lent(
 /// views are.
 #[cfg(feature = "ndarray")]
 pub(crate) fn describe_lent(t: &DLTensor) -> PyResult<(TensorHead<crate::Host>, Layout)> {
-    Ok(describe::<crate::Host>(t, true)?)
+    describe::<crate::Host>(t, true).map_err(unboxed)
 }
 
 /// The tensor a producer's exchange table gives for `obj`, its device, and the producer's
