@@ -587,17 +587,12 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
         f: impl FnOnce(&ForeignArray<S>) -> R,
     ) -> PyResult<R> {
-        let (head, layout) = describe::<S>(t, true).map_err(unboxed)?;
-        let place =
-            DlpackDevice::from_pair(t.device.device_type.0 as i64, t.device.device_id as i64);
-        let device_id = match place {
-            Some(DlpackDevice::Cuda(n) | DlpackDevice::CudaManaged(n)) => Some(n),
-            _ => None,
+        let (head, layout, device_id) = match describe_placed::<S>(t, true) {
+            Ok(described) => described,
+            Err(e) => return Err(unboxed(e)),
         };
-        let stream = match place {
-            Some(d) if d.is_cuda() => Some(table.current_work_stream(obj.py(), d)?),
-            _ => None,
-        };
+        // (`describe` accepted the device.)
+        let producer = table_producer(obj, table, device_of(t)?, |_| Ok(()))?;
         // (No owner: `obj`, borrowed for the call, is what keeps the lent memory alive.)
         let a = ForeignArray::from_dlpack_parts(
             head,
@@ -605,7 +600,7 @@ impl<S: Space> ForeignArray<S> {
             Held::default(),
             None,
             options,
-            Producer::Current(stream),
+            producer,
             device_id,
         )?;
         Ok(f(&a))
