@@ -123,10 +123,10 @@ pub fn methods(
             struct Class;
             impl #krate::__private::ExchangeClass for Class {
                 #lends
-                fn with_exporter(
+                fn with_exporter<R, F: ::core::ops::FnOnce(&dyn #krate::python::Exporter) -> #pyo3::PyResult<R>>(
                     obj: &#pyo3::Bound<'_, #pyo3::PyAny>,
-                    f: &mut dyn ::core::ops::FnMut(&dyn #krate::python::Exporter) -> #pyo3::PyResult<()>,
-                ) -> #pyo3::PyResult<()> {
+                    f: F,
+                ) -> #pyo3::PyResult<R> {
                     let slf = obj.cast::<#self_ty>()
                         .map_err(|_| #krate::__private::wrong_type::<#self_ty>(obj))?;
                     #bind

@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple, PyType};
 use pyo3::{ffi, intern};
 
-use super::exchange::{ExchangeClass, on_callers_gil, with_exporter_once};
+use super::exchange::{ExchangeClass, on_callers_gil};
 
 /// The keyword-only parameters, in the order [`crate::python::protocol::methods::__dlpack__`]
 /// takes them.
@@ -92,7 +92,7 @@ unsafe fn call<'py, C: ExchangeClass>(
     // SAFETY: this function's contract.
     let keywords = unsafe { keywords(py, args, nargs, kwnames, name)? };
     let [stream, max_version, dl_device, copy] = keywords.each_ref().map(|k| k.as_deref());
-    with_exporter_once::<C, _>(&slf, "__dlpack__", |e| {
+    C::with_exporter(&slf, |e| {
         crate::python::protocol::methods::__dlpack__(&slf, e, stream, max_version, dl_device, copy)
     })
 }
