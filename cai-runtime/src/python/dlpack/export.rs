@@ -669,19 +669,6 @@ enum Source {
     DeviceCopy { managed: bool },
 }
 
-/// The capsule `__dlpack__` returns for `x` of `owner`'s memory, as `request` asks: versioned
-/// when the consumer's `max_version` allows, the memory shared (the capsule keeps `owner` alive
-/// until the consumer's deleter call) or copied (`copy=True`, or a `dl_device` of `kDLCPU` for
-/// device memory), the consumer's stream ordered after the producer's `stream`. A copy is made,
-/// and the producer's stream handed to the driver, only where `x` vouches for them.
-pub(crate) fn dlpack_capsule<'py, S: Space>(
-    owner: &Bound<'py, PyAny>,
-    x: &Resolved<S>,
-    request: &DlpackRequest,
-) -> PyResult<Bound<'py, PyAny>> {
-    dlpack_managed(owner, x, request)?.into_capsule(owner.py())
-}
-
 /// What cai itself may do with an export's memory and stream: read the bytes (a copy), and hand
 /// the stream to the driver. A hand-written interface's bare address and bare stream number
 /// are only described to the consumer, as its dict describes them.
@@ -691,8 +678,13 @@ struct Trust {
     stream: bool,
 }
 
-/// The tensor [`dlpack_capsule`] wraps, not yet in a capsule (the exchange table's
-/// `managed_tensor_from_py_object_no_sync` hands it to a C consumer).
+/// The tensor `__dlpack__` exports for `x` of `owner`'s memory, as `request` asks (the
+/// capsule it returns wraps it; the exchange table's `managed_tensor_from_py_object_no_sync`
+/// hands it to a C consumer): versioned when the consumer's `max_version` allows, the memory
+/// shared (the tensor keeps `owner` alive until the consumer's deleter call) or copied
+/// (`copy=True`, or a `dl_device` of `kDLCPU` for device memory), the consumer's stream
+/// ordered after the producer's `stream`. A copy is made, and the producer's stream handed to
+/// the driver, only where `x` vouches for them.
 pub(crate) fn dlpack_managed<S: Space>(
     owner: &Bound<'_, PyAny>,
     x: &Resolved<S>,
@@ -709,7 +701,7 @@ pub(crate) fn dlpack_managed<S: Space>(
     unsafe { export_with(owner, &x.descriptor, &x.layout, request, trust) }
 }
 
-/// [`dlpack_capsule`]'s tensor, with its layout, within what `trust` allows.
+/// [`dlpack_managed`]'s tensor, with its layout, within what `trust` allows.
 ///
 /// # Safety
 /// `d` describes memory valid for reads (and writes unless read-only) while `owner` lives,

@@ -34,9 +34,9 @@ use crate::typestr::{ByteOrder, Kind, TypeStr};
 pub use exchange::{AnyForeignArray, DlpackView, ExchangeViewFn};
 #[doc(hidden)]
 pub use exchange::{ExchangeClass, exchange_api, set_exchange_view, wrong_type};
+pub(crate) use export::descriptor_dlpack_device;
 pub use export::{DlpackRequest, live_exports};
 pub(crate) use export::{ManagedExport, Template, dlpack_managed};
-pub(crate) use export::{descriptor_dlpack_device, dlpack_capsule};
 pub use import::dlpack_device_of;
 #[cfg(feature = "testing")]
 pub(crate) use import::numpy_array_import;
