@@ -322,16 +322,71 @@ impl Managed for DLManagedTensorVersioned {
     }
 }
 
-/// A tensor's shape or strides, inline in its block up to 8 dimensions.
-type Dims = smallvec::SmallVec<[i64; 8]>;
+/// A tensor's shape or strides while they are worked out.
+type DimVec = smallvec::SmallVec<[i64; 8]>;
+
+/// A tensor's shape and strides as a block or a [`Template`] holds them: up to 8 dimensions in
+/// place, the entries past `ndim` zero, so that an export copies them as two arrays of fixed
+/// size (copied by length, each took a `memcpy` call and a trip through the stack); more
+/// dimensions on the heap, the shape then the strides.
+#[derive(Clone)]
+enum Dims {
+    Inline {
+        ndim: u8,
+        shape: [i64; 8],
+        strides: [i64; 8],
+    },
+    Heap(Box<[i64]>),
+}
+
+impl Dims {
+    /// `shape` and `strides`, of one length.
+    fn new(shape: &[i64], strides: &[i64]) -> Dims {
+        debug_assert_eq!(shape.len(), strides.len());
+        let ndim = shape.len();
+        if ndim <= 8 {
+            let (mut sh, mut st) = ([0; 8], [0; 8]);
+            sh[..ndim].copy_from_slice(shape);
+            st[..ndim].copy_from_slice(&strides[..ndim]);
+            Dims::Inline {
+                ndim: ndim as u8,
+                shape: sh,
+                strides: st,
+            }
+        } else {
+            Dims::Heap(shape.iter().chain(&strides[..ndim]).copied().collect())
+        }
+    }
+
+    fn ndim(&self) -> usize {
+        match self {
+            Dims::Inline { ndim, .. } => usize::from(*ndim),
+            Dims::Heap(b) => b.len() / 2,
+        }
+    }
+
+    /// The tensor's `shape` and `strides` pointers: NULL for no dimensions (DLPack 1.3 allows
+    /// it, and older consumers read none).
+    fn pointers(&self) -> (*mut i64, *mut i64) {
+        let (shape, strides) = match self {
+            Dims::Inline { shape, strides, .. } => (shape.as_ptr(), strides.as_ptr()),
+            Dims::Heap(b) => (b.as_ptr(), b[b.len() / 2..].as_ptr()),
+        };
+        if self.ndim() == 0 {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        } else {
+            // (Lent, never written: DLPack's fields are `*mut` for C's sake.)
+            (shape.cast_mut(), strides.cast_mut())
+        }
+    }
+}
 
 /// The heap block a capsule owns (one allocation up to 8 dimensions); `managed` first, so the
 /// tensor's address is the block's.
 #[repr(C)]
 struct Exported<M> {
     managed: M,
-    shape: Dims,
-    strides: Dims,
+    dims: Dims,
     _keep: Keep,
     /// Whether this export counts in [`LIVE`] (it was made once counting began).
     counted: bool,
@@ -424,8 +479,7 @@ impl ManagedExport {
     fn new<M: Managed>(
         tensor: DLTensor,
         flags: DlpackFlags,
-        shape: &[i64],
-        strides: &[i64],
+        dims: &Dims,
         keep: Keep,
         versioned: bool,
     ) -> Self {
@@ -442,8 +496,7 @@ impl ManagedExport {
         // is written once, in place, before the block is taken as initialized.
         let block = unsafe {
             std::ptr::addr_of_mut!((*p).managed).write(M::new(tensor, flags, delete::<M>));
-            std::ptr::addr_of_mut!((*p).shape).write(Dims::from_slice(shape));
-            std::ptr::addr_of_mut!((*p).strides).write(Dims::from_slice(strides));
+            std::ptr::addr_of_mut!((*p).dims).write(dims.clone());
             std::ptr::addr_of_mut!((*p)._keep).write(keep);
             std::ptr::addr_of_mut!((*p).counted).write(counted);
             block.assume_init()
@@ -451,14 +504,10 @@ impl ManagedExport {
         let block = Box::into_raw(block);
         // SAFETY: the block just made, not shared yet.
         let b = unsafe { &mut *block };
-        let (shape_ptr, strides_ptr) = if b.shape.is_empty() {
-            (std::ptr::null_mut(), std::ptr::null_mut())
-        } else {
-            (b.shape.as_mut_ptr(), b.strides.as_mut_ptr())
-        };
+        let (shape, strides) = b.dims.pointers();
         let t = b.managed.tensor();
-        t.shape = shape_ptr;
-        t.strides = strides_ptr;
+        t.shape = shape;
+        t.strides = strides;
         ManagedExport {
             ptr: block.cast(),
             versioned,
@@ -527,8 +576,8 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     }
     // SAFETY: DLPack: a non-null shape points to `ndim` int64 values, which the caller keeps
     // alive during this call (checked non-null above where `ndim` > 0; none read at 0).
-    let raw: Dims = unsafe { super::int64s(prototype.shape, ndim) }.collect();
-    let mut shape = Dims::with_capacity(ndim);
+    let raw: DimVec = unsafe { super::int64s(prototype.shape, ndim) }.collect();
+    let mut shape = DimVec::with_capacity(ndim);
     let mut items: usize = 1;
     for (i, &n) in raw.iter().enumerate() {
         let u = usize::try_from(n)
@@ -542,7 +591,7 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
         .checked_mul(typestr.itemsize())
         .filter(|&l| l <= isize::MAX as usize)
         .ok_or_else(|| value(format!("prototype.shape = {raw:?}: too many bytes")))?;
-    let mut strides = Dims::with_capacity(ndim);
+    let mut strides = DimVec::with_capacity(ndim);
     let mut n = 1i64;
     for &dim in shape.iter().rev() {
         strides.push(n);
@@ -585,8 +634,7 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     Ok(ManagedExport::new::<DLManagedTensorVersioned>(
         tensor,
         DlpackFlags::empty(),
-        &shape,
-        &strides,
+        &Dims::new(&shape, &strides),
         keep,
         true,
     ))
@@ -715,7 +763,7 @@ unsafe fn export_with<'py, S: Space>(
     request: &DlpackRequest,
     trust: Trust,
 ) -> PyResult<ManagedExport> {
-    let (dtype, shape, strides) = tensor_parts(d, layout)?;
+    let (dtype, dims) = tensor_parts(d, layout)?;
     if !S::DEVICE
         && !matches!(
             request.stream,
@@ -794,7 +842,7 @@ unsafe fn export_with<'py, S: Space>(
             device_type: DLDeviceType(kind as u32),
             device_id: id,
         },
-        ndim: shape.len() as i32,
+        ndim: dims.ndim() as i32,
         dtype,
         shape: std::ptr::null_mut(),
         strides: std::ptr::null_mut(),
@@ -804,9 +852,9 @@ unsafe fn export_with<'py, S: Space>(
     flags.set(DlpackFlags::READ_ONLY, readonly);
     flags.set(DlpackFlags::IS_COPIED, copied);
     Ok(if request.versioned() {
-        ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, &shape, &strides, keep, true)
+        ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, &dims, keep, true)
     } else {
-        ManagedExport::new::<DLManagedTensor>(tensor, flags, &shape, &strides, keep, false)
+        ManagedExport::new::<DLManagedTensor>(tensor, flags, &dims, keep, false)
     })
 }
 
@@ -824,14 +872,14 @@ fn legacy_cannot_say_read_only() -> PyErr {
 fn tensor_parts<S: Space>(
     d: &ArrayDescriptor<S>,
     layout: &Layout,
-) -> Result<(dlpark::ffi::DLDataType, Dims, Dims), DlpackError> {
+) -> Result<(dlpark::ffi::DLDataType, Dims), DlpackError> {
     if d.mask.is_some() {
         return Err(DlpackError::Mask);
     }
     let dtype = dl_dtype(&d.typestr, d.descr.as_ref())?;
     let itemsize = layout.itemsize();
     let empty = layout.size() == 0;
-    let mut strides = Dims::with_capacity(layout.ndim());
+    let mut strides = DimVec::with_capacity(layout.ndim());
     for &s in layout.strides() {
         if s % itemsize as isize != 0 && !empty {
             return Err(DlpackError::ByteStrides {
@@ -849,8 +897,8 @@ fn tensor_parts<S: Space>(
             n = n.saturating_mul(dim.max(1) as i64);
         }
     }
-    let shape: Dims = layout.shape().iter().map(|&n| n as i64).collect();
-    Ok((dtype, shape, strides))
+    let shape: DimVec = layout.shape().iter().map(|&n| n as i64).collect();
+    Ok((dtype, Dims::new(&shape, &strides)))
 }
 
 /// What every export of a side that never changes shares, made once
@@ -863,8 +911,7 @@ pub(crate) struct Template {
     device: DlpackDevice,
     ordinal: Option<u32>,
     dtype: dlpark::ffi::DLDataType,
-    shape: Dims,
-    strides: Dims,
+    dims: Dims,
     readonly: bool,
 }
 
@@ -872,14 +919,13 @@ impl Template {
     /// The template of a resolved host export, where DLPack can say it (else `None`: the full
     /// export raises the error).
     pub(crate) fn of(x: &Resolved<crate::descriptor::Host>) -> Option<Template> {
-        let (dtype, shape, strides) = tensor_parts(&x.descriptor, &x.layout).ok()?;
+        let (dtype, dims) = tensor_parts(&x.descriptor, &x.layout).ok()?;
         Some(Template {
             data: x.descriptor.data.ptr,
             device: DlpackDevice::Cpu,
             ordinal: None,
             dtype,
-            shape,
-            strides,
+            dims,
             readonly: x.descriptor.data.readonly,
         })
     }
@@ -887,15 +933,14 @@ impl Template {
     /// The template of a resolved device export (its place asked of the driver); an error
     /// where DLPack cannot say it, or the driver cannot place it.
     pub(crate) fn of_device(x: &Resolved<crate::descriptor::Device>) -> PyResult<Template> {
-        let (dtype, shape, strides) = tensor_parts(&x.descriptor, &x.layout)?;
+        let (dtype, dims) = tensor_parts(&x.descriptor, &x.layout)?;
         let place = place_of(&x.descriptor)?;
         Ok(Template {
             data: x.descriptor.data.ptr,
             device: place.device,
             ordinal: place.ordinal,
             dtype,
-            shape,
-            strides,
+            dims,
             readonly: x.descriptor.data.readonly,
         })
     }
@@ -941,24 +986,17 @@ impl Template {
             )?;
         }
         let (kind, id) = self.device.to_pair();
-        let dims = |d: &Dims| {
-            if d.is_empty() {
-                std::ptr::null_mut()
-            } else {
-                // (Lent, never written: DLPack's fields are `*mut` for C's sake.)
-                d.as_ptr().cast_mut()
-            }
-        };
+        let (shape, strides) = self.dims.pointers();
         out.write(DLTensor {
             data: self.data as *mut std::ffi::c_void,
             device: DLDevice {
                 device_type: DLDeviceType(kind as u32),
                 device_id: id,
             },
-            ndim: self.shape.len() as i32,
+            ndim: self.dims.ndim() as i32,
             dtype: self.dtype,
-            shape: dims(&self.shape),
-            strides: dims(&self.strides),
+            shape,
+            strides,
             byte_offset: 0,
         });
         Ok(())
@@ -980,7 +1018,7 @@ impl Template {
                 device_type: DLDeviceType::CPU,
                 device_id: 0,
             },
-            ndim: self.shape.len() as i32,
+            ndim: self.dims.ndim() as i32,
             dtype: self.dtype,
             shape: std::ptr::null_mut(),
             strides: std::ptr::null_mut(),
@@ -989,13 +1027,10 @@ impl Template {
         let mut flags = DlpackFlags::empty();
         flags.set(DlpackFlags::READ_ONLY, self.readonly);
         let keep = Keep::Object(owner.clone().unbind());
-        let (shape, strides) = (&self.shape, &self.strides);
         Ok(if request.versioned() {
-            ManagedExport::new::<DLManagedTensorVersioned>(
-                tensor, flags, shape, strides, keep, true,
-            )
+            ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, &self.dims, keep, true)
         } else {
-            ManagedExport::new::<DLManagedTensor>(tensor, flags, shape, strides, keep, false)
+            ManagedExport::new::<DLManagedTensor>(tensor, flags, &self.dims, keep, false)
         })
     }
 }
@@ -1182,4 +1217,35 @@ unsafe fn device_copy<S: Space>(
     }
     let ptr = copy.device_ptr().wrapping_add_signed(-(extent.lo as i64));
     Ok((ptr, Keep::Device(copy)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dims;
+
+    /// What a tensor's pointers read back: the shape and strides given, in place up to 8
+    /// dimensions and on the heap past them; NULL for none.
+    #[test]
+    fn dims_point_at_the_shape_and_strides_given() {
+        for ndim in [0usize, 1, 3, 8, 9, 64] {
+            let shape: Vec<i64> = (1..=ndim as i64).collect();
+            let strides: Vec<i64> = shape.iter().map(|n| -7 * n).collect();
+            let dims = Dims::new(&shape, &strides).clone();
+            assert_eq!(dims.ndim(), ndim);
+            assert_eq!(matches!(dims, Dims::Inline { .. }), ndim <= 8);
+            let (sh, st) = dims.pointers();
+            if ndim == 0 {
+                assert!(sh.is_null() && st.is_null());
+                continue;
+            }
+            // SAFETY: both point at `ndim` values inside `dims`, which lives.
+            let (sh, st) = unsafe {
+                (
+                    std::slice::from_raw_parts(sh, ndim),
+                    std::slice::from_raw_parts(st, ndim),
+                )
+            };
+            assert_eq!((sh, st), (&shape[..], &strides[..]), "ndim {ndim}");
+        }
+    }
 }
