@@ -474,12 +474,12 @@ impl Drop for ManagedExport {
 }
 
 impl ManagedExport {
-    /// `tensor` (whose shape and strides pointers are set here) in a new block that owns its
-    /// dimensions (copied from `shape` and `strides`) and `keep`.
+    /// `tensor` (whose shape and strides pointers are set here, into `dims`) in a new block
+    /// that owns `dims` and `keep`.
     fn new<M: Managed>(
         tensor: DLTensor,
         flags: DlpackFlags,
-        dims: &Dims,
+        dims: Dims,
         keep: Keep,
         versioned: bool,
     ) -> Self {
@@ -496,7 +496,7 @@ impl ManagedExport {
         // is written once, in place, before the block is taken as initialized.
         let block = unsafe {
             std::ptr::addr_of_mut!((*p).managed).write(M::new(tensor, flags, delete::<M>));
-            std::ptr::addr_of_mut!((*p).dims).write(dims.clone());
+            std::ptr::addr_of_mut!((*p).dims).write(dims);
             std::ptr::addr_of_mut!((*p)._keep).write(keep);
             std::ptr::addr_of_mut!((*p).counted).write(counted);
             block.assume_init()
@@ -634,7 +634,7 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     Ok(ManagedExport::new::<DLManagedTensorVersioned>(
         tensor,
         DlpackFlags::empty(),
-        &Dims::new(&shape, &strides),
+        Dims::new(&shape, &strides),
         keep,
         true,
     ))
@@ -852,9 +852,9 @@ unsafe fn export_with<'py, S: Space>(
     flags.set(DlpackFlags::READ_ONLY, readonly);
     flags.set(DlpackFlags::IS_COPIED, copied);
     Ok(if request.versioned() {
-        ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, &dims, keep, true)
+        ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, dims, keep, true)
     } else {
-        ManagedExport::new::<DLManagedTensor>(tensor, flags, &dims, keep, false)
+        ManagedExport::new::<DLManagedTensor>(tensor, flags, dims, keep, false)
     })
 }
 
@@ -1027,10 +1027,11 @@ impl Template {
         let mut flags = DlpackFlags::empty();
         flags.set(DlpackFlags::READ_ONLY, self.readonly);
         let keep = Keep::Object(owner.clone().unbind());
+        let dims = self.dims.clone();
         Ok(if request.versioned() {
-            ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, &self.dims, keep, true)
+            ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, dims, keep, true)
         } else {
-            ManagedExport::new::<DLManagedTensor>(tensor, flags, &self.dims, keep, false)
+            ManagedExport::new::<DLManagedTensor>(tensor, flags, dims, keep, false)
         })
     }
 }
