@@ -27,6 +27,14 @@ pub enum ByteOrder {
 }
 
 impl ByteOrder {
+    /// Every byte order, in the order declared (`Tags` stores the index).
+    const ALL: [ByteOrder; 4] = [
+        ByteOrder::Little,
+        ByteOrder::Big,
+        ByteOrder::NotApplicable,
+        ByteOrder::Native,
+    ];
+
     /// The machine's own order, spelled explicitly (`<` on little-endian hosts), as NumPy prints it.
     #[cfg(target_endian = "little")]
     pub const HOST: ByteOrder = ByteOrder::Little;
@@ -85,6 +93,22 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in the order declared (`Tags` stores the index).
+    const ALL: [Kind; 12] = [
+        Kind::BitField,
+        Kind::Bool,
+        Kind::Int,
+        Kind::UInt,
+        Kind::Float,
+        Kind::Complex,
+        Kind::TimeDelta,
+        Kind::DateTime,
+        Kind::Object,
+        Kind::Bytes,
+        Kind::Unicode,
+        Kind::Void,
+    ];
+
     /// The character used in a type string.
     pub const fn as_char(self) -> char {
         match self {
@@ -211,15 +235,81 @@ pub struct TimeUnit {
 /// A parsed array-interface type string, or the type string of an element type NumPy has no
 /// type string for ([`TypeStr::extended`]: bfloat16, the float8 formats), which is written as
 /// the opaque bytes it is (`<V2`, `|V1`) and compares unequal to them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TypeStr {
-    order: ByteOrder,
-    kind: Kind,
     /// The number as written: bytes, except characters for `U` and bits for `t`.
     count: usize,
-    unit: Option<TimeUnit>,
-    /// The element's identity, for the types the type string cannot name.
-    ext: Option<Extended>,
+    /// The rest: byte order, kind, datetime unit, and the element's identity for the types the
+    /// type string cannot name.
+    tags: Tags,
+}
+
+/// A type string's fields besides its count, packed into one word: a byte each for the byte
+/// order, the kind, the unit's base + 1 and the extended type + 1 (0: none), the unit's
+/// multiplier in the high half. A type string is then two words, written and copied whole: as
+/// five fields of one to four bytes, every import moved them a few bytes at a time, and each
+/// such load waited for the narrower stores before it to reach the cache.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Tags(u64);
+
+impl Tags {
+    const fn new(
+        order: ByteOrder,
+        kind: Kind,
+        unit: Option<TimeUnit>,
+        ext: Option<Extended>,
+    ) -> Tags {
+        let (base, multiplier) = match unit {
+            Some(u) => (u.base as u64 + 1, u.count as u64),
+            None => (0, 0),
+        };
+        let ext = match ext {
+            Some(e) => e as u64 + 1,
+            None => 0,
+        };
+        Tags(order as u64 | (kind as u64) << 8 | base << 16 | ext << 24 | multiplier << 32)
+    }
+
+    const fn byte(self, i: u32) -> usize {
+        ((self.0 >> (8 * i)) & 0xff) as usize
+    }
+
+    const fn order(self) -> ByteOrder {
+        ByteOrder::ALL[self.byte(0)]
+    }
+
+    const fn kind(self) -> Kind {
+        Kind::ALL[self.byte(1)]
+    }
+
+    const fn unit(self) -> Option<TimeUnit> {
+        match self.byte(2) {
+            0 => None,
+            b => Some(TimeUnit {
+                count: (self.0 >> 32) as u32,
+                base: TimeUnitBase::ALL[b - 1].1,
+            }),
+        }
+    }
+
+    const fn ext(self) -> Option<Extended> {
+        match self.byte(3) {
+            0 => None,
+            b => Some(Extended::TABLE[b - 1].0),
+        }
+    }
+}
+
+impl fmt::Debug for TypeStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TypeStr")
+            .field("order", &self.byte_order())
+            .field("kind", &self.kind())
+            .field("count", &self.count)
+            .field("unit", &self.unit())
+            .field("ext", &self.extended_type())
+            .finish()
+    }
 }
 
 /// Why a type string was refused. Every variant carries the offending text.
@@ -284,11 +374,8 @@ impl TypeStr {
     /// [`Kind::BitField`].
     pub const fn new(order: ByteOrder, kind: Kind, count: usize) -> TypeStr {
         TypeStr {
-            order,
-            kind,
             count,
-            unit: None,
-            ext: None,
+            tags: Tags::new(order, kind, None, None),
         }
     }
 
@@ -297,29 +384,27 @@ impl TypeStr {
     /// dtype objects (ml_dtypes') do.
     pub const fn extended(e: Extended) -> TypeStr {
         let size = e.itemsize();
+        let order = if size > 1 {
+            ByteOrder::Little
+        } else {
+            ByteOrder::NotApplicable
+        };
         TypeStr {
-            order: if size > 1 {
-                ByteOrder::Little
-            } else {
-                ByteOrder::NotApplicable
-            },
-            kind: Kind::Void,
             count: size,
-            unit: None,
-            ext: Some(e),
+            tags: Tags::new(order, Kind::Void, None, Some(e)),
         }
     }
 
     /// The element type, for a type string of [`TypeStr::extended`].
     pub const fn extended_type(&self) -> Option<Extended> {
-        self.ext
+        self.tags.ext()
     }
 
     /// The extended type this type string stands for: its own, or bfloat16 for a bare `<V2`,
     /// as PyTorch writes bfloat16 in a dict (NumPy writes its two-byte void `|V2`).
     pub fn stands_for(&self) -> Option<Extended> {
-        self.ext.or_else(|| {
-            (self.kind == Kind::Void && self.count == 2 && self.order == ByteOrder::Little)
+        self.extended_type().or_else(|| {
+            (self.kind() == Kind::Void && self.count == 2 && self.byte_order() == ByteOrder::Little)
                 .then_some(Extended::Bfloat16)
         })
     }
@@ -330,19 +415,26 @@ impl TypeStr {
     }
 
     /// The same type with a datetime unit (only meaningful for `m` and `M`).
-    pub const fn with_unit(mut self, unit: TimeUnit) -> TypeStr {
-        self.unit = Some(unit);
-        self
+    pub const fn with_unit(self, unit: TimeUnit) -> TypeStr {
+        TypeStr {
+            count: self.count,
+            tags: Tags::new(
+                self.byte_order(),
+                self.kind(),
+                Some(unit),
+                self.extended_type(),
+            ),
+        }
     }
 
     /// The byte order as written.
     pub const fn byte_order(&self) -> ByteOrder {
-        self.order
+        self.tags.order()
     }
 
     /// The kind.
     pub const fn kind(&self) -> Kind {
-        self.kind
+        self.tags.kind()
     }
 
     /// The number as written after the kind letter.
@@ -352,12 +444,12 @@ impl TypeStr {
 
     /// The datetime unit, if any.
     pub const fn unit(&self) -> Option<TimeUnit> {
-        self.unit
+        self.tags.unit()
     }
 
     /// The size of one item in bytes (`U`: 4 bytes a character; `t`: bits rounded up to bytes).
     pub const fn itemsize(&self) -> usize {
-        match self.kind {
+        match self.kind() {
             Kind::Unicode => self.count.saturating_mul(4),
             Kind::BitField => self.count.div_ceil(8),
             _ => self.count,
@@ -368,30 +460,26 @@ impl TypeStr {
     /// order means nothing (one byte, `S`, `V`, `O`) get `|`, and `|` on a multi-byte number
     /// becomes the host order.
     pub const fn canonical(&self) -> TypeStr {
-        if self.ext.is_some() {
+        if self.extended_type().is_some() {
             // Its spelling is its element's.
             return *self;
         }
-        let order = match self.kind {
+        let (kind, order) = (self.kind(), self.byte_order());
+        let order = match kind {
             Kind::Bytes | Kind::Void | Kind::Object => ByteOrder::NotApplicable,
-            Kind::Unicode => match self.order {
-                ByteOrder::Big | ByteOrder::Little => self.order,
+            Kind::Unicode => match order {
+                ByteOrder::Big | ByteOrder::Little => order,
                 _ => ByteOrder::HOST,
             },
-            _ if self.count <= 1 && !matches!(self.kind, Kind::BitField) => {
-                ByteOrder::NotApplicable
-            }
-            _ => match self.order {
-                ByteOrder::Big | ByteOrder::Little => self.order,
+            _ if self.count <= 1 && !matches!(kind, Kind::BitField) => ByteOrder::NotApplicable,
+            _ => match order {
+                ByteOrder::Big | ByteOrder::Little => order,
                 _ => ByteOrder::HOST,
             },
         };
         TypeStr {
-            order,
-            kind: self.kind,
             count: self.count,
-            unit: self.unit,
-            ext: None,
+            tags: Tags::new(order, kind, self.unit(), None),
         }
     }
 
@@ -438,11 +526,8 @@ impl TypeStr {
             Some(parse_unit(s, kind, suffix)?)
         };
         let ts = TypeStr {
-            order,
-            kind,
             count,
-            unit,
-            ext: None,
+            tags: Tags::new(order, kind, unit, None),
         };
         if kind == Kind::Unicode && count.checked_mul(4).is_none() {
             return Err(TypeStrError::Overflow(s.to_owned()));
@@ -510,11 +595,16 @@ impl fmt::Display for TypeStr {
     /// Writes the type string as parsed or constructed; use [`TypeStr::canonical`] first for
     /// NumPy's spelling. Objects are written `|O` as NumPy does.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", self.order.as_char(), self.kind.as_char())?;
-        if self.kind != Kind::Object {
+        write!(
+            f,
+            "{}{}",
+            self.byte_order().as_char(),
+            self.kind().as_char()
+        )?;
+        if self.kind() != Kind::Object {
             write!(f, "{}", self.count)?;
         }
-        if let Some(u) = self.unit {
+        if let Some(u) = self.unit() {
             if u.count == 1 {
                 write!(f, "[{}]", u.base.as_str())?;
             } else {
@@ -562,6 +652,56 @@ mod tests {
             };
             assert_eq!(canon(&input), numpy, "{input}");
         }
+    }
+
+    #[test]
+    fn tags_give_back_every_field() {
+        // Each table `Tags` indexes lists its enum in the order declared.
+        assert!(
+            ByteOrder::ALL
+                .iter()
+                .enumerate()
+                .all(|(i, o)| *o as usize == i)
+        );
+        assert!(Kind::ALL.iter().enumerate().all(|(i, k)| *k as usize == i));
+        assert!(
+            TimeUnitBase::ALL
+                .iter()
+                .enumerate()
+                .all(|(i, u)| u.1 as usize == i)
+        );
+        assert!(
+            Extended::TABLE
+                .iter()
+                .enumerate()
+                .all(|(i, e)| e.0 as usize == i)
+        );
+        let units = TimeUnitBase::ALL
+            .iter()
+            .flat_map(|u| [1, 7, u32::MAX].map(|count| Some(TimeUnit { count, base: u.1 })));
+        let units: Vec<_> = [None].into_iter().chain(units).collect();
+        let exts: Vec<_> = [None]
+            .into_iter()
+            .chain(Extended::TABLE.iter().map(|e| Some(e.0)))
+            .collect();
+        for order in ByteOrder::ALL {
+            for kind in Kind::ALL {
+                for unit in &units {
+                    for ext in &exts {
+                        let t = Tags::new(order, kind, *unit, *ext);
+                        assert_eq!(
+                            (t.order(), t.kind(), t.unit(), t.ext()),
+                            (order, kind, *unit, *ext)
+                        );
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            format!("{:?}", TypeStr::parse("<M8[10ms]").unwrap()),
+            "TypeStr { order: Little, kind: DateTime, count: 8, unit: Some(TimeUnit { count: 10, \
+             base: Milli }), ext: None }"
+        );
     }
 
     #[test]
