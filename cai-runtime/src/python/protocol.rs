@@ -543,7 +543,8 @@ pub mod methods {
         copy: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         const WHAT: &str = "__dlpack__";
-        let request = DlpackRequest::from_args(stream, max_version, dl_device, copy)?;
+        let mut request = DlpackRequest::new();
+        request.read_args(stream, max_version, dl_device, copy)?;
         match e.dlpack_side(request.dl_device()) {
             Side::Device => super::device_export(exporter, e, &request, WHAT),
             Side::Host => super::host_export(exporter, e, &request, WHAT),

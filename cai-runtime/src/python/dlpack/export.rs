@@ -6,6 +6,7 @@
 //! without the GIL (a Python object released without it is released when a thread next holds
 //! it); a capsule dropped unconsumed (still named `dltensor...`) calls the deleter itself.
 
+use std::borrow::Cow;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -136,6 +137,21 @@ impl DlpackRequest {
         copy: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let mut out = DlpackRequest::default();
+        out.read_args(stream, max_version, dl_device, copy)?;
+        Ok(out)
+    }
+
+    /// [`Self::from_args`], read into `self` (a default request). (Returned in a result, a
+    /// request went through the stack a few bytes at a time, each load waiting for the
+    /// narrower stores before it to reach the cache.)
+    pub(crate) fn read_args(
+        &mut self,
+        stream: Option<&Bound<'_, PyAny>>,
+        max_version: Option<&Bound<'_, PyAny>>,
+        dl_device: Option<&Bound<'_, PyAny>>,
+        copy: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let out = self;
         if let Some(s) = stream.filter(|s| !s.is_none()) {
             out.stream = consumer_stream(s)?;
         }
@@ -175,7 +191,7 @@ impl DlpackRequest {
             })?;
             out.copy = Some(b);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// What the exchange table's `managed_tensor_from_py_object_no_sync` asks for: a versioned
@@ -328,15 +344,17 @@ type DimVec = smallvec::SmallVec<[i64; 8]>;
 /// A tensor's shape and strides as a block or a [`Template`] holds them: up to 8 dimensions in
 /// place, the entries past `ndim` zero, so that an export copies them as two arrays of fixed
 /// size (copied by length, each took a `memcpy` call and a trip through the stack); more
-/// dimensions on the heap, the shape then the strides.
+/// dimensions on the heap, the shape then the strides. Whole words only: a template's are
+/// copied field by field into each block ([`Dims::clone_to`]), and a field of one byte (an
+/// enum's tag, `ndim` as a `u8`) was copied a few bytes at a time through the stack, each
+/// load waiting for the narrower stores before it to reach the cache.
 #[derive(Clone)]
-enum Dims {
-    Inline {
-        ndim: u8,
-        shape: [i64; 8],
-        strides: [i64; 8],
-    },
-    Heap(Box<[i64]>),
+struct Dims {
+    ndim: usize,
+    /// The shape then the strides, up to 8 dimensions.
+    inline: [[i64; 8]; 2],
+    /// The shape then the strides, past 8 dimensions.
+    heap: Option<Box<[i64]>>,
 }
 
 impl Dims {
@@ -344,35 +362,42 @@ impl Dims {
     fn new(shape: &[i64], strides: &[i64]) -> Dims {
         debug_assert_eq!(shape.len(), strides.len());
         let ndim = shape.len();
+        let mut inline = [[0; 8]; 2];
+        let mut heap = None;
         if ndim <= 8 {
-            let (mut sh, mut st) = ([0; 8], [0; 8]);
-            sh[..ndim].copy_from_slice(shape);
-            st[..ndim].copy_from_slice(&strides[..ndim]);
-            Dims::Inline {
-                ndim: ndim as u8,
-                shape: sh,
-                strides: st,
-            }
+            inline[0][..ndim].copy_from_slice(shape);
+            inline[1][..ndim].copy_from_slice(&strides[..ndim]);
         } else {
-            Dims::Heap(shape.iter().chain(&strides[..ndim]).copied().collect())
+            heap = Some(shape.iter().chain(&strides[..ndim]).copied().collect());
         }
+        Dims { ndim, inline, heap }
     }
 
     fn ndim(&self) -> usize {
-        match self {
-            Dims::Inline { ndim, .. } => usize::from(*ndim),
-            Dims::Heap(b) => b.len() / 2,
+        self.ndim
+    }
+
+    /// Writes a clone of `self` to `dst`, field by field.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of a `Dims`, and holds none to drop.
+    unsafe fn clone_to(&self, dst: *mut Dims) {
+        // SAFETY: this function's contract: each field written once.
+        unsafe {
+            std::ptr::addr_of_mut!((*dst).ndim).write(self.ndim);
+            std::ptr::addr_of_mut!((*dst).inline).write(self.inline);
+            std::ptr::addr_of_mut!((*dst).heap).write(self.heap.clone());
         }
     }
 
     /// The tensor's `shape` and `strides` pointers: NULL for no dimensions (DLPack 1.3 allows
     /// it, and older consumers read none).
     fn pointers(&self) -> (*mut i64, *mut i64) {
-        let (shape, strides) = match self {
-            Dims::Inline { shape, strides, .. } => (shape.as_ptr(), strides.as_ptr()),
-            Dims::Heap(b) => (b.as_ptr(), b[b.len() / 2..].as_ptr()),
+        let (shape, strides) = match &self.heap {
+            None => (self.inline[0].as_ptr(), self.inline[1].as_ptr()),
+            Some(b) => (b.as_ptr(), b[self.ndim..].as_ptr()),
         };
-        if self.ndim() == 0 {
+        if self.ndim == 0 {
             (std::ptr::null_mut(), std::ptr::null_mut())
         } else {
             // (Lent, never written: DLPack's fields are `*mut` for C's sake.)
@@ -475,11 +500,11 @@ impl Drop for ManagedExport {
 
 impl ManagedExport {
     /// `tensor` (whose shape and strides pointers are set here, into `dims`) in a new block
-    /// that owns `dims` and `keep`.
+    /// that owns `dims` (moved, or a template's cloned there) and `keep`.
     fn new<M: Managed>(
         tensor: DLTensor,
         flags: DlpackFlags,
-        dims: Dims,
+        dims: Cow<'_, Dims>,
         keep: Keep,
         versioned: bool,
     ) -> Self {
@@ -496,7 +521,11 @@ impl ManagedExport {
         // is written once, in place, before the block is taken as initialized.
         let block = unsafe {
             std::ptr::addr_of_mut!((*p).managed).write(M::new(tensor, flags, delete::<M>));
-            std::ptr::addr_of_mut!((*p).dims).write(dims);
+            let to = std::ptr::addr_of_mut!((*p).dims);
+            match dims {
+                Cow::Owned(d) => to.write(d),
+                Cow::Borrowed(d) => d.clone_to(to),
+            }
             std::ptr::addr_of_mut!((*p)._keep).write(keep);
             std::ptr::addr_of_mut!((*p).counted).write(counted);
             block.assume_init()
@@ -634,7 +663,7 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     Ok(ManagedExport::new::<DLManagedTensorVersioned>(
         tensor,
         DlpackFlags::empty(),
-        Dims::new(&shape, &strides),
+        Cow::Owned(Dims::new(&shape, &strides)),
         keep,
         true,
     ))
@@ -851,6 +880,7 @@ unsafe fn export_with<'py, S: Space>(
     let mut flags = DlpackFlags::empty();
     flags.set(DlpackFlags::READ_ONLY, readonly);
     flags.set(DlpackFlags::IS_COPIED, copied);
+    let dims = Cow::Owned(dims);
     Ok(if request.versioned() {
         ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, dims, keep, true)
     } else {
@@ -1027,7 +1057,7 @@ impl Template {
         let mut flags = DlpackFlags::empty();
         flags.set(DlpackFlags::READ_ONLY, self.readonly);
         let keep = Keep::Object(owner.clone().unbind());
-        let dims = self.dims.clone();
+        let dims = Cow::Borrowed(&self.dims);
         Ok(if request.versioned() {
             ManagedExport::new::<DLManagedTensorVersioned>(tensor, flags, dims, keep, true)
         } else {
@@ -1233,7 +1263,7 @@ mod tests {
             let strides: Vec<i64> = shape.iter().map(|n| -7 * n).collect();
             let dims = Dims::new(&shape, &strides).clone();
             assert_eq!(dims.ndim(), ndim);
-            assert_eq!(matches!(dims, Dims::Inline { .. }), ndim <= 8);
+            assert_eq!(dims.heap.is_none(), ndim <= 8);
             let (sh, st) = dims.pointers();
             if ndim == 0 {
                 assert!(sh.is_null() && st.is_null());
