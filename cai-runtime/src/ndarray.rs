@@ -262,9 +262,9 @@ mod import {
                 Some(plain) => plain,
                 None => {
                     let (head, layout) = crate::python::dlpack::describe_lent(&t)?;
-                    crate::python::foreign::check_dtype::<T>(&head.typestr, None)?;
-                    let plan = Plan::of(head.data.ptr, &layout)?;
-                    (plan, head.data.ptr, layout.extent())
+                    crate::python::foreign::check_dtype::<T>(head.typestr(), None)?;
+                    let plan = Plan::of(head.data().ptr, &layout)?;
+                    (plan, head.data().ptr, layout.extent())
                 }
             };
             // The claim an import would hold, for the call (released as it drops).
@@ -504,9 +504,9 @@ mod import {
         }
         let plain = Plan::of_plain_tensor(&t).map(show);
         let read = crate::python::dlpack::describe_lent(&t).and_then(|(head, layout)| {
-            crate::python::foreign::check_dtype::<T>(&head.typestr, None)?;
-            let plan = Plan::of(head.data.ptr, &layout)?;
-            Ok((plan, head.data.ptr, layout.extent()))
+            crate::python::foreign::check_dtype::<T>(head.typestr(), None)?;
+            let plan = Plan::of(head.data().ptr, &layout)?;
+            Ok((plan, head.data().ptr, layout.extent()))
         });
         Ok(Some((plain, read.map_or_else(|e| e.to_string(), show))))
     }

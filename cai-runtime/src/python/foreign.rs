@@ -83,16 +83,46 @@ enum Described<S: Space> {
     Tensor(TensorHead<S>),
 }
 
-/// What a DLPack tensor describes besides its layout.
+/// What a DLPack tensor describes besides its layout. Whole words only (no `bool` field): an
+/// import moves it a few times, and a field of one byte was moved a few bytes at a time, each
+/// load waiting for the narrower stores before it to reach the cache.
 #[derive(Debug)]
 pub(crate) struct TensorHead<S: Space> {
-    pub(crate) typestr: crate::TypeStr,
-    pub(crate) data: crate::Data,
-    pub(crate) stream: S::StreamEntry,
-    /// Whether the tensor gave strides (NULL means C order: the descriptor's `None`).
-    pub(crate) strided: bool,
+    typestr: crate::TypeStr,
+    /// The address of the first item.
+    ptr: u64,
+    /// [`Self::READ_ONLY`] and [`Self::STRIDED`].
+    flags: u64,
+    stream: S::StreamEntry,
     /// The descriptor, once asked for.
-    pub(crate) whole: std::sync::OnceLock<Box<ArrayDescriptor<S>>>,
+    whole: std::sync::OnceLock<Box<ArrayDescriptor<S>>>,
+}
+
+impl<S: Space> TensorHead<S> {
+    const READ_ONLY: u64 = 1;
+    /// The tensor gave strides (NULL means C order: the descriptor's `None`).
+    const STRIDED: u64 = 2;
+
+    pub(crate) fn new(typestr: crate::TypeStr, data: crate::Data, strided: bool) -> Self {
+        TensorHead {
+            typestr,
+            ptr: data.ptr,
+            flags: u64::from(data.readonly) * Self::READ_ONLY + u64::from(strided) * Self::STRIDED,
+            stream: S::stream_entry(None),
+            whole: Default::default(),
+        }
+    }
+
+    pub(crate) fn typestr(&self) -> &crate::TypeStr {
+        &self.typestr
+    }
+
+    pub(crate) fn data(&self) -> crate::Data {
+        crate::Data {
+            ptr: self.ptr,
+            readonly: self.flags & Self::READ_ONLY != 0,
+        }
+    }
 }
 
 impl<S: Space> Described<S> {
@@ -106,7 +136,7 @@ impl<S: Space> Described<S> {
     fn data(&self) -> crate::Data {
         match self {
             Described::Parsed(d) => d.data,
-            Described::Tensor(t) => t.data,
+            Described::Tensor(t) => t.data(),
         }
     }
 
@@ -144,8 +174,9 @@ impl<S: Space> Described<S> {
                     shape: layout.shape().to_vec(),
                     typestr: t.typestr,
                     descr: None,
-                    data: t.data,
-                    strides: t.strided.then(|| layout.strides().to_vec()),
+                    data: t.data(),
+                    strides: (t.flags & TensorHead::<S>::STRIDED != 0)
+                        .then(|| layout.strides().to_vec()),
                     mask: None,
                     version: 3,
                     stream: t.stream.clone(),
@@ -404,15 +435,19 @@ impl<S: Space> ForeignArray<S> {
     pub(crate) fn from_dlpack_parts(
         head: TensorHead<S>,
         layout: Layout,
-        held: Held,
+        tensor: Option<super::dlpack::ImportedTensor>,
         owner: Option<&Bound<'_, PyAny>>,
         options: &ImportOptions,
         producer: super::dlpack::Producer,
         device_id: Option<u32>,
     ) -> PyResult<Self> {
-        let mut held = held;
-        held.set_owner(owner);
-        let mut a = ForeignArray::new(Described::Tensor(head), layout, held, options);
+        let mut a = ForeignArray::new(Described::Tensor(head), layout, Held::default(), options);
+        // (The tensor and owner set where they stay: set before, they were moved at once,
+        // and a move of what was just written waits for its stores to reach the cache.)
+        if let Some(t) = tensor {
+            a.0.held.tensor(t);
+        }
+        a.0.held.set_owner(owner);
         if !S::DEVICE {
             if let super::dlpack::Producer::Current(Some(stream)) = producer
                 && options.sync

@@ -28,7 +28,6 @@ use crate::descriptor::{Data, Space};
 use crate::layout::MAX_NDIM;
 use crate::layout::{Dims, Layout};
 use crate::python::ForeignArray;
-use crate::python::buffer::Held;
 use crate::python::foreign::TensorHead;
 use crate::sync::ImportOptions;
 
@@ -308,13 +307,7 @@ fn describe<S: Space>(
         // (checked above) values.
         Err(e) => return Err(unsafe { layout_refused(t, strided, itemsize, &e) }.into()),
     };
-    let head = TensorHead {
-        typestr,
-        data: Data { ptr, readonly },
-        stream: S::stream_entry(None),
-        strided,
-        whole: Default::default(),
-    };
+    let head = TensorHead::new(typestr, Data { ptr, readonly }, strided);
     Ok((head, layout))
 }
 
@@ -595,13 +588,7 @@ impl<S: Space> ForeignArray<S> {
         let producer = table_producer(obj, table, device_of(t)?, |_| Ok(()))?;
         // (No owner: `obj`, borrowed for the call, is what keeps the lent memory alive.)
         let a = ForeignArray::from_dlpack_parts(
-            head,
-            layout,
-            Held::default(),
-            None,
-            options,
-            producer,
-            device_id,
+            head, layout, None, None, options, producer, device_id,
         )?;
         Ok(f(&a))
     }
@@ -614,15 +601,7 @@ impl<S: Space> ForeignArray<S> {
         options: &ImportOptions,
     ) -> PyResult<Self> {
         let producer = Producer::Current(None);
-        ForeignArray::from_dlpack_parts(
-            head,
-            layout,
-            Held::default(),
-            Some(obj),
-            options,
-            producer,
-            None,
-        )
+        ForeignArray::from_dlpack_parts(head, layout, None, Some(obj), options, producer, None)
     }
 
     /// The import of a consumed tensor (whose deleter runs exactly once from here: when the
@@ -641,9 +620,15 @@ impl<S: Space> ForeignArray<S> {
             Ok(described) => described,
             Err(e) => return Err(unboxed(e)),
         };
-        let mut held = Held::default();
-        held.tensor(tensor);
-        ForeignArray::from_dlpack_parts(head, layout, held, owner, options, producer, device_id)
+        ForeignArray::from_dlpack_parts(
+            head,
+            layout,
+            Some(tensor),
+            owner,
+            options,
+            producer,
+            device_id,
+        )
     }
 
     /// The import of a tensor one of cai's own classes lent ([`own_lent`]): it holds `obj`
@@ -659,8 +644,7 @@ impl<S: Space> ForeignArray<S> {
             Ok(described) => described,
             Err(e) => return Err(unboxed(e)),
         };
-        let held = Held::default();
-        ForeignArray::from_dlpack_parts(head, layout, held, Some(obj), options, producer, device_id)
+        ForeignArray::from_dlpack_parts(head, layout, None, Some(obj), options, producer, device_id)
     }
 }
 

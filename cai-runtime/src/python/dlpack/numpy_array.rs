@@ -183,16 +183,11 @@ pub(super) fn read<S: Space>(obj: &Bound<'_, PyAny>) -> Option<(TensorHead<S>, L
     if a.data.is_null() && layout.size() > 0 {
         return None;
     }
-    let head = TensorHead {
-        typestr,
-        data: Data {
-            ptr: a.data as u64,
-            readonly: a.flags & npyffi::NPY_ARRAY_WRITEABLE == 0,
-        },
-        stream: S::stream_entry(None),
-        strided: ndim > 0,
-        whole: Default::default(),
+    let data = Data {
+        ptr: a.data as u64,
+        readonly: a.flags & npyffi::NPY_ARRAY_WRITEABLE == 0,
     };
+    let head = TensorHead::new(typestr, data, ndim > 0);
     Some((head, layout))
 }
 
