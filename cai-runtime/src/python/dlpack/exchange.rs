@@ -646,7 +646,6 @@ impl Table {
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable out-pointer; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), &mut out) };
-        let raised = raised(py);
         // Only a call that returned 0 hands a tensor over ("NULL on failure": a producer that
         // failed after writing `out` may have freed it already).
         let tensor = NonNull::new(out)
@@ -654,7 +653,7 @@ impl Table {
             // SAFETY: an owning tensor the producer handed over: ours to delete, once (also
             // where it returned 0 with an exception set, which is refused below).
             .map(|p| unsafe { ImportedTensor::from_raw(p) });
-        check_call("managed_tensor_from_py_object_no_sync", rc, raised)?;
+        check_call(py, "managed_tensor_from_py_object_no_sync", rc)?;
         tensor.ok_or_else(|| {
             DlpackError::Capsule(
                 "the producer's managed_tensor_from_py_object_no_sync returned 0 but no tensor (out = NULL)".into(),
@@ -681,7 +680,7 @@ impl Table {
         // SAFETY: the producer's function, given an instance of the type its table was found
         // on and a writable tensor; called holding the GIL, with no exception pending.
         let rc = unsafe { f(obj.as_ptr().cast(), out) };
-        check_call("dltensor_from_py_object_no_sync", rc, raised(obj.py()))?;
+        check_call(obj.py(), "dltensor_from_py_object_no_sync", rc)?;
         Ok(true)
     }
 
@@ -698,7 +697,7 @@ impl Table {
         // SAFETY: the producer's function with a device and a writable out-pointer, called
         // holding the GIL.
         let rc = unsafe { f(DLDeviceType(kind as u32), id, &mut out) };
-        check_call("current_work_stream", rc, raised(py))?;
+        check_call(py, "current_work_stream", rc)?;
         if out.is_null() {
             return Ok(crate::stream::Stream::LegacyDefault);
         }
@@ -712,33 +711,37 @@ impl Table {
     }
 }
 
-/// The exception a producer's table function left set, taken: asked first whether there is
-/// one (a read of the thread's state), since taking costs more and a call that succeeds sets
-/// none.
-fn raised(py: Python<'_>) -> Option<PyErr> {
+/// The outcome of a producer's table function: `Ok` where it returned 0 and set no exception
+/// (asked of the thread's state, a read), else [`call_failed`]'s error.
+#[inline]
+fn check_call(py: Python<'_>, name: &str, rc: c_int) -> PyResult<()> {
     // SAFETY: attached (`py`); PyErr_Occurred only reads the thread's pending exception.
-    if unsafe { ffi::PyErr_Occurred() }.is_null() {
-        return None;
+    if rc == 0 && unsafe { ffi::PyErr_Occurred() }.is_null() {
+        return Ok(());
     }
-    PyErr::take(py)
+    Err(call_failed(py, name, rc))
 }
 
-/// The outcome of a producer's table function: its own exception where it raised one, a
-/// `RuntimeError` where it said -1 without one or 0 with one (that exception its cause).
-fn check_call(name: &str, rc: c_int, raised: Option<PyErr>) -> PyResult<()> {
-    match (rc, raised) {
-        (0, None) => Ok(()),
+/// The error of a producer's table function that failed: its own exception where it raised
+/// one, a `RuntimeError` where it said -1 without one or 0 with one (that exception its cause).
+/// (Out of line: taken as an `Option<PyErr>` on every call, the exception that was not there
+/// went through the stack as 64 bytes, written a word and read back whole, the read waiting
+/// for the write to reach the cache.)
+#[cold]
+#[inline(never)]
+fn call_failed(py: Python<'_>, name: &str, rc: c_int) -> PyErr {
+    match (rc, PyErr::take(py)) {
         (0, Some(e)) => {
             let err = PyRuntimeError::new_err(format!(
                 "the producer's {name} returned 0 (success) with an exception set"
             ));
-            Python::attach(|py| err.set_cause(py, Some(e)));
-            Err(err)
+            err.set_cause(py, Some(e));
+            err
         }
-        (_, Some(e)) => Err(e),
-        (rc, None) => Err(PyRuntimeError::new_err(format!(
+        (_, Some(e)) => e,
+        (rc, None) => PyRuntimeError::new_err(format!(
             "the producer's {name} returned {rc} without setting an exception"
-        ))),
+        )),
     }
 }
 
