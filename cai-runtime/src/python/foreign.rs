@@ -129,7 +129,7 @@ impl<S: Space> Described<S> {
     fn typestr(&self) -> &crate::TypeStr {
         match self {
             Described::Parsed(d) => &d.typestr,
-            Described::Tensor(t) => &t.typestr,
+            Described::Tensor(t) => t.typestr(),
         }
     }
 
