@@ -100,7 +100,6 @@ pub(crate) struct TensorHead<S: Space> {
 
 impl<S: Space> TensorHead<S> {
     const READ_ONLY: u64 = 1;
-    /// The tensor gave strides (NULL means C order: the descriptor's `None`).
     const STRIDED: u64 = 2;
 
     pub(crate) fn new(typestr: crate::TypeStr, data: crate::Data, strided: bool) -> Self {
@@ -115,6 +114,11 @@ impl<S: Space> TensorHead<S> {
 
     pub(crate) fn typestr(&self) -> &crate::TypeStr {
         &self.typestr
+    }
+
+    /// Whether the tensor gave strides (NULL means C order: the descriptor's `None`).
+    fn strided(&self) -> bool {
+        self.flags & Self::STRIDED != 0
     }
 
     pub(crate) fn data(&self) -> crate::Data {
@@ -175,8 +179,7 @@ impl<S: Space> Described<S> {
                     typestr: t.typestr,
                     descr: None,
                     data: t.data(),
-                    strides: (t.flags & TensorHead::<S>::STRIDED != 0)
-                        .then(|| layout.strides().to_vec()),
+                    strides: t.strided().then(|| layout.strides().to_vec()),
                     mask: None,
                     version: 3,
                     stream: t.stream.clone(),

@@ -338,9 +338,6 @@ impl Managed for DLManagedTensorVersioned {
     }
 }
 
-/// A tensor's shape or strides while they are worked out.
-type DimVec = smallvec::SmallVec<[i64; 8]>;
-
 /// A tensor's shape and strides as a block or a [`Template`] holds them: up to 8 dimensions in
 /// place, the entries past `ndim` zero, so that an export copies them as two arrays of fixed
 /// size (copied by length, each took a `memcpy` call and a trip through the stack); more
@@ -358,19 +355,25 @@ struct Dims {
 }
 
 impl Dims {
-    /// `shape` and `strides`, of one length.
-    fn new(shape: &[i64], strides: &[i64]) -> Dims {
-        debug_assert_eq!(shape.len(), strides.len());
-        let ndim = shape.len();
-        let mut inline = [[0; 8]; 2];
-        let mut heap = None;
-        if ndim <= 8 {
-            inline[0][..ndim].copy_from_slice(shape);
-            inline[1][..ndim].copy_from_slice(&strides[..ndim]);
-        } else {
-            heap = Some(shape.iter().chain(&strides[..ndim]).copied().collect());
+    /// `ndim` dimensions, all zero, for the caller to write ([`Self::parts_mut`]).
+    fn zeroed(ndim: usize) -> Dims {
+        Dims {
+            ndim,
+            inline: [[0; 8]; 2],
+            heap: (ndim > 8).then(|| vec![0; 2 * ndim].into_boxed_slice()),
         }
-        Dims { ndim, inline, heap }
+    }
+
+    /// The shape and the strides, to write.
+    fn parts_mut(&mut self) -> (&mut [i64], &mut [i64]) {
+        let n = self.ndim;
+        match &mut self.heap {
+            None => {
+                let [shape, strides] = &mut self.inline;
+                (&mut shape[..n], &mut strides[..n])
+            }
+            Some(b) => b.split_at_mut(n),
+        }
     }
 
     fn ndim(&self) -> usize {
@@ -603,30 +606,31 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     if ndim > 0 && prototype.shape.is_null() {
         return Err(value(format!("prototype.shape = NULL with ndim = {ndim}")));
     }
+    let mut dims = Dims::zeroed(ndim);
+    let (shape, strides) = dims.parts_mut();
     // SAFETY: DLPack: a non-null shape points to `ndim` int64 values, which the caller keeps
     // alive during this call (checked non-null above where `ndim` > 0; none read at 0).
-    let raw: DimVec = unsafe { super::int64s(prototype.shape, ndim) }.collect();
-    let mut shape = DimVec::with_capacity(ndim);
+    let given = unsafe { super::int64s(prototype.shape, ndim) };
+    for (d, n) in shape.iter_mut().zip(given) {
+        *d = n;
+    }
     let mut items: usize = 1;
-    for (i, &n) in raw.iter().enumerate() {
+    for (i, &n) in shape.iter().enumerate() {
         let u = usize::try_from(n)
             .map_err(|_| value(format!("prototype.shape[{i}] = {n}: negative")))?;
         items = items
             .checked_mul(u)
-            .ok_or_else(|| value(format!("prototype.shape = {raw:?}: too many items")))?;
-        shape.push(n);
+            .ok_or_else(|| value(format!("prototype.shape = {shape:?}: too many items")))?;
     }
     let len = items
         .checked_mul(typestr.itemsize())
         .filter(|&l| l <= isize::MAX as usize)
-        .ok_or_else(|| value(format!("prototype.shape = {raw:?}: too many bytes")))?;
-    let mut strides = DimVec::with_capacity(ndim);
+        .ok_or_else(|| value(format!("prototype.shape = {shape:?}: too many bytes")))?;
     let mut n = 1i64;
-    for &dim in shape.iter().rev() {
-        strides.push(n);
+    for (s, &dim) in strides.iter_mut().zip(&*shape).rev() {
+        *s = n;
         n = n.saturating_mul(dim.max(1));
     }
-    strides.reverse();
     let (ptr, keep) = match device {
         DlpackDevice::Cpu => {
             let mut buf: Vec<u128> = Vec::new();
@@ -663,7 +667,7 @@ pub(crate) fn allocate(prototype: &DLTensor) -> Result<ManagedExport, (&'static 
     Ok(ManagedExport::new::<DLManagedTensorVersioned>(
         tensor,
         DlpackFlags::empty(),
-        Cow::Owned(Dims::new(&shape, &strides)),
+        Cow::Owned(dims),
         keep,
         true,
     ))
@@ -909,26 +913,27 @@ fn tensor_parts<S: Space>(
     let dtype = dl_dtype(&d.typestr, d.descr.as_ref())?;
     let itemsize = layout.itemsize();
     let empty = layout.size() == 0;
-    let mut strides = DimVec::with_capacity(layout.ndim());
-    for &s in layout.strides() {
+    let mut dims = Dims::zeroed(layout.ndim());
+    let (shape, strides) = dims.parts_mut();
+    for (i, (&n, &s)) in layout.shape().iter().zip(layout.strides()).enumerate() {
         if s % itemsize as isize != 0 && !empty {
             return Err(DlpackError::ByteStrides {
                 strides: layout.strides().to_vec(),
                 itemsize,
             });
         }
-        strides.push((s / itemsize as isize) as i64);
+        shape[i] = n as i64;
+        strides[i] = (s / itemsize as isize) as i64;
     }
     if empty {
         // Any strides describe no items: C order, in items.
         let mut n = 1i64;
-        for (s, &dim) in strides.iter_mut().zip(layout.shape()).rev() {
+        for (s, &dim) in strides.iter_mut().zip(&*shape).rev() {
             *s = n;
-            n = n.saturating_mul(dim.max(1) as i64);
+            n = n.saturating_mul(dim.max(1));
         }
     }
-    let shape: DimVec = layout.shape().iter().map(|&n| n as i64).collect();
-    Ok((dtype, Dims::new(&shape, &strides)))
+    Ok((dtype, dims))
 }
 
 /// What every export of a side that never changes shares, made once
@@ -1254,29 +1259,45 @@ unsafe fn device_copy<S: Space>(
 mod tests {
     use super::Dims;
 
-    /// What a tensor's pointers read back: the shape and strides given, in place up to 8
-    /// dimensions and on the heap past them; NULL for none.
+    /// What a tensor's pointers read back: the shape and strides written, in place up to 8
+    /// dimensions and on the heap past them, NULL for none; and the same of a clone written
+    /// field by field (`clone_to`, as an export from a template makes), whose pointers are
+    /// its own.
     #[test]
     fn dims_point_at_the_shape_and_strides_given() {
         for ndim in [0usize, 1, 3, 8, 9, 64] {
             let shape: Vec<i64> = (1..=ndim as i64).collect();
             let strides: Vec<i64> = shape.iter().map(|n| -7 * n).collect();
-            let dims = Dims::new(&shape, &strides).clone();
-            assert_eq!(dims.ndim(), ndim);
-            assert_eq!(dims.heap.is_none(), ndim <= 8);
-            let (sh, st) = dims.pointers();
-            if ndim == 0 {
-                assert!(sh.is_null() && st.is_null());
-                continue;
-            }
-            // SAFETY: both point at `ndim` values inside `dims`, which lives.
-            let (sh, st) = unsafe {
-                (
-                    std::slice::from_raw_parts(sh, ndim),
-                    std::slice::from_raw_parts(st, ndim),
-                )
+            let mut dims = Dims::zeroed(ndim);
+            let (sh, st) = dims.parts_mut();
+            sh.copy_from_slice(&shape);
+            st.copy_from_slice(&strides);
+            let mut clone = std::mem::MaybeUninit::<Dims>::uninit();
+            // SAFETY: `clone` is writable and holds nothing; `clone_to` writes every field.
+            let clone = unsafe {
+                dims.clone_to(clone.as_mut_ptr());
+                clone.assume_init()
             };
-            assert_eq!((sh, st), (&shape[..], &strides[..]), "ndim {ndim}");
+            for d in [&dims, &clone] {
+                assert_eq!(d.ndim(), ndim);
+                assert_eq!(d.heap.is_none(), ndim <= 8);
+                let (sh, st) = d.pointers();
+                if ndim == 0 {
+                    assert!(sh.is_null() && st.is_null());
+                    continue;
+                }
+                // SAFETY: both point at `ndim` values inside `d`, which lives.
+                let (sh, st) = unsafe {
+                    (
+                        std::slice::from_raw_parts(sh, ndim),
+                        std::slice::from_raw_parts(st, ndim),
+                    )
+                };
+                assert_eq!((sh, st), (&shape[..], &strides[..]), "ndim {ndim}");
+            }
+            if ndim > 0 {
+                assert_ne!(dims.pointers().0, clone.pointers().0, "ndim {ndim}");
+            }
         }
     }
 }
